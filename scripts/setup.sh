@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Idempotent set-up: installs the Debian packages strata needs that are missing
+# (apt-get update only when an install needs it), then configures and builds.
+#   scripts/setup.sh [--mpi] [--no-build] [--build-dir DIR] [-- extra cmake args]
+# --mpi also installs Open MPI and MPICH (for the baselines in bench/).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir="${STRATA_BUILD_DIR:-$here/build}"
+want_mpi=0
+do_build=1
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mpi) want_mpi=1 ;;
+    --no-build) do_build=0 ;;
+    --build-dir) build_dir="$2"; shift ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "setup.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+pkgs=(build-essential cmake ninja-build pkg-config clang-format
+      libtbb-dev libfabric-dev libfabric-bin libhwloc-dev hwloc libspdlog-dev libfmt-dev libgtest-dev
+      libfftw3-dev libpmix-dev libopenmpi-dev openmpi-bin iproute2 python3)
+if [ "$want_mpi" = 1 ]; then
+  pkgs+=(libmpich-dev mpich gnuplot-nox)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  if ! "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >/tmp/strata-apt.log 2>&1; then
+    "${sudo_cmd[@]}" apt-get update >>/tmp/strata-apt.log 2>&1
+    "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >>/tmp/strata-apt.log 2>&1 \
+      || { echo "setup: apt-get failed, see /tmp/strata-apt.log" >&2; tail -20 /tmp/strata-apt.log >&2; exit 1; }
+  fi
+fi
+
+if [ "$do_build" = 1 ]; then
+  if [ ! -f "$build_dir/CMakeCache.txt" ]; then
+    cmake -S "$here" -B "$build_dir" -G Ninja "${extra[@]}" >/dev/null
+  elif [ ${#extra[@]} -gt 0 ]; then
+    cmake "$build_dir" "${extra[@]}" >/dev/null
+  fi
+  cmake --build "$build_dir" -j "$(nproc)"
+fi

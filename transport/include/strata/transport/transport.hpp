@@ -1,0 +1,132 @@
+// Transport: one-sided RMA with remote signals.
+//
+// Every cross-rank edge of a collective DAG becomes one operation here. The
+// interface is small on purpose: the executor (dag/) talks only to it, a fake
+// in-process implementation drives deterministic tests, and the real
+// implementations are a router that sends each peer to the shared-memory
+// backend (same virtual host) or the libfabric backend (other hosts).
+//
+// Semantics (docs/transport.md has the full text):
+//  - Posting (put/get/...) is thread-safe and non-blocking. A non-OK Status
+//    from a post means the operation was rejected before touching any memory
+//    (bad peer, unregistered range, shutdown); no completion follows.
+//  - An accepted operation produces exactly one completion, delivered to the
+//    completion handler with the operation's context, with OK or an error
+//    (peer dead, timeout, provider error), from the progress context.
+//  - put: at completion the source buffer may be reused AND the data is
+//    visible at the target (delivery complete, not just injected).
+//  - put_with_signal: the data is visible at the target before the signal
+//    handler runs there.
+//  - Signals from one source to one target are delivered in posting order,
+//    exactly once, never dropped (they are queued if the target's handler is
+//    not yet installed).
+//  - get: at completion the data is in the local buffer.
+//  - fetch_add: atomic with respect to other fetch_adds on the same word.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "strata/error.hpp"
+
+namespace strata {
+class Bootstrap;
+class Hierarchy;
+
+namespace transport {
+
+/// @brief A remote-accessible description of a registered buffer: plain old
+/// data, sent to peers as bytes. Each backend fills its own section.
+struct RemoteKey {
+  std::int32_t owner = -1;    ///< rank that registered the buffer
+  std::uint32_t flags = 0;    ///< kShm | kFabric: which sections are valid
+  std::uint64_t addr = 0;     ///< virtual address in the owner
+  std::uint64_t len = 0;      ///< registered length in bytes
+  // shared-memory section (same-host peers)
+  std::int64_t shm_pid = 0;   ///< owner's pid (single-copy CMA access)
+  std::uint64_t shm_token = 0;  ///< owner-defined id of the registration
+  // libfabric section (remote peers)
+  std::uint64_t fi_key = 0;   ///< fi_mr_key
+  std::uint64_t fi_base = 0;  ///< address base for offsets (0 with FI_MR_VIRT_ADDR... see docs)
+  std::uint64_t reserved = 0;
+
+  static constexpr std::uint32_t kShm = 1u;
+  static constexpr std::uint32_t kFabric = 2u;
+  [[nodiscard]] bool valid() const noexcept { return owner >= 0; }
+};
+static_assert(sizeof(RemoteKey) == 64, "RemoteKey is a fixed 64-byte wire format");
+
+/// Called once per accepted operation, from the progress context.
+using CompletionHandler = std::function<void(void* context, const Status& status)>;
+/// Called once per delivered signal on the target, from its progress context.
+using SignalHandler = std::function<void(int source, std::uint64_t payload)>;
+/// Called when a peer is declared dead (launcher report, timeout, provider error).
+using PeerFailureHandler = std::function<void(int peer, const Status& why)>;
+
+/// @brief One-sided RMA with remote signals; see the file comment for semantics.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  [[nodiscard]] virtual int rank() const noexcept = 0;
+  [[nodiscard]] virtual int size() const noexcept = 0;
+  /// Backend name and provider, e.g. "router(shm+ofi:tcp;ofi_rxm)".
+  [[nodiscard]] virtual std::string name() const = 0;
+
+  /// Handlers must be installed before the first operation is posted.
+  virtual void set_completion_handler(CompletionHandler h) = 0;
+  virtual void set_signal_handler(SignalHandler h) = 0;
+  virtual void set_peer_failure_handler(PeerFailureHandler h) = 0;
+
+  /// Registers [addr, addr+len) for remote access (cached: registering the
+  /// same range again is free; a sub-range of a registered range reuses it).
+  virtual Status register_memory(void* addr, std::size_t len, RemoteKey* key) = 0;
+  /// Drops registrations overlapping [addr, addr+len) (call before freeing).
+  virtual Status deregister_memory(void* addr, std::size_t len) = 0;
+
+  virtual Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
+                     void* context) = 0;
+  virtual Status get(int peer, void* dst, std::size_t len, const RemoteKey& src, std::uint64_t src_offset,
+                     void* context) = 0;
+  virtual Status put_with_signal(int peer, const void* src, std::size_t len, const RemoteKey& dst,
+                                 std::uint64_t dst_offset, std::uint64_t signal, void* context) = 0;
+  virtual Status signal(int peer, std::uint64_t payload, void* context) = 0;
+  virtual Status fetch_add(int peer, const RemoteKey& dst, std::uint64_t dst_offset, std::uint64_t addend,
+                           std::uint64_t* fetched, void* context) = 0;
+
+  /// Polls once: completions, incoming signals, queued injections, peer
+  /// liveness. Returns the number of events handled. Thread-safe.
+  virtual std::size_t progress() = 0;
+  /// Blocks until an event may be ready, wake() is called or @p timeout passes.
+  virtual void wait_for_event(std::chrono::microseconds timeout) = 0;
+  /// Interrupts wait_for_event (from any thread).
+  virtual void wake() = 0;
+
+  /// OK while @p peer is alive; the failure cause otherwise.
+  [[nodiscard]] virtual Status peer_status(int peer) const = 0;
+  /// Stops accepting operations; in-flight ones complete with Errc::shutdown.
+  virtual void shutdown() = 0;
+};
+
+/// @brief Options of the real transport (environment: see docs/environment.md).
+struct TransportOptions {
+  std::string intra = "shm";         ///< STRATA_INTRA: shm | fabric
+  std::string provider;              ///< STRATA_PROVIDER: fi_getinfo provider name, empty = auto
+  std::chrono::milliseconds timeout{30000};  ///< STRATA_TIMEOUT (ms): declare a silent peer dead
+  std::size_t cma_threshold = 0;     ///< STRATA_CMA_THRESHOLD: bytes from which single-copy is used (0 = built-in)
+  std::size_t mr_cache_entries = 1024;  ///< STRATA_MR_CACHE: bound of the registration cache
+  /// Reads the STRATA_* environment over the defaults; throws strata::Error naming the variable.
+  static TransportOptions from_environment();
+};
+
+/// @brief Creates the routed transport of this rank (collective over @p boot:
+/// every rank must call it).
+std::unique_ptr<Transport> make_transport(Bootstrap& boot, const Hierarchy& hier,
+                                          const TransportOptions& opts = TransportOptions::from_environment());
+
+}  // namespace transport
+}  // namespace strata
