@@ -63,8 +63,9 @@ class Bootstrap {
 
 /// @brief Picks the bootstrap this process was started with:
 /// strata-run's rendezvous (STRATA_RDV set), else PMIx (PMIX_RANK set and
-/// built with PMIx), else a single-rank job (size 1) when
-/// STRATA_SINGLETON=1, else throws strata::Error explaining how to launch.
+/// built with PMIx), else a single-rank job (size 1, like an MPI singleton;
+/// a one-line notice goes to the log). With STRATA_REQUIRE_LAUNCHER=1 the last
+/// case throws strata::Error explaining how to launch instead.
 std::unique_ptr<Bootstrap> bootstrap_from_environment();
 
 /// @brief Creates @p n connected in-process bootstraps (ranks as threads).
