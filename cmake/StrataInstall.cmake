@@ -22,5 +22,7 @@ set(STRATA_PC_REQUIRES "libfabric hwloc spdlog fmt tbb")
 if(STRATA_HAVE_PMIX)
   string(APPEND STRATA_PC_REQUIRES " pmix")
 endif()
+# Relocatable: prefix is found from the .pc file's own location.
+file(RELATIVE_PATH STRATA_PC_UP /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/strata.pc.in ${CMAKE_CURRENT_BINARY_DIR}/strata.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/strata.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
