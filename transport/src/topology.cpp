@@ -25,12 +25,8 @@ std::uint32_t get_u32(const std::byte* in) {
 
 // Two's-complement round trip of an int through 32 bits without
 // implementation-defined conversions.
-std::uint32_t to_u32(int v) {
-  return v >= 0 ? static_cast<std::uint32_t>(v) : ~static_cast<std::uint32_t>(-(v + 1));
-}
-int from_u32(std::uint32_t v) {
-  return (v & 0x80000000u) == 0 ? static_cast<int>(v) : -static_cast<int>(~v) - 1;
-}
+std::uint32_t to_u32(int v) { return v >= 0 ? static_cast<std::uint32_t>(v) : ~static_cast<std::uint32_t>(-(v + 1)); }
+int from_u32(std::uint32_t v) { return (v & 0x80000000u) == 0 ? static_cast<int>(v) : -static_cast<int>(~v) - 1; }
 
 // "0-3,8,10-11" from ascending ranks.
 std::string ranges(const std::vector<int>& ranks) {
@@ -50,10 +46,14 @@ std::string ranges(const std::vector<int>& ranks) {
 
 const char* level_name(Level level) noexcept {
   switch (level) {
-    case Level::host: return "host";
-    case Level::package: return "package";
-    case Level::numa: return "numa";
-    case Level::core: return "core";
+    case Level::host:
+      return "host";
+    case Level::package:
+      return "package";
+    case Level::numa:
+      return "numa";
+    case Level::core:
+      return "core";
   }
   return "unknown";
 }
@@ -63,8 +63,8 @@ Hierarchy::Hierarchy(std::vector<RankPlace> places) : places_(std::move(places))
   for (int r = 0; r < n; ++r) {
     const RankPlace& p = places_[static_cast<std::size_t>(r)];
     const auto bad = [r](const std::string& what) {
-      throw Error(Errc::invalid_argument, "Hierarchy: places[" + std::to_string(r) + "] (rank " + std::to_string(r) +
-                                              "): " + what);
+      throw Error(Errc::invalid_argument,
+                  "Hierarchy: places[" + std::to_string(r) + "] (rank " + std::to_string(r) + "): " + what);
     };
     if (p.rank != r) bad("rank field is " + std::to_string(p.rank) + ", expected " + std::to_string(r));
     if (p.host < 0) bad("host is " + std::to_string(p.host) + ", must be >= 0");
@@ -108,10 +108,14 @@ void Hierarchy::check_rank(int rank, const char* what) const {
 
 const Hierarchy::Table& Hierarchy::table(Level level) const {
   switch (level) {
-    case Level::host: return tables_[0];
-    case Level::package: return tables_[1];
-    case Level::numa: return tables_[2];
-    case Level::core: break;
+    case Level::host:
+      return tables_[0];
+    case Level::package:
+      return tables_[1];
+    case Level::numa:
+      return tables_[2];
+    case Level::core:
+      break;
   }
   throw Error(Errc::invalid_argument,
               "Hierarchy: level " + std::to_string(static_cast<int>(level)) + " has no group table");
@@ -173,6 +177,7 @@ std::string Hierarchy::describe() const {
   std::map<int, std::map<int, std::map<int, std::map<int, std::vector<int>>>>> tree;
   for (const RankPlace& p : places_) tree[p.host][p.package][p.numa][p.core].push_back(p.rank);
   const auto lead = [](int l) { return " (leader " + std::to_string(l) + ")"; };
+  const auto ranks_of = [](const std::vector<int>& rs) { return (rs.size() == 1 ? "rank " : "ranks ") + ranges(rs); };
   for (const auto& [host, packages] : tree) {
     std::vector<int> all;
     for (const auto& [pk, numas] : packages)
@@ -180,22 +185,22 @@ std::string Hierarchy::describe() const {
         for (const auto& [c, rs] : cores) all.insert(all.end(), rs.begin(), rs.end());
     std::sort(all.begin(), all.end());
     const int first = all.front();
-    os << "host " << host << ": ranks " << ranges(all) << lead(first) << '\n';
+    os << "host " << host << ": " << ranks_of(all) << lead(first) << '\n';
     for (const auto& [pk, numas] : packages) {
       std::vector<int> pranks;
       for (const auto& [nm, cores] : numas)
         for (const auto& [c, rs] : cores) pranks.insert(pranks.end(), rs.begin(), rs.end());
       std::sort(pranks.begin(), pranks.end());
-      os << "  package " << pk << ": ranks " << ranges(pranks) << lead(pranks.front()) << '\n';
+      os << "  package " << pk << ": " << ranks_of(pranks) << lead(pranks.front()) << '\n';
       for (const auto& [nm, cores] : numas) {
         // A NUMA group spans the whole host; list its leader from the table.
         const int nl = leader(cores.begin()->second.front(), Level::numa);
         std::vector<int> nranks;
         for (const auto& [c, rs] : cores) nranks.insert(nranks.end(), rs.begin(), rs.end());
         std::sort(nranks.begin(), nranks.end());
-        os << "    numa " << nm << ": ranks " << ranges(nranks) << lead(nl) << '\n';
+        os << "    numa " << nm << ": " << ranks_of(nranks) << lead(nl) << '\n';
         for (const auto& [c, rs] : cores) {
-          os << "      core " << c << ": rank" << (rs.size() == 1 ? " " : "s ") << ranges(rs);
+          os << "      core " << c << ": " << ranks_of(rs);
           if (rs.size() > 1) os << " (oversubscribed)";
           os << '\n';
         }

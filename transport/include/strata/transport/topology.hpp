@@ -7,6 +7,7 @@
 // docs/topology.md describes placement, leaders and the STRATA_TOPOLOGY forms.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -131,7 +132,7 @@ class Hierarchy {
 
   std::vector<RankPlace> places_;
   std::vector<int> host_leaders_;
-  Table tables_[3];  // host, package, numa
+  std::array<Table, 3> tables_;  // host, package, numa
 };
 
 /// @brief One host's machine as hwloc sees it (real, synthetic or XML).

@@ -1,0 +1,265 @@
+// strata-info: what strata sees of this job and this machine.
+//
+// Runs alone (a single rank) or under strata-run -n N / a PMIx launcher. Every
+// rank places itself (discover_hierarchy); rank 0 prints the machine of each
+// host, the hierarchy with every rank's place, the leaders per level, the
+// libfabric providers that offer RMA and the STRATA_* settings in effect.
+//
+//   strata-info [--json]
+#include <rdma/fabric.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/transport/bootstrap.hpp"
+#include "strata/transport/topology.hpp"
+
+extern char** environ;
+
+namespace {
+
+struct Provider {
+  std::string name;                  ///< prov_name, e.g. "tcp;ofi_rxm"
+  std::vector<std::string> fabrics;  ///< fabric names, e.g. "192.0.2.0/24"
+};
+
+// Providers (and their fabrics) that offer RMA on reliable datagram endpoints.
+std::vector<Provider> rma_providers(std::string* error) {
+  fi_info* hints = fi_allocinfo();
+  if (hints == nullptr) {
+    *error = "fi_allocinfo failed";
+    return {};
+  }
+  hints->caps = FI_RMA;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  fi_info* info = nullptr;
+  const int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), nullptr, nullptr, 0, hints, &info);
+  fi_freeinfo(hints);
+  if (rc != 0) {
+    if (rc != -FI_ENODATA) *error = std::string("fi_getinfo: ") + fi_strerror(-rc);
+    return {};
+  }
+  std::map<std::string, std::set<std::string>> by_provider;
+  for (const fi_info* i = info; i != nullptr; i = i->next) {
+    if (i->fabric_attr == nullptr || i->fabric_attr->prov_name == nullptr) continue;
+    auto& fabrics = by_provider[i->fabric_attr->prov_name];
+    if (i->fabric_attr->name != nullptr) fabrics.insert(i->fabric_attr->name);
+  }
+  fi_freeinfo(info);
+  std::vector<Provider> out;
+  for (const auto& [name, fabrics] : by_provider) out.push_back({name, {fabrics.begin(), fabrics.end()}});
+  return out;
+}
+
+bool is_secret_name(const std::string& name) {
+  for (const char* word : {"SECRET", "KEY", "TOKEN", "PASS", "AUTH"}) {
+    if (name.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// STRATA_* variables, sorted, values of secret-looking names masked.
+std::vector<std::pair<std::string, std::string>> strata_environment() {
+  std::map<std::string, std::string> vars;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (entry.rfind("STRATA_", 0) != 0) continue;
+    const std::size_t eq = entry.find('=');
+    const std::string name = entry.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : entry.substr(eq + 1);
+    vars[name] = is_secret_name(name) ? "(hidden, " + std::to_string(value.size()) + " chars)" : value;
+  }
+  return {vars.begin(), vars.end()};
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_ints(const std::vector<int>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+std::string list(const std::vector<int>& v) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? " " : "") + std::to_string(v[i]);
+  return out;
+}
+
+struct HostMachine {
+  int host = 0;
+  std::string summary;
+  std::string source;
+};
+
+// Each host leader describes its machine; everybody takes part in the allgather.
+std::vector<HostMachine> host_machines(strata::Bootstrap& boot, const strata::Hierarchy& hier) {
+  std::string mine;
+  if (hier.leader(boot.rank(), strata::Level::host) == boot.rank()) {
+    std::string spec = boot.job().topology;
+    if (spec.empty()) {
+      if (const char* env = std::getenv("STRATA_TOPOLOGY")) spec = env;
+    }
+    try {
+      const strata::Machine m(spec);
+      mine = m.summary() + '\n' + m.source();
+    } catch (const strata::Error& e) {  // still take part in the allgather
+      mine = std::string("unavailable\n") + e.what();
+    }
+  }
+  const auto blobs = boot.allgather(mine.data(), mine.size());
+  std::vector<HostMachine> out;
+  for (int leader : hier.host_leaders()) {
+    const auto& b = blobs.at(static_cast<std::size_t>(leader));
+    const std::string text(reinterpret_cast<const char*>(b.data()), b.size());
+    const std::size_t nl = text.find('\n');
+    out.push_back({hier.place(leader).host, text.substr(0, nl), nl == std::string::npos ? "" : text.substr(nl + 1)});
+  }
+  return out;
+}
+
+void print_text(const strata::JobInfo& job, const strata::Hierarchy& hier, const std::vector<HostMachine>& machines,
+                const std::vector<Provider>& providers, const std::string& fabric_error,
+                const std::vector<std::pair<std::string, std::string>>& env) {
+  std::printf("strata-info: %d rank(s) on %d host(s), launcher %s, job %s, bind %s\n", hier.size(), hier.num_hosts(),
+              job.launcher.c_str(), job.job_id.c_str(), job.bind.empty() ? "none" : job.bind.c_str());
+
+  std::printf("\n== machine\n");
+  for (const HostMachine& m : machines) {
+    std::printf("host %d: %s (%s)\n", m.host, m.summary.c_str(), m.source.c_str());
+  }
+
+  std::printf("\n== hierarchy\n%s", hier.describe().c_str());
+
+  std::printf("\n== places\n%6s %5s %8s %5s %5s %5s\n", "rank", "host", "package", "numa", "core", "pu");
+  for (const strata::RankPlace& p : hier.places()) {
+    std::printf("%6d %5d %8d %5d %5d %5s\n", p.rank, p.host, p.package, p.numa, p.core,
+                p.pu < 0 ? "-" : std::to_string(p.pu).c_str());
+  }
+
+  std::printf("\n== leaders\n");
+  std::printf("hosts:    %s\n", list(hier.host_leaders()).c_str());
+  for (int hl : hier.host_leaders()) {
+    std::printf("host %d:   packages %s | numa %s\n", hier.place(hl).host,
+                list(hier.package_leaders_on_host(hl)).c_str(), list(hier.numa_leaders_on_host(hl)).c_str());
+  }
+
+  std::printf("\n== transports\n");
+  std::printf("same host:   shm (strata shared-memory segment + CMA)\n");
+  if (!fabric_error.empty()) std::printf("libfabric:   %s\n", fabric_error.c_str());
+  if (providers.empty() && fabric_error.empty()) std::printf("libfabric:   no provider offers RMA\n");
+  for (const Provider& p : providers) {
+    std::string fabrics;
+    for (const std::string& f : p.fabrics) fabrics += (fabrics.empty() ? "" : ", ") + f;
+    std::printf("libfabric:   %-14s %s\n", p.name.c_str(), fabrics.c_str());
+  }
+
+  std::printf("\n== STRATA_ environment (rank 0)\n");
+  if (env.empty()) std::printf("(none set)\n");
+  for (const auto& [name, value] : env) std::printf("%s=%s\n", name.c_str(), value.c_str());
+}
+
+void print_json(const strata::JobInfo& job, const strata::Hierarchy& hier, const std::vector<HostMachine>& machines,
+                const std::vector<Provider>& providers, const std::string& fabric_error,
+                const std::vector<std::pair<std::string, std::string>>& env) {
+  std::ostringstream os;
+  os << "{\n  \"ranks\": " << hier.size() << ",\n  \"hosts\": " << hier.num_hosts()
+     << ",\n  \"launcher\": " << json_string(job.launcher) << ",\n  \"job_id\": " << json_string(job.job_id)
+     << ",\n  \"bind\": " << json_string(job.bind) << ",\n  \"machines\": [";
+  for (std::size_t i = 0; i < machines.size(); ++i) {
+    os << (i ? "," : "") << "\n    {\"host\": " << machines[i].host
+       << ", \"summary\": " << json_string(machines[i].summary) << ", \"source\": " << json_string(machines[i].source)
+       << "}";
+  }
+  os << "\n  ],\n  \"places\": [";
+  for (const strata::RankPlace& p : hier.places()) {
+    os << (p.rank ? "," : "") << "\n    {\"rank\": " << p.rank << ", \"host\": " << p.host
+       << ", \"package\": " << p.package << ", \"numa\": " << p.numa << ", \"core\": " << p.core << ", \"pu\": " << p.pu
+       << "}";
+  }
+  os << "\n  ],\n  \"leaders\": {\"host\": " << json_ints(hier.leaders(strata::Level::host))
+     << ", \"package\": " << json_ints(hier.leaders(strata::Level::package))
+     << ", \"numa\": " << json_ints(hier.leaders(strata::Level::numa)) << "},\n  \"providers\": [";
+  for (std::size_t i = 0; i < providers.size(); ++i) {
+    os << (i ? "," : "") << "\n    {\"provider\": " << json_string(providers[i].name) << ", \"fabrics\": [";
+    for (std::size_t f = 0; f < providers[i].fabrics.size(); ++f) {
+      os << (f ? ", " : "") << json_string(providers[i].fabrics[f]);
+    }
+    os << "]}";
+  }
+  os << "\n  ],\n  \"fabric_error\": " << json_string(fabric_error) << ",\n  \"environment\": {";
+  for (std::size_t i = 0; i < env.size(); ++i) {
+    os << (i ? ", " : "") << json_string(env[i].first) << ": " << json_string(env[i].second);
+  }
+  os << "}\n}\n";
+  std::fputs(os.str().c_str(), stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0) {
+      json = true;
+    } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf(
+          "usage: strata-info [--json]\n"
+          "Prints the machine, the rank hierarchy (host, package, NUMA, core), leaders, RMA providers and\n"
+          "STRATA_* settings. Run alone or under strata-run -n N [--hosts H] [--topology SPEC] -- strata-info.\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "strata-info: unknown argument '%s' (usage: strata-info [--json])\n", argv[i]);
+      return 2;
+    }
+  }
+
+  int rank = -1;
+  try {
+    const auto boot = strata::bootstrap_from_environment();
+    rank = boot->rank();
+    const strata::Hierarchy hier = strata::discover_hierarchy(*boot);
+    const std::vector<HostMachine> machines = host_machines(*boot, hier);
+    if (rank == 0) {
+      std::string fabric_error;
+      const std::vector<Provider> providers = rma_providers(&fabric_error);
+      const auto env = strata_environment();
+      if (json) {
+        print_json(boot->job(), hier, machines, providers, fabric_error, env);
+      } else {
+        print_text(boot->job(), hier, machines, providers, fabric_error, env);
+      }
+      std::fflush(stdout);
+    }
+    boot->barrier();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata-info (rank %d): %s\n", rank, e.what());
+    return 1;
+  }
+  return 0;
+}
