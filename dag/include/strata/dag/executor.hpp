@@ -1,0 +1,153 @@
+// The executor: runs instances of Plans over oneTBB and a Transport.
+//
+// Each instance has a communicator id and a sequence number; its per-node
+// state (atomic dependency counters) lives in one allocation together with
+// its scratch buffers. Local nodes run as TBB tasks in the executor's arena
+// (cheap nodes run inline in the releasing thread; the last ready successor
+// of a node runs in the same task, so chains cost no spawn); remote nodes are
+// posted to the Transport with their node state as completion context.
+// Completions and signals release successors.
+//
+// Signal payload (64 bits, see encode_signal): bits 63..48 communicator id,
+// bits 47..20 sequence number modulo 2^28, bits 19..0 slot. Signals for an
+// instance that has not started on this rank are kept until it starts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <oneapi/tbb/task_arena.h>
+
+#include "strata/dag/plan.hpp"
+#include "strata/error.hpp"
+#include "strata/transport/transport.hpp"
+
+namespace strata {
+namespace dag {
+
+/// @brief Sequence numbers travel modulo 2^28.
+inline constexpr std::uint32_t kSeqMask = (1u << 28) - 1;
+
+/// @brief Decoded signal payload.
+struct SignalKey {
+  std::uint16_t comm = 0;
+  std::uint32_t seq = 0;
+  std::uint32_t slot = 0;
+};
+
+/// @brief Packs (communicator, sequence, slot) into a transport signal payload.
+///
+/// @code
+/// auto p = strata::dag::encode_signal(3, 17, 5);
+/// auto k = strata::dag::decode_signal(p);  // k.comm == 3, k.seq == 17, k.slot == 5
+/// @endcode
+constexpr std::uint64_t encode_signal(std::uint16_t comm, std::uint32_t seq, std::uint32_t slot) noexcept {
+  return (std::uint64_t{comm} << 48) | (std::uint64_t{seq & kSeqMask} << 20) | std::uint64_t{slot & kMaxSlot};
+}
+/// @brief Inverse of encode_signal.
+constexpr SignalKey decode_signal(std::uint64_t payload) noexcept {
+  return {static_cast<std::uint16_t>(payload >> 48), static_cast<std::uint32_t>((payload >> 20) & kSeqMask),
+          static_cast<std::uint32_t>(payload & kMaxSlot)};
+}
+
+/// @brief Remote key of buffer @p id registered by @p rank.
+struct PeerKey {
+  int rank = -1;
+  std::uint32_t id = 0;
+  transport::RemoteKey key;
+};
+
+/// @brief Addresses bound to a plan's symbolic buffers for one instance:
+/// inputs[i] is user input i, outputs[i] user output i, peers name the
+/// peer buffers. Sizes must cover the plan's declarations. Scratch is
+/// allocated by the executor.
+struct Bindings {
+  std::vector<const void*> inputs;
+  std::vector<void*> outputs;
+  std::vector<PeerKey> peers;
+};
+
+/// @brief Called once when an instance finishes: OK, or the first failure's cause.
+using DoneFn = std::function<void(const Status&)>;
+
+/// @brief Executor construction options.
+struct ExecutorOptions {
+  /// Arena to run in (shared with the application); null = the executor owns one.
+  tbb::task_arena* arena = nullptr;
+  /// Threads of the owned arena (0 = oneTBB default).
+  int threads = 0;
+  /// Install the transport's completion, signal and peer-failure handlers
+  /// (false: the owner forwards events to handle_*()).
+  bool install_handlers = true;
+  /// Copies and reductions up to this many bytes run inline in a releasing
+  /// thread outside the arena (progress/handler threads); larger ones become tasks.
+  std::size_t inline_bytes = 4096;
+  /// Trace file prefix; empty = the STRATA_TRACE environment variable (unset = no tracing).
+  /// Each rank writes <prefix>.<rank>.json (one Chrome trace event per line).
+  std::string trace_path;
+};
+
+/// @brief Runs plan instances; thread-safe: start, cancel and the handle_*
+/// entry points may be called from any thread.
+///
+/// @code
+/// strata::transport::FakeWorld world(1, strata::transport::FakeMode::auto_complete);
+/// strata::dag::Executor ex(world.endpoint(0));
+/// strata::dag::PlanBuilder b("copy", 0, 1);
+/// b.input(0, 8).output(0, 8);
+/// b.copy(strata::dag::in(0, 0, 8), strata::dag::out(0, 0, 8));
+/// auto plan = b.build();
+/// char src[8] = "abcdefg", dst[8];
+/// std::atomic<bool> done{false};
+/// strata::dag::Bindings bind{{src}, {dst}, {}};
+/// strata::throw_if_error(ex.start(plan, bind, /*comm=*/0, /*seq=*/0, [&](const strata::Status&) { done = true; }));
+/// while (!done) world.progress_all();
+/// @endcode
+class Executor {
+ public:
+  /// @param t the transport (must outlive the executor)
+  /// @param opts options
+  explicit Executor(transport::Transport& t, ExecutorOptions opts = {});
+  /// Cancels what is in flight and drives the transport until every instance
+  /// has finished (bounded: after 10 s the remaining instances are leaked, not freed).
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  /// @brief Starts an instance of @p plan under (@p comm, @p seq).
+  /// @return an error (and @p done is never called) when the bindings do not
+  /// fit the plan, the sequence is already in flight or a peer of the plan is
+  /// dead; OK otherwise, and @p done runs exactly once (possibly before start returns).
+  Status start(std::shared_ptr<const Plan> plan, const Bindings& bindings, std::uint16_t comm, std::uint32_t seq,
+               DoneFn done);
+  /// @brief Next sequence number of communicator @p comm (0, 1, ...), for callers that do not keep their own.
+  std::uint32_t next_seq(std::uint16_t comm);
+  /// @brief Advisory cancellation: the instance stops launching nodes and
+  /// finishes with Errc::cancelled once its posted operations completed.
+  /// @return false if no such instance is in flight.
+  bool cancel(std::uint16_t comm, std::uint32_t seq);
+  /// @brief Instances started and not yet finished.
+  [[nodiscard]] std::size_t in_flight() const;
+
+  /// @brief Transport event entry points (installed as handlers by default).
+  void handle_completion(void* context, const Status& status);
+  void handle_signal(int source, std::uint64_t payload);
+  void handle_peer_failure(int peer, const Status& why);
+
+  [[nodiscard]] tbb::task_arena& arena() noexcept;
+  [[nodiscard]] transport::Transport& transport() noexcept;
+  /// @brief Writes the trace events recorded so far (no-op without tracing).
+  void flush_trace();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dag
+}  // namespace strata

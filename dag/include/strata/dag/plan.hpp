@@ -1,0 +1,255 @@
+// The DAG IR: one rank's slice of a collective (a Plan), built with a
+// PlanBuilder, validated alone and across all ranks' slices, exported to DOT.
+//
+// Buffers are symbolic: user input i, user output i, scratch slot i (allocated
+// per instance by the executor) and a peer's registered buffer (peer rank,
+// buffer id). Regions are (buffer, offset, length); addresses are bound when
+// an instance starts (see executor.hpp, Bindings).
+//
+// Node semantics:
+//  - copy:   dst <- src (local regions, equal lengths)
+//  - reduce: dst <- src OP src2 element-wise (local regions, equal lengths,
+//            multiple of the element size); src is the left operand
+//  - put:    peer region dst <- local src; completes when visible at the peer
+//  - get:    local dst <- peer region src
+//  - put_with_signal: put, then the peer's wait node on `slot` counts one signal
+//  - signal: the peer's wait node on `slot` counts one signal
+//  - wait:   ready when its local dependencies are done AND `count` signals
+//            for `slot` arrived (from any ranks); may name the region the
+//            signals guard (for on_fragment and coverage)
+//  - compute: runs an application callable on a region
+//  - nop:    joins dependencies
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/dag/reduce.hpp"
+#include "strata/error.hpp"
+
+namespace strata {
+namespace dag {
+
+/// @brief Index of a node inside its plan.
+using NodeId = std::uint32_t;
+/// @brief "No node".
+inline constexpr NodeId kNoNode = ~NodeId{0};
+/// @brief Largest signal slot (slots are 20 bits in the signal payload).
+inline constexpr std::uint32_t kMaxSlot = (1u << 20) - 1;
+
+/// @brief What a symbolic buffer refers to.
+enum class BufferKind : std::uint8_t { input, output, scratch, peer };
+
+/// @brief A symbolic buffer: kind + id (+ peer rank for BufferKind::peer).
+struct BufferRef {
+  BufferKind kind = BufferKind::input;
+  std::uint32_t id = 0;
+  std::int32_t peer = -1;
+  [[nodiscard]] bool is_local() const noexcept { return kind != BufferKind::peer; }
+};
+
+/// @brief A byte range of a symbolic buffer.
+struct Region {
+  BufferRef buf;
+  std::uint64_t offset = 0;
+  std::uint64_t len = 0;
+};
+
+/// @brief Region of user input @p id.
+inline Region in(std::uint32_t id, std::uint64_t offset, std::uint64_t len) {
+  return {{BufferKind::input, id, -1}, offset, len};
+}
+/// @brief Region of user output @p id.
+inline Region out(std::uint32_t id, std::uint64_t offset, std::uint64_t len) {
+  return {{BufferKind::output, id, -1}, offset, len};
+}
+/// @brief Region of scratch slot @p id.
+inline Region scratch(std::uint32_t id, std::uint64_t offset, std::uint64_t len) {
+  return {{BufferKind::scratch, id, -1}, offset, len};
+}
+/// @brief Region of buffer @p id registered by @p rank.
+inline Region peer(int rank, std::uint32_t id, std::uint64_t offset, std::uint64_t len) {
+  return {{BufferKind::peer, id, rank}, offset, len};
+}
+
+/// @brief Node kinds; see the file comment.
+enum class NodeKind : std::uint8_t { nop, copy, reduce, put, get, put_with_signal, signal, wait, compute };
+/// @brief Printable name of a node kind ("copy", "put_with_signal", ...).
+const char* to_string(NodeKind k) noexcept;
+
+/// @brief What a compute node's callable receives.
+struct ComputeArgs {
+  void* data = nullptr;    ///< start of the node's region (bound address)
+  std::size_t len = 0;     ///< region length in bytes
+  std::uint32_t seq = 0;   ///< sequence number of the instance
+  std::uint16_t comm = 0;  ///< communicator id of the instance
+  NodeId node = kNoNode;   ///< this node
+};
+/// @brief An application callable; throwing fails the instance with the message.
+using ComputeFn = std::function<void(const ComputeArgs&)>;
+
+/// @brief One node of a plan (read-only once built).
+struct Node {
+  NodeKind kind = NodeKind::nop;
+  Region src;               ///< copy/reduce/put/put_with_signal/get source; compute region; wait guarded region
+  Region src2;              ///< reduce right operand
+  Region dst;               ///< copy/reduce/get destination; put/put_with_signal peer destination
+  std::int32_t peer = -1;   ///< remote nodes: target rank
+  std::uint32_t slot = 0;   ///< signal/put_with_signal: slot signalled; wait: slot waited
+  std::uint32_t count = 0;  ///< wait: signals expected
+  ReduceOp op = ReduceOp::sum;
+  DataType dtype = DataType::u8;
+  std::int32_t user_op = -1;  ///< reduce: index of a UserReduce, or -1 for a built-in op
+  std::int32_t compute = -1;  ///< compute: index of the callable
+  std::string label;          ///< optional, shown in DOT and traces
+  std::vector<NodeId> deps;   ///< local predecessors
+};
+
+/// @brief Size of a declared buffer.
+struct BufferDecl {
+  BufferRef ref;
+  std::uint64_t size = 0;
+};
+
+/// @brief One rank's slice of a collective: immutable once built, shared by
+/// every instance that runs it (thread-safe to read).
+class Plan {
+ public:
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int nranks() const noexcept { return nranks_; }
+  [[nodiscard]] const std::vector<Node>& nodes() const noexcept { return nodes_; }
+  [[nodiscard]] const Node& node(NodeId id) const { return nodes_.at(id); }
+  [[nodiscard]] std::size_t size() const noexcept { return nodes_.size(); }
+  /// Successors of @p id (CSR storage).
+  [[nodiscard]] const NodeId* succ_begin(NodeId id) const noexcept { return succ_.data() + succ_off_[id]; }
+  [[nodiscard]] const NodeId* succ_end(NodeId id) const noexcept { return succ_.data() + succ_off_[id + 1]; }
+  [[nodiscard]] const std::vector<BufferDecl>& buffers() const noexcept { return buffers_; }
+  /// Declared size of @p ref, or -1 when undeclared.
+  [[nodiscard]] std::int64_t buffer_size(const BufferRef& ref) const noexcept;
+  /// Wait node of @p slot, or kNoNode.
+  [[nodiscard]] NodeId wait_node(std::uint32_t slot) const noexcept {
+    return slot < slot_node_.size() ? slot_node_[slot] : kNoNode;
+  }
+  /// Ranks this slice talks to (remote nodes and declared wait sources).
+  [[nodiscard]] const std::vector<int>& peers() const noexcept { return peers_; }
+  [[nodiscard]] bool involves(int peer) const noexcept;
+  [[nodiscard]] const std::vector<ComputeFn>& compute_fns() const noexcept { return compute_; }
+  [[nodiscard]] const std::vector<UserReduce>& user_ops() const noexcept { return user_ops_; }
+  /// Index into buffers() of node @p id's region @p which (0 src, 1 src2, 2 dst), or kNoNode.
+  [[nodiscard]] std::uint32_t buffer_index(NodeId id, int which) const noexcept {
+    return nbuf_[3 * static_cast<std::size_t>(id) + static_cast<std::size_t>(which)];
+  }
+  /// Number of wait nodes.
+  [[nodiscard]] const std::vector<NodeId>& wait_nodes() const noexcept { return waits_; }
+  /// "name#rank node <id> (<kind> '<label>')": used in every error message.
+  [[nodiscard]] std::string describe(NodeId id) const;
+
+ private:
+  friend class PlanBuilder;
+  std::string name_;
+  int rank_ = 0;
+  int nranks_ = 1;
+  std::vector<Node> nodes_;
+  std::vector<std::uint32_t> succ_off_;
+  std::vector<NodeId> succ_;
+  std::vector<BufferDecl> buffers_;
+  std::vector<NodeId> slot_node_;
+  std::vector<NodeId> waits_;
+  std::vector<std::uint32_t> nbuf_;
+  std::vector<int> peers_;
+  std::vector<ComputeFn> compute_;
+  std::vector<UserReduce> user_ops_;
+};
+
+/// @brief Builds one rank's Plan. Node-adding calls return the new node's id;
+/// @p deps lists local predecessors. build() validates and freezes the plan.
+///
+/// @code
+/// using namespace strata::dag;
+/// PlanBuilder b("bcast", /*rank=*/0, /*nranks=*/2);
+/// b.input(0, 64);
+/// b.peer_buffer(1, 0, 64);
+/// NodeId p = b.put_with_signal(1, in(0, 0, 64), peer(1, 0, 0, 64), /*slot=*/0);
+/// std::shared_ptr<const Plan> plan = b.build();  // throws strata::Error naming the node on bad input
+/// @endcode
+class PlanBuilder {
+ public:
+  /// @param name collective name used in traces and errors
+  /// @param rank this slice's rank in [0, nranks)
+  /// @param nranks number of ranks of the communicator (>= 1)
+  PlanBuilder(std::string name, int rank, int nranks);
+
+  /// @brief Declares user input / output / scratch slot / peer buffer @p id of @p size bytes.
+  PlanBuilder& input(std::uint32_t id, std::uint64_t size);
+  PlanBuilder& output(std::uint32_t id, std::uint64_t size);
+  PlanBuilder& scratch(std::uint32_t id, std::uint64_t size);
+  PlanBuilder& peer_buffer(int rank, std::uint32_t id, std::uint64_t size);
+  /// @brief Registers a user-defined reduction; returns its index for reduce().
+  std::int32_t add_user_op(UserReduce op);
+
+  NodeId nop(std::vector<NodeId> deps = {});
+  NodeId copy(const Region& src, const Region& dst, std::vector<NodeId> deps = {});
+  /// @brief dst = a OP b with a built-in operator.
+  NodeId reduce(const Region& a, const Region& b, const Region& dst, ReduceOp op, DataType t,
+                std::vector<NodeId> deps = {});
+  /// @brief dst = a OP b with user operator @p user_op (from add_user_op).
+  NodeId reduce(const Region& a, const Region& b, const Region& dst, std::int32_t user_op,
+                std::vector<NodeId> deps = {});
+  NodeId put(int peer, const Region& src, const Region& dst, std::vector<NodeId> deps = {});
+  NodeId get(int peer, const Region& src, const Region& dst, std::vector<NodeId> deps = {});
+  NodeId put_with_signal(int peer, const Region& src, const Region& dst, std::uint32_t slot,
+                         std::vector<NodeId> deps = {});
+  NodeId signal(int peer, std::uint32_t slot, std::vector<NodeId> deps = {});
+  /// @brief Waits for @p count signals on @p slot; @p guards is the local region they announce (optional).
+  NodeId wait(std::uint32_t slot, std::uint32_t count, std::vector<NodeId> deps = {}, const Region* guards = nullptr);
+  /// @brief Runs @p fn on @p region after @p deps.
+  NodeId compute(ComputeFn fn, const Region& region, std::vector<NodeId> deps = {});
+  /// @brief Runs @p fn on @p region as soon as every node already added that
+  /// writes an overlapping part of it (copy/reduce/get destination, wait guard)
+  /// is done: the hook for overlapping application work with a collective.
+  NodeId on_fragment(const Region& region, ComputeFn fn);
+  /// @brief Adds the edge @p before -> @p after.
+  PlanBuilder& depend(NodeId after, NodeId before);
+  /// @brief Sets a node's label (DOT, traces).
+  PlanBuilder& label(NodeId id, std::string text);
+  /// @brief Declares that waits in this slice receive signals from @p rank
+  /// (so a failure of @p rank fails instances of this plan).
+  PlanBuilder& expect_signals_from(int rank);
+  /// @brief Whether build() requires every byte of every output to be written (default true).
+  PlanBuilder& require_output_coverage(bool on);
+
+  [[nodiscard]] std::size_t size() const noexcept { return plan_->nodes_.size(); }
+
+  /// @brief Validates and returns the plan; throws strata::Error(invalid_argument) naming the node.
+  std::shared_ptr<const Plan> build();
+  /// @brief As build(), reporting failure as a Status.
+  Status try_build(std::shared_ptr<const Plan>* out);
+
+ private:
+  NodeId add(Node n);
+  std::shared_ptr<Plan> plan_;
+  bool coverage_ = true;
+  std::vector<int> extra_peers_;
+};
+
+/// @brief Validates one slice (done by build(); exposed for tests).
+Status validate(const Plan& plan, bool require_output_coverage = true);
+/// @brief Cross-rank validation of all slices of one collective (slices[r] is
+/// rank r's): every wait's count equals the signals other slices send to its
+/// slot, every signal targets an existing wait, every slice agrees on the rank
+/// count and names its own rank.
+Status validate(const std::vector<const Plan*>& slices);
+
+/// @brief Graphviz DOT of one slice.
+std::string to_dot(const Plan& plan);
+/// @brief Graphviz DOT of all slices: one cluster per rank, dashed edges from
+/// signalling nodes to the wait nodes they release.
+std::string to_dot(const std::vector<const Plan*>& slices);
+
+}  // namespace dag
+}  // namespace strata

@@ -1,0 +1,658 @@
+// The oneTBB executor (see strata/dag/executor.hpp).
+//
+// Instance lifetime: `remaining` counts unfinished nodes plus one token per
+// temporary pin (start, cancel, signal delivery, peer failure). The thread
+// that drops it to zero unregisters the instance, calls its DoneFn and frees
+// it. A node touches instance memory only before its own decrement, so a
+// released successor keeps the instance alive.
+//
+// Failure: the first failure records the cause, then every not-yet-run node is
+// skipped (counted as done without effect) and wait nodes are released from
+// their outstanding signals, so the instance drains as soon as the operations
+// already posted have completed (the transport guarantees one completion each).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/task_group.h>
+
+#include "strata/dag/executor.hpp"
+
+namespace strata {
+namespace dag {
+
+namespace {
+
+struct Instance;
+
+struct NodeState {
+  std::atomic<std::int32_t> deps{0};
+  std::atomic<std::int32_t> sig{0};  // wait nodes: signals still expected
+  Instance* inst = nullptr;
+};
+
+struct BufBind {
+  unsigned char* base = nullptr;  // local buffers
+  transport::RemoteKey key;       // peer buffers
+};
+
+struct Instance {
+  Executor::Impl* ex = nullptr;
+  std::shared_ptr<const Plan> plan;
+  std::uint64_t key = 0;
+  std::uint16_t comm = 0;
+  std::uint32_t seq = 0;
+  std::uint32_t trace_name = 0;
+  DoneFn done;
+  std::atomic<std::int64_t> remaining{0};
+  std::atomic<bool> failed{false};
+  std::mutex err_mu;
+  Status error;
+  NodeState* nodes = nullptr;
+  BufBind* bufs = nullptr;
+  void* block = nullptr;
+};
+
+constexpr std::size_t kAlign = 64;
+constexpr std::size_t kShards = 16;
+
+std::size_t align_up(std::size_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
+
+std::uint64_t make_key(std::uint16_t comm, std::uint32_t seq) { return (std::uint64_t{comm} << 32) | (seq & kSeqMask); }
+
+struct Entry {
+  Instance* inst = nullptr;
+  std::vector<std::uint32_t> early;  // slots signalled before the instance started
+};
+
+struct Shard {
+  std::mutex mu;
+  std::unordered_map<std::uint64_t, Entry> map;
+  std::unordered_set<std::uint64_t> tomb;  // failed instances: late signals are dropped
+  std::deque<std::uint64_t> tomb_order;
+};
+
+struct TraceEvent {
+  std::uint64_t start_ns;
+  std::uint64_t end_ns;
+  std::uint32_t name;
+  std::uint32_t seq;
+  std::uint32_t node;
+  NodeKind kind;
+};
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+thread_local const Executor::Impl* tls_in_task = nullptr;
+
+// Debian's libtbb is not TSan-instrumented: annotate task hand-offs under TSan.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+inline void tsan_release(void* p) noexcept { __tsan_release(p); }
+inline void tsan_acquire(void* p) noexcept { __tsan_acquire(p); }
+#else
+inline void tsan_release(void*) noexcept {}
+inline void tsan_acquire(void*) noexcept {}
+#endif
+
+}  // namespace
+
+struct Executor::Impl {
+  transport::Transport& tp;
+  ExecutorOptions opts;
+  std::unique_ptr<tbb::task_arena> own_arena;
+  tbb::task_arena* arena = nullptr;
+  tbb::task_group group;  // spawns from inside our tasks
+  std::atomic<std::int64_t> tasks{0};
+  std::atomic<std::int64_t> live{0};
+  Shard shards[kShards];
+  std::unique_ptr<std::atomic<bool>[]> dead;
+  int nranks = 0;
+  std::mutex seq_mu;
+  std::unordered_map<std::uint16_t, std::uint32_t> seqs;
+  // tracing
+  bool tracing = false;
+  std::string trace_file;
+  tbb::enumerable_thread_specific<std::vector<TraceEvent>> trace;
+  std::mutex names_mu;
+  std::vector<std::string> names;
+  std::unordered_map<std::string, std::uint32_t> name_ids;
+
+  Impl(transport::Transport& t, ExecutorOptions o) : tp(t), opts(std::move(o)) {
+    nranks = tp.size();
+    dead.reset(new std::atomic<bool>[static_cast<std::size_t>(std::max(nranks, 1))]);
+    for (int i = 0; i < nranks; ++i) dead[static_cast<std::size_t>(i)].store(false);
+    if (opts.arena != nullptr) {
+      arena = opts.arena;
+    } else {
+      own_arena = opts.threads > 0 ? std::make_unique<tbb::task_arena>(opts.threads, 0)
+                                   : std::make_unique<tbb::task_arena>(tbb::task_arena::automatic, 1);
+      arena = own_arena.get();
+    }
+    arena->initialize();
+    std::string path = opts.trace_path;
+    if (path.empty()) {
+      const char* env = std::getenv("STRATA_TRACE");
+      if (env != nullptr) path = env;
+    }
+    if (!path.empty()) {
+      tracing = true;
+      trace_file = path + "." + std::to_string(tp.rank()) + ".json";
+    }
+  }
+
+  Shard& shard(std::uint64_t key) { return shards[(key ^ (key >> 29)) % kShards]; }
+
+  // ------------------------------------------------------------ addresses
+  unsigned char* addr(Instance* in, NodeId id, int which, const Region& r) const {
+    return in->bufs[in->plan->buffer_index(id, which)].base + r.offset;
+  }
+  const transport::RemoteKey& rkey(Instance* in, NodeId id, int which) const {
+    return in->bufs[in->plan->buffer_index(id, which)].key;
+  }
+
+  // ------------------------------------------------------------ failure
+  void fail(Instance* in, const Status& why) {
+    {
+      std::lock_guard<std::mutex> g(in->err_mu);
+      if (in->failed.load(std::memory_order_relaxed)) return;
+      in->error = why;
+      in->failed.store(true, std::memory_order_release);
+    }
+    // Release wait nodes from the signals they still expect.
+    for (NodeId w : in->plan->wait_nodes()) {
+      const std::int32_t left = in->nodes[w].sig.exchange(0, std::memory_order_acq_rel);
+      if (left > 0 && in->nodes[w].deps.fetch_sub(left, std::memory_order_acq_rel) == left) ready_outside(in, w);
+    }
+  }
+
+  // ------------------------------------------------------------ running nodes
+  // Executes node @p id; returns true when it finished synchronously.
+  bool run(Instance* in, NodeId id) {
+    if (in->failed.load(std::memory_order_acquire)) return true;
+    const Plan& p = *in->plan;
+    const Node& nd = p.nodes()[id];
+    void* ctx = &in->nodes[id];
+    Status st;
+    switch (nd.kind) {
+      case NodeKind::nop:
+      case NodeKind::wait:
+        return true;
+      case NodeKind::copy:
+        if (nd.src.len > 0) std::memmove(addr(in, id, 2, nd.dst), addr(in, id, 0, nd.src), nd.src.len);
+        return true;
+      case NodeKind::reduce: {
+        unsigned char* d = addr(in, id, 2, nd.dst);
+        const unsigned char* a = addr(in, id, 0, nd.src);
+        const unsigned char* b = addr(in, id, 1, nd.src2);
+        if (nd.user_op >= 0) {
+          const UserReduce& u = p.user_ops()[static_cast<std::size_t>(nd.user_op)];
+          try {
+            u.fn(a, b, d, nd.dst.len / u.elem_size);
+          } catch (const std::exception& e) {
+            fail(in, Status(Errc::internal, p.describe(id) + ": user reduction threw: " + e.what()));
+          }
+        } else {
+          reduce_kernel(nd.op, nd.dtype)(a, b, d, nd.dst.len / datatype_size(nd.dtype));
+        }
+        return true;
+      }
+      case NodeKind::compute: {
+        ComputeArgs args;
+        args.data = nd.src.len > 0 ? addr(in, id, 0, nd.src) : nullptr;
+        args.len = nd.src.len;
+        args.seq = in->seq;
+        args.comm = in->comm;
+        args.node = id;
+        try {
+          p.compute_fns()[static_cast<std::size_t>(nd.compute)](args);
+        } catch (const Error& e) {
+          fail(in, Status(e.errc(), p.describe(id) + ": " + e.what()));
+        } catch (const std::exception& e) {
+          fail(in, Status(Errc::internal, p.describe(id) + ": compute callable threw: " + e.what()));
+        } catch (...) {
+          fail(in, Status(Errc::internal, p.describe(id) + ": compute callable threw"));
+        }
+        return true;
+      }
+      case NodeKind::put:
+        st = tp.put(nd.peer, addr(in, id, 0, nd.src), nd.src.len, rkey(in, id, 2), nd.dst.offset, ctx);
+        break;
+      case NodeKind::get:
+        st = tp.get(nd.peer, addr(in, id, 2, nd.dst), nd.dst.len, rkey(in, id, 0), nd.src.offset, ctx);
+        break;
+      case NodeKind::put_with_signal:
+        st = tp.put_with_signal(nd.peer, addr(in, id, 0, nd.src), nd.src.len, rkey(in, id, 2), nd.dst.offset,
+                                encode_signal(in->comm, in->seq, nd.slot), ctx);
+        break;
+      case NodeKind::signal:
+        st = tp.signal(nd.peer, encode_signal(in->comm, in->seq, nd.slot), ctx);
+        break;
+    }
+    if (!st) {
+      fail(in, Status(st.code(), p.describe(id) + ": post rejected: " + st.message()));
+      return true;
+    }
+    return false;  // completion releases it
+  }
+
+  [[nodiscard]] bool cheap(const Instance* in, NodeId id) const {
+    const Node& nd = in->plan->nodes()[id];
+    switch (nd.kind) {
+      case NodeKind::compute:
+        return false;
+      case NodeKind::copy:
+      case NodeKind::reduce:
+        return nd.dst.len <= opts.inline_bytes;
+      default:
+        return true;
+    }
+  }
+
+  // Node @p id finished: release successors (one may be handed back in
+  // *next to run in this thread), then count the node done.
+  void finish(Instance* in, NodeId id, NodeId* next, bool in_arena) {
+    const Plan& p = *in->plan;
+    for (const NodeId* s = p.succ_begin(id); s != p.succ_end(id); ++s) {
+      if (in->nodes[*s].deps.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+      if (*next == kNoNode && (in_arena || cheap(in, *s)))
+        *next = *s;
+      else
+        spawn(in, *s);
+    }
+    if (in->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(in);
+  }
+
+  void drive(Instance* in, NodeId id, bool in_arena) {
+    NodeId cur = id;
+    while (cur != kNoNode) {
+      const std::uint64_t t0 = tracing ? now_ns() : 0;
+      const bool finished = run(in, cur);
+      if (tracing) record(in, cur, t0);
+      if (!finished) return;
+      NodeId next = kNoNode;
+      finish(in, cur, &next, in_arena);
+      cur = next;
+    }
+  }
+
+  // A node became ready in a thread that may be outside the arena.
+  void ready_outside(Instance* in, NodeId id) {
+    const bool in_arena = tls_in_task == this;
+    if (in_arena || cheap(in, id))
+      drive(in, id, in_arena);
+    else
+      spawn(in, id);
+  }
+
+  // Inside our tasks: spawn into the task group (local deque, tracked by the
+  // group). Elsewhere: enqueue into the arena, counted in `tasks`.
+  void spawn(Instance* in, NodeId id) {
+    tsan_release(&in->nodes[id]);
+    if (tls_in_task == this) {
+      group.run([this, in, id] {
+        tsan_acquire(&in->nodes[id]);
+        drive(in, id, true);
+      });
+      return;
+    }
+    tasks.fetch_add(1, std::memory_order_relaxed);
+    arena->enqueue([this, in, id] {
+      tsan_acquire(&in->nodes[id]);
+      const Impl* prev = tls_in_task;
+      tls_in_task = this;
+      drive(in, id, true);
+      tls_in_task = prev;
+      tasks.fetch_sub(1, std::memory_order_release);
+    });
+  }
+
+  // ------------------------------------------------------------ instance end
+  bool pin(Instance* in) {
+    std::int64_t v = in->remaining.load(std::memory_order_acquire);
+    while (v > 0)
+      if (in->remaining.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) return true;
+    return false;
+  }
+  void unpin(Instance* in) {
+    if (in->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(in);
+  }
+
+  void complete(Instance* in) {
+    const bool failed = in->failed.load(std::memory_order_acquire);
+    {
+      Shard& sh = shard(in->key);
+      std::lock_guard<std::mutex> g(sh.mu);
+      sh.map.erase(in->key);
+      if (failed) tombstone(sh, in->key);
+    }
+    DoneFn done = std::move(in->done);
+    Status st = failed ? in->error : Status::ok();
+    destroy(in);
+    live.fetch_sub(1, std::memory_order_acq_rel);
+    if (done) done(st);
+  }
+
+  static void tombstone(Shard& sh, std::uint64_t key) {
+    if (sh.tomb.insert(key).second) sh.tomb_order.push_back(key);
+    while (sh.tomb_order.size() > 4096) {
+      sh.tomb.erase(sh.tomb_order.front());
+      sh.tomb_order.pop_front();
+    }
+  }
+
+  static void destroy(Instance* in) {
+    void* block = in->block;
+    const std::size_t n = in->plan->size();
+    for (std::size_t i = 0; i < n; ++i) in->nodes[i].~NodeState();
+    in->~Instance();
+    ::operator delete(block, std::align_val_t(kAlign));
+  }
+
+  // ------------------------------------------------------------ tracing
+  void record(Instance* in, NodeId id, std::uint64_t t0) {
+    trace.local().push_back({t0, now_ns(), in->trace_name, in->seq, id, in->plan->nodes()[id].kind});
+  }
+  std::uint32_t intern(const std::string& name) {
+    std::lock_guard<std::mutex> g(names_mu);
+    auto it = name_ids.find(name);
+    if (it != name_ids.end()) return it->second;
+    names.push_back(name);
+    return name_ids[name] = static_cast<std::uint32_t>(names.size() - 1);
+  }
+  void flush() {
+    if (!tracing) return;
+    std::ofstream f(trace_file, std::ios::app);
+    if (!f) return;
+    std::lock_guard<std::mutex> g(names_mu);
+    const int rank = tp.rank();
+    std::size_t tid = 0;
+    for (auto& buf : trace) {
+      for (const TraceEvent& e : buf) {
+        f << "{\"name\":\"" << names[e.name] << "#" << e.seq << " " << to_string(e.kind) << "\",\"cat\":\"dag\","
+          << "\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid << ",\"ts\":" << (e.start_ns / 1000) << "."
+          << (e.start_ns % 1000 / 100) << ",\"dur\":" << ((e.end_ns - e.start_ns) / 1000) << "."
+          << ((e.end_ns - e.start_ns) % 1000 / 100) << ",\"args\":{\"node\":" << e.node << "}}\n";
+      }
+      buf.clear();
+      ++tid;
+    }
+  }
+};
+
+// ------------------------------------------------------------------ Executor
+
+Executor::Executor(transport::Transport& t, ExecutorOptions opts) : impl_(std::make_unique<Impl>(t, std::move(opts))) {
+  if (impl_->opts.install_handlers) {
+    t.set_completion_handler([this](void* ctx, const Status& s) { handle_completion(ctx, s); });
+    t.set_signal_handler([this](int src, std::uint64_t p) { handle_signal(src, p); });
+    t.set_peer_failure_handler([this](int peer, const Status& why) { handle_peer_failure(peer, why); });
+  }
+}
+
+Executor::~Executor() {
+  Impl& im = *impl_;
+  // Cancel everything in flight, then let posted operations drain.
+  std::vector<std::uint64_t> keys;
+  for (Shard& sh : im.shards) {
+    std::lock_guard<std::mutex> g(sh.mu);
+    for (auto& [k, e] : sh.map)
+      if (e.inst != nullptr) keys.push_back(k);
+  }
+  for (std::uint64_t k : keys) cancel(static_cast<std::uint16_t>(k >> 32), static_cast<std::uint32_t>(k & kSeqMask));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((im.live.load() > 0 || im.tasks.load() > 0) && std::chrono::steady_clock::now() < deadline) {
+    if (im.tp.progress() == 0) std::this_thread::yield();
+  }
+  im.arena->execute([&] { im.group.wait(); });
+  im.flush();
+  if (im.opts.install_handlers) {
+    im.tp.set_completion_handler(nullptr);
+    im.tp.set_signal_handler(nullptr);
+    im.tp.set_peer_failure_handler(nullptr);
+  }
+}
+
+tbb::task_arena& Executor::arena() noexcept { return *impl_->arena; }
+transport::Transport& Executor::transport() noexcept { return impl_->tp; }
+void Executor::flush_trace() { impl_->flush(); }
+std::size_t Executor::in_flight() const { return static_cast<std::size_t>(impl_->live.load()); }
+
+std::uint32_t Executor::next_seq(std::uint16_t comm) {
+  std::lock_guard<std::mutex> g(impl_->seq_mu);
+  return impl_->seqs[comm]++ & kSeqMask;
+}
+
+Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std::uint16_t comm, std::uint32_t seq,
+                       DoneFn done) {
+  Impl& im = *impl_;
+  if (!plan) return {Errc::invalid_argument, "Executor::start: plan is null"};
+  const Plan& p = *plan;
+  const std::string who = "Executor::start(plan '" + p.name() + "', rank " + std::to_string(im.tp.rank()) + ", comm " +
+                          std::to_string(comm) + ", seq " + std::to_string(seq) + ")";
+  if (seq > kSeqMask) return {Errc::invalid_argument, who + ": seq exceeds 2^28-1"};
+  if (p.rank() != im.tp.rank() || p.nranks() != im.tp.size())
+    return {Errc::invalid_argument, who + ": plan is rank " + std::to_string(p.rank()) + " of " +
+                                        std::to_string(p.nranks()) + " but the transport is rank " +
+                                        std::to_string(im.tp.rank()) + " of " + std::to_string(im.tp.size())};
+  for (int peer : p.peers())
+    if (im.dead[static_cast<std::size_t>(peer)].load())
+      return {Errc::peer_dead, who + ": peer " + std::to_string(peer) + " is dead"};
+
+  // One block: Instance, node states, buffer bindings, scratch.
+  const std::size_t n = p.size();
+  const std::size_t nb = p.buffers().size();
+  std::size_t off_nodes = align_up(sizeof(Instance));
+  std::size_t off_bufs = align_up(off_nodes + n * sizeof(NodeState));
+  std::size_t off_scratch = align_up(off_bufs + nb * sizeof(BufBind));
+  std::size_t total = off_scratch;
+  for (const BufferDecl& d : p.buffers())
+    if (d.ref.kind == BufferKind::scratch) total = align_up(total + d.size);
+
+  // Resolve bindings before allocating.
+  std::vector<BufBind> binds(nb);
+  std::size_t scratch_at = off_scratch;
+  for (std::size_t j = 0; j < nb; ++j) {
+    const BufferDecl& d = p.buffers()[j];
+    switch (d.ref.kind) {
+      case BufferKind::input:
+        if (d.ref.id >= b.inputs.size() || (b.inputs[d.ref.id] == nullptr && d.size > 0))
+          return {Errc::invalid_argument,
+                  who + ": input " + std::to_string(d.ref.id) + " (" + std::to_string(d.size) + " bytes) is not bound"};
+        binds[j].base = static_cast<unsigned char*>(const_cast<void*>(b.inputs[d.ref.id]));
+        break;
+      case BufferKind::output:
+        if (d.ref.id >= b.outputs.size() || (b.outputs[d.ref.id] == nullptr && d.size > 0))
+          return {Errc::invalid_argument, who + ": output " + std::to_string(d.ref.id) + " (" + std::to_string(d.size) +
+                                              " bytes) is not bound"};
+        binds[j].base = static_cast<unsigned char*>(b.outputs[d.ref.id]);
+        break;
+      case BufferKind::scratch:
+        binds[j].base = nullptr;  // fixed up after allocation
+        binds[j].key.reserved = scratch_at;
+        scratch_at = align_up(scratch_at + d.size);
+        break;
+      case BufferKind::peer: {
+        auto it = std::find_if(b.peers.begin(), b.peers.end(),
+                               [&](const PeerKey& k) { return k.rank == d.ref.peer && k.id == d.ref.id; });
+        if (it == b.peers.end())
+          return {Errc::invalid_argument, who + ": peer buffer " + std::to_string(d.ref.id) + " of rank " +
+                                              std::to_string(d.ref.peer) + " is not bound"};
+        if (!it->key.valid() || it->key.owner != d.ref.peer || it->key.len < d.size)
+          return {Errc::invalid_argument, who + ": key of peer buffer " + std::to_string(d.ref.id) + " of rank " +
+                                              std::to_string(d.ref.peer) + " is invalid or shorter than " +
+                                              std::to_string(d.size) + " bytes"};
+        binds[j].key = it->key;
+        break;
+      }
+    }
+  }
+
+  const std::uint64_t key = make_key(comm, seq);
+  void* block = ::operator new(total, std::align_val_t(kAlign));
+  auto* in = new (block) Instance();
+  in->ex = &im;
+  in->plan = std::move(plan);
+  in->key = key;
+  in->comm = comm;
+  in->seq = seq & kSeqMask;
+  in->done = std::move(done);
+  in->block = block;
+  in->nodes = reinterpret_cast<NodeState*>(static_cast<unsigned char*>(block) + off_nodes);
+  in->bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(block) + off_bufs);
+  if (im.tracing) in->trace_name = im.intern(in->plan->name());
+  for (std::size_t j = 0; j < nb; ++j) {
+    BufBind* bb = new (&in->bufs[j]) BufBind(binds[j]);
+    if (p.buffers()[j].ref.kind == BufferKind::scratch) {
+      bb->base = static_cast<unsigned char*>(block) + bb->key.reserved;
+      bb->key = transport::RemoteKey{};
+    }
+  }
+  for (NodeId i = 0; i < n; ++i) {
+    NodeState* ns = new (&in->nodes[i]) NodeState();
+    const Node& nd = p.nodes()[i];
+    const auto deps = static_cast<std::int32_t>(nd.deps.size());
+    const auto sig = nd.kind == NodeKind::wait ? static_cast<std::int32_t>(nd.count) : 0;
+    ns->deps.store(deps + sig, std::memory_order_relaxed);
+    ns->sig.store(sig, std::memory_order_relaxed);
+    ns->inst = in;
+  }
+  in->remaining.store(static_cast<std::int64_t>(n) + 1, std::memory_order_relaxed);  // + start token
+
+  std::vector<std::uint32_t> early;
+  {
+    Shard& sh = im.shard(key);
+    std::lock_guard<std::mutex> g(sh.mu);
+    Entry& e = sh.map[key];
+    if (e.inst != nullptr) {
+      Impl::destroy(in);
+      return {Errc::invalid_argument, who + ": this (comm, seq) is already in flight"};
+    }
+    sh.tomb.erase(key);
+    e.inst = in;
+    early.swap(e.early);
+  }
+  im.live.fetch_add(1, std::memory_order_acq_rel);
+  for (std::uint32_t slot : early) {
+    const NodeId w = in->plan->wait_node(slot);
+    if (w == kNoNode) {
+      im.fail(in, Status(Errc::internal,
+                         who + ": an early signal named slot " + std::to_string(slot) + ", which no wait node uses"));
+      continue;
+    }
+    NodeState& ns = in->nodes[w];
+    std::int32_t v = ns.sig.load(std::memory_order_acquire);
+    while (v > 0 && !ns.sig.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) {
+    }
+    if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) im.ready_outside(in, w);
+  }
+  // Roots (wait nodes are released by their signals only); the start token
+  // keeps the instance alive while we launch them.
+  for (NodeId i = 0; i < n; ++i)
+    if (p.nodes()[i].deps.empty() && p.nodes()[i].kind != NodeKind::wait) im.ready_outside(in, i);
+  im.unpin(in);
+  return Status::ok();
+}
+
+bool Executor::cancel(std::uint16_t comm, std::uint32_t seq) {
+  Impl& im = *impl_;
+  const std::uint64_t key = make_key(comm, seq);
+  Instance* in = nullptr;
+  {
+    Shard& sh = im.shard(key);
+    std::lock_guard<std::mutex> g(sh.mu);
+    auto it = sh.map.find(key);
+    if (it == sh.map.end() || it->second.inst == nullptr || !im.pin(it->second.inst)) return false;
+    in = it->second.inst;
+  }
+  im.fail(in, Status(Errc::cancelled, "plan '" + in->plan->name() + "' comm " + std::to_string(comm) + " seq " +
+                                          std::to_string(seq) + " cancelled on rank " + std::to_string(im.tp.rank())));
+  im.unpin(in);
+  return true;
+}
+
+void Executor::handle_completion(void* context, const Status& status) {
+  Impl& im = *impl_;
+  auto* ns = static_cast<NodeState*>(context);
+  if (ns == nullptr) return;  // operations posted by others without a context
+  Instance* in = ns->inst;
+  const auto id = static_cast<NodeId>(ns - in->nodes);
+  if (!status) {
+    const Node& nd = in->plan->nodes()[id];
+    im.fail(in, Status(status.code(), in->plan->describe(id) + " on peer " + std::to_string(nd.peer) +
+                                          " failed: " + status.message()));
+  }
+  if (im.tracing) im.record(in, id, now_ns());
+  const bool in_arena = tls_in_task == &im;
+  NodeId next = kNoNode;
+  im.finish(in, id, &next, in_arena);
+  if (next != kNoNode) im.drive(in, next, in_arena);
+}
+
+void Executor::handle_signal(int source, std::uint64_t payload) {
+  Impl& im = *impl_;
+  const SignalKey k = decode_signal(payload);
+  const std::uint64_t key = make_key(k.comm, k.seq);
+  Instance* in = nullptr;
+  {
+    Shard& sh = im.shard(key);
+    std::lock_guard<std::mutex> g(sh.mu);
+    if (sh.tomb.count(key) != 0) return;  // instance already failed here
+    Entry& e = sh.map[key];
+    if (e.inst == nullptr || !im.pin(e.inst)) {
+      e.early.push_back(k.slot);
+      return;
+    }
+    in = e.inst;
+  }
+  const NodeId w = in->plan->wait_node(k.slot);
+  if (w == kNoNode) {
+    im.fail(in,
+            Status(Errc::internal, "plan '" + in->plan->name() + "' rank " + std::to_string(im.tp.rank()) + " seq " +
+                                       std::to_string(k.seq) + ": signal from rank " + std::to_string(source) +
+                                       " for slot " + std::to_string(k.slot) + ", which no wait node uses"));
+  } else {
+    NodeState& ns = in->nodes[w];
+    std::int32_t v = ns.sig.load(std::memory_order_acquire);
+    while (v > 0 && !ns.sig.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) {
+    }
+    if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) im.ready_outside(in, w);
+  }
+  im.unpin(in);
+}
+
+void Executor::handle_peer_failure(int peer, const Status& why) {
+  Impl& im = *impl_;
+  if (peer < 0 || peer >= im.nranks) return;
+  im.dead[static_cast<std::size_t>(peer)].store(true);
+  std::vector<Instance*> hit;
+  for (Shard& sh : im.shards) {
+    std::lock_guard<std::mutex> g(sh.mu);
+    for (auto& [k, e] : sh.map)
+      if (e.inst != nullptr && e.inst->plan->involves(peer) && im.pin(e.inst)) hit.push_back(e.inst);
+  }
+  for (Instance* in : hit) {
+    im.fail(in, Status(Errc::peer_dead, "plan '" + in->plan->name() + "' rank " + std::to_string(im.tp.rank()) +
+                                            " seq " + std::to_string(in->seq) + ": peer " + std::to_string(peer) +
+                                            " died: " + why.message()));
+    im.unpin(in);
+  }
+}
+
+}  // namespace dag
+}  // namespace strata

@@ -1,0 +1,451 @@
+// The executor over the deterministic fake transport.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "strata/dag/executor.hpp"
+#include "strata/transport/fake.hpp"
+
+using namespace strata::dag;
+using strata::Errc;
+using strata::Status;
+using strata::transport::FakeMode;
+using strata::transport::FakeOpInfo;
+using strata::transport::FakeOrder;
+using strata::transport::FakeWorld;
+using strata::transport::RemoteKey;
+
+namespace {
+
+// N executors over one FakeWorld, sharing one 2-thread arena.
+struct Cluster {
+  tbb::task_arena arena{2, 0};
+  FakeWorld world;
+  std::vector<std::unique_ptr<Executor>> ex;
+  Cluster(int n, FakeMode mode = FakeMode::manual, std::uint64_t seed = 1) : world(n, mode, seed) {
+    for (int r = 0; r < n; ++r) {
+      ExecutorOptions o;
+      o.arena = &arena;
+      ex.push_back(std::make_unique<Executor>(world.endpoint(r), o));
+    }
+  }
+  // Releases operations (in random order when asked) and delivers events until
+  // done() holds; a generous wall-clock bound turns a hang into a failure.
+  bool pump(const std::function<bool()>& done, bool random = false) {
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > limit) return false;
+      const bool moved = random ? world.release_random() : world.release_all() > 0;
+      if (world.progress_all() == 0 && !moved) std::this_thread::yield();
+    }
+    return true;
+  }
+};
+
+struct Done {
+  std::atomic<int> calls{0};
+  std::mutex mu;
+  Status status;
+  DoneFn fn() {
+    return [this](const Status& s) {
+      std::lock_guard<std::mutex> g(mu);
+      status = s;
+      calls.fetch_add(1);
+    };
+  }
+  bool done() const { return calls.load() > 0; }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
+
+}  // namespace
+
+TEST(Executor, ChainRunsNodesInDependencyOrder) {
+  Cluster c(1);
+  std::vector<int> order;
+  PlanBuilder b("chain", 0, 1);
+  NodeId prev = kNoNode;
+  for (int i = 0; i < 100; ++i) {
+    ComputeFn f = [&order, i](const ComputeArgs&) { order.push_back(i); };
+    prev = b.compute(f, Region{}, prev == kNoNode ? std::vector<NodeId>{} : std::vector<NodeId>{prev});
+  }
+  auto plan = b.build();
+  Done d;
+  ASSERT_TRUE(c.ex[0]->start(plan, {}, 0, 0, d.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return d.done(); }));
+  EXPECT_TRUE(d.status.is_ok()) << d.status.message();
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(c.ex[0]->in_flight(), 0u);
+}
+
+TEST(Executor, FanOutFanInJoinsAfterAllBranches) {
+  Cluster c(1);
+  std::atomic<int> branches{0};
+  int seen_at_join = -1;
+  PlanBuilder b("fan", 0, 1);
+  NodeId root = b.nop();
+  std::vector<NodeId> mid;
+  for (int i = 0; i < 64; ++i)
+    mid.push_back(b.compute([&](const ComputeArgs&) { branches.fetch_add(1); }, Region{}, {root}));
+  b.compute([&](const ComputeArgs&) { seen_at_join = branches.load(); }, Region{}, mid);
+  auto plan = b.build();
+  Done d;
+  ASSERT_TRUE(c.ex[0]->start(plan, {}, 0, 0, d.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return d.done(); }));
+  EXPECT_EQ(seen_at_join, 64);
+}
+
+TEST(Executor, FragmentsArriveAndOnFragmentComputesRunPerFragment) {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    Cluster c(2, FakeMode::manual, seed);
+    constexpr std::size_t kFrag = 16, kN = 4;
+    std::vector<unsigned char> src(kFrag * kN), dst(kFrag * kN, 0);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i);
+    RemoteKey key;
+    ASSERT_TRUE(c.world.endpoint(1).register_memory(dst.data(), dst.size(), &key).is_ok());
+    PlanBuilder b0("bcast", 0, 2), b1("bcast", 1, 2);
+    b0.input(0, src.size()).peer_buffer(1, 0, dst.size());
+    b1.output(0, dst.size());
+    std::atomic<int> transformed{0};
+    for (std::uint32_t f = 0; f < kN; ++f) {
+      b0.put_with_signal(1, in(0, f * kFrag, kFrag), peer(1, 0, f * kFrag, kFrag), f);
+      Region g = out(0, f * kFrag, kFrag);
+      b1.wait(f, 1, {}, &g);
+      b1.on_fragment(g, [&transformed](const ComputeArgs& a) {
+        auto* p = static_cast<unsigned char*>(a.data);
+        for (std::size_t i = 0; i < a.len; ++i) p[i] = static_cast<unsigned char>(p[i] + 1);
+        transformed.fetch_add(1);
+      });
+    }
+    auto p0 = b0.build(), p1 = b1.build();
+    ASSERT_TRUE(validate(std::vector<const Plan*>{p0.get(), p1.get()}).is_ok());
+    Done d0, d1;
+    ASSERT_TRUE(c.ex[1]->start(p1, {{}, {dst.data()}, {}}, 0, 0, d1.fn()).is_ok());
+    ASSERT_TRUE(c.ex[0]->start(p0, {{src.data()}, {}, {{1, 0, key}}}, 0, 0, d0.fn()).is_ok());
+    ASSERT_TRUE(c.pump([&] { return d0.done() && d1.done(); }, true));
+    EXPECT_TRUE(d0.status.is_ok() && d1.status.is_ok());
+    EXPECT_EQ(transformed.load(), 4);
+    for (std::size_t i = 0; i < dst.size(); ++i) ASSERT_EQ(dst[i], static_cast<unsigned char>(i + 1)) << i;
+  }
+}
+
+TEST(Executor, EarlySignalsAreKeptUntilTheInstanceStarts) {
+  Cluster c(2);
+  PlanBuilder b0("early", 0, 2), b1("early", 1, 2);
+  b0.signal(1, 0);
+  b0.signal(1, 1);
+  b1.wait(1, 1, {b1.wait(0, 1)});
+  auto p0 = b0.build(), p1 = b1.build();
+  Done d0, d1;
+  ASSERT_TRUE(c.ex[0]->start(p0, {}, 5, 9, d0.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return d0.done(); }));
+  EXPECT_EQ(c.world.undelivered(), 0u);  // both signals were handed to rank 1's executor
+  EXPECT_FALSE(d1.done());
+  ASSERT_TRUE(c.ex[1]->start(p1, {}, 5, 9, d1.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return d1.done(); }));
+  EXPECT_TRUE(d1.status.is_ok()) << d1.status.message();
+}
+
+TEST(Executor, FailedOperationFailsOnlyItsInstanceAndNamesNodeAndPeer) {
+  Cluster c(2);
+  PlanBuilder b0("ping", 0, 2);
+  b0.label(b0.signal(1, 0), "hello");
+  auto p0 = b0.build();
+  PlanBuilder b1("ping", 1, 2);
+  b1.wait(0, 1);
+  auto p1 = b1.build();
+  c.world.fail_next([](const FakeOpInfo& op) { return decode_signal(op.payload).seq == 0; },
+                    Status(Errc::transport_error, "injected"));
+  Done a0, a1, b0d, b1d;
+  ASSERT_TRUE(c.ex[0]->start(p0, {}, 0, 0, a0.fn()).is_ok());
+  ASSERT_TRUE(c.ex[0]->start(p0, {}, 0, 1, b0d.fn()).is_ok());
+  ASSERT_TRUE(c.ex[1]->start(p1, {}, 0, 0, a1.fn()).is_ok());
+  ASSERT_TRUE(c.ex[1]->start(p1, {}, 0, 1, b1d.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return a0.done() && b0d.done() && b1d.done(); }));
+  EXPECT_EQ(a0.status.code(), Errc::transport_error);
+  EXPECT_NE(a0.status.message().find("node 0 (signal 'hello' peer 1)"), std::string::npos) << a0.status.message();
+  EXPECT_TRUE(b0d.status.is_ok());
+  EXPECT_TRUE(b1d.status.is_ok());
+  // Rank 1's seq 0 never gets its signal: cancellation finishes it.
+  EXPECT_FALSE(a1.done());
+  EXPECT_TRUE(c.ex[1]->cancel(0, 0));
+  ASSERT_TRUE(c.pump([&] { return a1.done(); }));
+  EXPECT_EQ(a1.status.code(), Errc::cancelled);
+  EXPECT_FALSE(c.ex[1]->cancel(0, 0));
+  EXPECT_EQ(a1.calls.load(), 1);
+}
+
+TEST(Executor, ComputeExceptionFailsInstanceAndSkipsSuccessors) {
+  Cluster c(1);
+  bool after = false;
+  PlanBuilder b("throwing", 0, 1);
+  NodeId t = b.compute([](const ComputeArgs&) { throw std::runtime_error("boom"); }, Region{});
+  b.compute([&](const ComputeArgs&) { after = true; }, Region{}, {t});
+  auto plan = b.build();
+  Done d;
+  ASSERT_TRUE(c.ex[0]->start(plan, {}, 0, 0, d.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return d.done(); }));
+  EXPECT_EQ(d.status.code(), Errc::internal);
+  EXPECT_NE(d.status.message().find("boom"), std::string::npos);
+  EXPECT_FALSE(after);
+}
+
+TEST(Executor, BadBindingsAndDuplicatesAreRejectedWithoutCallback) {
+  Cluster c(2);
+  PlanBuilder b("bind", 0, 2);
+  b.input(0, 8).peer_buffer(1, 0, 8);
+  b.put(1, in(0, 0, 8), peer(1, 0, 0, 8));
+  auto plan = b.build();
+  Done d;
+  char buf[8] = {};
+  Status st = c.ex[0]->start(plan, {{buf}, {}, {}}, 0, 0, d.fn());
+  EXPECT_EQ(st.code(), Errc::invalid_argument);
+  EXPECT_NE(st.message().find("peer buffer 0 of rank 1"), std::string::npos) << st.message();
+  EXPECT_EQ(c.ex[0]->start(plan, {}, 0, 0, d.fn()).code(), Errc::invalid_argument);
+  EXPECT_EQ(c.ex[0]->start(nullptr, {}, 0, 0, d.fn()).code(), Errc::invalid_argument);
+  EXPECT_EQ(c.ex[1]->start(plan, {}, 0, 0, d.fn()).code(), Errc::invalid_argument);  // rank mismatch
+  PlanBuilder w("dup", 0, 2);
+  w.wait(0, 1);
+  auto wp = w.build();
+  ASSERT_TRUE(c.ex[0]->start(wp, {}, 1, 1, d.fn()).is_ok());
+  EXPECT_EQ(c.ex[0]->start(wp, {}, 1, 1, d.fn()).code(), Errc::invalid_argument);
+  EXPECT_TRUE(c.ex[0]->cancel(1, 1));
+  ASSERT_TRUE(c.pump([&] { return d.done(); }));
+  EXPECT_EQ(d.calls.load(), 1);
+}
+
+TEST(Executor, PeerDeathFailsOnlyInstancesThatUseThePeer) {
+  Cluster c(3);
+  PlanBuilder a0("a", 0, 3), a1("a", 1, 3), x0("x", 0, 3);
+  a0.signal(1, 0);
+  a1.wait(0, 1);
+  x0.wait(0, 1);
+  x0.expect_signals_from(2);
+  auto pa0 = a0.build(), pa1 = a1.build(), px0 = x0.build();
+  Done da0, da1, dx0;
+  ASSERT_TRUE(c.ex[0]->start(px0, {}, 1, 0, dx0.fn()).is_ok());
+  ASSERT_TRUE(c.ex[0]->start(pa0, {}, 0, 0, da0.fn()).is_ok());
+  ASSERT_TRUE(c.ex[1]->start(pa1, {}, 0, 0, da1.fn()).is_ok());
+  c.world.kill(2);
+  ASSERT_TRUE(c.pump([&] { return da0.done() && da1.done() && dx0.done(); }));
+  EXPECT_TRUE(da0.status.is_ok());
+  EXPECT_TRUE(da1.status.is_ok());
+  EXPECT_EQ(dx0.status.code(), Errc::peer_dead);
+  EXPECT_NE(dx0.status.message().find("peer 2 died"), std::string::npos) << dx0.status.message();
+  EXPECT_EQ(c.ex[0]->start(px0, {}, 1, 1, dx0.fn()).code(), Errc::peer_dead);
+}
+
+TEST(Executor, ManyInstancesFromSeveralThreads) {
+  Cluster c(2, FakeMode::auto_complete);
+  PlanBuilder b0("pp", 0, 2), b1("pp", 1, 2);
+  b0.wait(1, 1, {b0.signal(1, 0)});
+  b1.signal(0, 1, {b1.wait(0, 1)});
+  auto p0 = b0.build(), p1 = b1.build();
+  constexpr int kThreads = 4, kPer = 100;
+  std::atomic<int> ok{0}, bad{0};
+  auto cb = [&](const Status& s) { (s.is_ok() ? ok : bad).fetch_add(1); };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < kPer; ++i) {
+        const auto seq = static_cast<std::uint32_t>(t * kPer + i);
+        EXPECT_TRUE(c.ex[static_cast<std::size_t>(seq % 2)]->start(seq % 2 ? p1 : p0, {}, 3, seq, cb).is_ok());
+        EXPECT_TRUE(c.ex[static_cast<std::size_t>(1 - seq % 2)]->start(seq % 2 ? p0 : p1, {}, 3, seq, cb).is_ok());
+      }
+    });
+  for (auto& t : ts) t.join();
+  ASSERT_TRUE(c.pump([&] { return ok.load() + bad.load() == 2 * kThreads * kPer; }));
+  EXPECT_EQ(ok.load(), 2 * kThreads * kPer);
+}
+
+// Random multi-rank DAGs: every node computes a value from its predecessors'
+// values (local ones and ones received from other ranks through
+// put_with_signal + wait); the result is checked against a sequential simulation.
+TEST(Executor, RandomDagStressMatchesSequentialSimulation) {
+  constexpr int kRanks = 3;
+  Cluster c(kRanks, FakeMode::manual, 7);
+  std::mt19937_64 rng(12345);
+  auto mix = [](std::uint64_t a, std::uint64_t b) { return (a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2))); };
+  const int kDags = 1500;
+  for (int dag = 0; dag < kDags; ++dag) {
+    // Global node order g; node g lives on rank owner[g] at local index loc[g].
+    const int total = 1 + static_cast<int>(rng() % 24);
+    std::vector<int> owner(static_cast<std::size_t>(total)), nloc(kRanks, 0), loc(static_cast<std::size_t>(total));
+    for (int g = 0; g < total; ++g) {
+      owner[static_cast<std::size_t>(g)] = static_cast<int>(rng() % kRanks);
+      loc[static_cast<std::size_t>(g)] = nloc[static_cast<std::size_t>(owner[static_cast<std::size_t>(g)])]++;
+    }
+    std::vector<std::vector<int>> preds(static_cast<std::size_t>(total));
+    for (int g = 1; g < total; ++g)
+      for (int k = 0, m = static_cast<int>(rng() % 3); k < m; ++k)
+        preds[static_cast<std::size_t>(g)].push_back(static_cast<int>(rng() % static_cast<std::uint64_t>(g)));
+    // Cells: rank r's output = [local cells][incoming cells], 8 bytes each.
+    std::vector<int> nin(kRanks, 0);
+    struct Edge {
+      int from, to, cell;
+    };
+    std::vector<Edge> remote;
+    for (int g = 0; g < total; ++g)
+      for (int p : preds[static_cast<std::size_t>(g)])
+        if (owner[static_cast<std::size_t>(p)] != owner[static_cast<std::size_t>(g)])
+          remote.push_back({p, g, nin[static_cast<std::size_t>(owner[static_cast<std::size_t>(g)])]++});
+    std::vector<std::vector<std::uint64_t>> mem(kRanks);
+    std::vector<RemoteKey> keys(kRanks);
+    for (int r = 0; r < kRanks; ++r) {
+      mem[static_cast<std::size_t>(r)].assign(
+          static_cast<std::size_t>(nloc[static_cast<std::size_t>(r)] + nin[static_cast<std::size_t>(r)]) + 1, 0);
+      ASSERT_TRUE(c.world.endpoint(r)
+                      .register_memory(mem[static_cast<std::size_t>(r)].data(),
+                                       mem[static_cast<std::size_t>(r)].size() * 8, &keys[static_cast<std::size_t>(r)])
+                      .is_ok());
+    }
+    // Expected values.
+    std::vector<std::uint64_t> expect(static_cast<std::size_t>(total));
+    for (int g = 0; g < total; ++g) {
+      std::uint64_t v = mix(static_cast<std::uint64_t>(g), static_cast<std::uint64_t>(dag));
+      for (int p : preds[static_cast<std::size_t>(g)]) v = mix(v, expect[static_cast<std::size_t>(p)]);
+      expect[static_cast<std::size_t>(g)] = v;
+    }
+    // Builders.
+    std::vector<PlanBuilder> bs;
+    for (int r = 0; r < kRanks; ++r) {
+      bs.emplace_back("rnd", r, kRanks);
+      bs.back().output(0, mem[static_cast<std::size_t>(r)].size() * 8).require_output_coverage(false);
+      for (int q = 0; q < kRanks; ++q) bs.back().peer_buffer(q, 0, mem[static_cast<std::size_t>(q)].size() * 8);
+    }
+    std::vector<NodeId> node_of(static_cast<std::size_t>(total));
+    std::uint32_t slot = 0;
+    std::vector<std::vector<NodeId>> extra_deps(static_cast<std::size_t>(total));
+    for (int g = 0; g < total; ++g) {
+      const int r = owner[static_cast<std::size_t>(g)];
+      PlanBuilder& b = bs[static_cast<std::size_t>(r)];
+      // Incoming remote values: a wait per edge, created before the node.
+      std::vector<std::pair<int, std::size_t>> srcs;  // (pred g, cell index in my output)
+      std::vector<NodeId> deps;
+      for (int p : preds[static_cast<std::size_t>(g)]) {
+        if (owner[static_cast<std::size_t>(p)] == r) {
+          deps.push_back(node_of[static_cast<std::size_t>(p)]);
+          srcs.emplace_back(p, static_cast<std::size_t>(loc[static_cast<std::size_t>(p)]));
+        } else {
+          const Edge* e = nullptr;
+          for (const Edge& x : remote)
+            if (x.from == p && x.to == g) e = &x;
+          const std::size_t cell = static_cast<std::size_t>(nloc[static_cast<std::size_t>(r)] + e->cell);
+          const std::uint32_t s = slot++;
+          Region guard = out(0, cell * 8, 8);
+          deps.push_back(b.wait(s, 1, {}, &guard));
+          // Sender side: a put_with_signal after the predecessor.
+          const int pr = owner[static_cast<std::size_t>(p)];
+          bs[static_cast<std::size_t>(pr)].put_with_signal(
+              r, out(0, static_cast<std::uint64_t>(loc[static_cast<std::size_t>(p)]) * 8, 8), peer(r, 0, cell * 8, 8),
+              s, {node_of[static_cast<std::size_t>(p)]});
+          srcs.emplace_back(p, cell);
+        }
+      }
+      const std::size_t mine = static_cast<std::size_t>(loc[static_cast<std::size_t>(g)]);
+      const std::uint64_t seed = mix(static_cast<std::uint64_t>(g), static_cast<std::uint64_t>(dag));
+      node_of[static_cast<std::size_t>(g)] = b.compute(
+          [srcs, mine, seed, mix](const ComputeArgs& a) {
+            auto* cells = static_cast<std::uint64_t*>(a.data);
+            std::uint64_t v = seed;
+            for (const auto& s : srcs) v = mix(v, cells[s.second]);
+            cells[mine] = v;
+          },
+          out(0, 0, mem[static_cast<std::size_t>(r)].size() * 8), deps);
+    }
+    std::vector<std::shared_ptr<const Plan>> plans;
+    std::vector<const Plan*> raw;
+    for (auto& b : bs) {
+      plans.push_back(b.build());
+      raw.push_back(plans.back().get());
+    }
+    ASSERT_TRUE(validate(raw).is_ok()) << validate(raw).message();
+    std::atomic<int> finished{0}, failed{0};
+    const auto seq = static_cast<std::uint32_t>(dag);
+    for (int r = kRanks - 1; r >= 0; --r) {  // reverse start order: early signals happen
+      Bindings bind;
+      bind.outputs = {mem[static_cast<std::size_t>(r)].data()};
+      for (int q = 0; q < kRanks; ++q) bind.peers.push_back({q, 0, keys[static_cast<std::size_t>(q)]});
+      ASSERT_TRUE(c.ex[static_cast<std::size_t>(r)]
+                      ->start(plans[static_cast<std::size_t>(r)], bind, 0, seq,
+                              [&](const Status& s) {
+                                if (!s.is_ok()) failed.fetch_add(1);
+                                finished.fetch_add(1);
+                              })
+                      .is_ok());
+      if (r == 1) c.world.release_random();
+    }
+    ASSERT_TRUE(c.pump([&] { return finished.load() == kRanks; }, true)) << "dag " << dag;
+    ASSERT_EQ(failed.load(), 0);
+    for (int g = 0; g < total; ++g)
+      ASSERT_EQ(mem[static_cast<std::size_t>(owner[static_cast<std::size_t>(g)])]
+                   [static_cast<std::size_t>(loc[static_cast<std::size_t>(g)])],
+                expect[static_cast<std::size_t>(g)])
+          << "dag " << dag << " node " << g;
+    for (int r = 0; r < kRanks; ++r)
+      c.world.endpoint(r).deregister_memory(mem[static_cast<std::size_t>(r)].data(),
+                                            mem[static_cast<std::size_t>(r)].size() * 8);
+  }
+}
+
+TEST(Executor, TraceWritesOneEventPerNodeAndMergeToolCombinesRanks) {
+  const std::string prefix = ::testing::TempDir() + "strata_dag_trace_" + std::to_string(::getpid());
+  for (int r = 0; r < 2; ++r) std::remove((prefix + "." + std::to_string(r) + ".json").c_str());
+  {
+    FakeWorld world(2, FakeMode::auto_complete);
+    std::vector<std::unique_ptr<Executor>> ex;
+    for (int r = 0; r < 2; ++r) {
+      ExecutorOptions o;
+      o.trace_path = prefix;
+      ex.push_back(std::make_unique<Executor>(world.endpoint(r), o));
+    }
+    PlanBuilder b0("allreduce", 0, 2), b1("allreduce", 1, 2);
+    b0.nop({b0.signal(1, 0)});
+    b1.wait(0, 1);
+    auto p0 = b0.build(), p1 = b1.build();
+    Done d0, d1;
+    ASSERT_TRUE(ex[0]->start(p0, {}, 0, 4, d0.fn()).is_ok());
+    ASSERT_TRUE(ex[1]->start(p1, {}, 0, 4, d1.fn()).is_ok());
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!(d0.done() && d1.done()) && std::chrono::steady_clock::now() < limit) world.progress_all();
+    ASSERT_TRUE(d0.done() && d1.done());
+  }  // executors flush their traces
+  const std::string all = slurp(prefix + ".0.json");
+  EXPECT_NE(all.find("\"name\":\"allreduce#4 signal\""), std::string::npos) << all;
+  EXPECT_NE(all.find("\"pid\":0"), std::string::npos);
+  // The tool sits next to this test binary (build/bin) unless STRATA_BIN says otherwise.
+  std::string bin = std::getenv("STRATA_BIN") != nullptr ? std::getenv("STRATA_BIN") : "";
+  if (bin.empty()) {
+    char self[4096] = {};
+    const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    ASSERT_GT(len, 0);
+    bin = std::string(self, static_cast<std::size_t>(len));
+    bin = bin.substr(0, bin.rfind('/'));
+  }
+  const std::string merged = prefix + ".merged.json";
+  const std::string cmd = bin + "/strata-trace-merge -o " + merged + " --prefix " + prefix + " >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string m = slurp(merged);
+  EXPECT_EQ(m.rfind("{\"displayTimeUnit\"", 0), 0u);
+  EXPECT_NE(m.find("\"args\":{\"name\":\"rank 1\"}"), std::string::npos);
+  EXPECT_NE(m.find("allreduce#4 wait"), std::string::npos);
+}

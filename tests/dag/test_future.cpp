@@ -1,0 +1,199 @@
+// strata::Future / Promise: then, when_all, wait_for, dropping, waits inside tasks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "strata/dag/executor.hpp"
+#include "strata/future.hpp"
+#include "strata/transport/fake.hpp"
+
+using strata::Errc;
+using strata::Future;
+using strata::Promise;
+using strata::Status;
+using strata::detail::tsan_acquire;
+using strata::detail::tsan_release;
+
+TEST(Future, ThenChainsValuesAndRunsInTheArena) {
+  tbb::task_arena arena(2, 0);
+  auto ctx = std::make_shared<strata::FutureContext>();
+  ctx->arena = &arena;
+  Promise<int> p(ctx);
+  std::atomic<bool> in_task{false};
+  Future<int> f = p.get_future().then([&](int v) {
+    in_task = tbb::task::current_context() != nullptr;
+    return v + 1;
+  });
+  Future<void> g = std::move(f).then([](int v) { EXPECT_EQ(v, 42); });
+  EXPECT_FALSE(g.ready());
+  p.set_value(41);
+  g.get();
+  EXPECT_TRUE(in_task.load());
+  EXPECT_FALSE(g.valid());
+  EXPECT_THROW(g.wait(), strata::Error);
+}
+
+TEST(Future, ErrorsPropagateThroughThenAndGetThrowsTypedError) {
+  Promise<int> p;
+  bool called = false;
+  Future<int> f = p.get_future().then([&](int v) {
+    called = true;
+    return v;
+  });
+  p.set_error(Status(Errc::peer_dead, "rank 3 died"));
+  try {
+    (void)f.get();
+    FAIL() << "get() did not throw";
+  } catch (const strata::Error& e) {
+    EXPECT_EQ(e.errc(), Errc::peer_dead);
+    EXPECT_NE(std::string(e.what()).find("rank 3 died"), std::string::npos);
+  }
+  EXPECT_FALSE(called);
+  Future<int> t = strata::make_ready_future(1).then([](int) -> int { throw strata::Error(Errc::unsupported, "no"); });
+  EXPECT_THROW((void)t.get(), strata::Error);
+}
+
+TEST(Future, WhenAllOverVectorAndPack) {
+  std::vector<Promise<int>> ps(5);
+  std::vector<Future<int>> fs;
+  for (auto& p : ps) fs.push_back(p.get_future());
+  Future<std::vector<int>> all = strata::when_all(std::move(fs));
+  for (int i = 4; i >= 0; --i) {
+    EXPECT_FALSE(all.ready());
+    ps[static_cast<std::size_t>(i)].set_value(i * 10);
+  }
+  EXPECT_EQ(all.get(), (std::vector<int>{0, 10, 20, 30, 40}));
+
+  Promise<void> pv;
+  Promise<double> pd;
+  auto both = strata::when_all(pv.get_future(), pd.get_future());
+  pd.set_value(2.5);
+  EXPECT_FALSE(both.ready());
+  pv.set_value();
+  auto tup = both.get();
+  EXPECT_DOUBLE_EQ(std::get<1>(tup), 2.5);
+
+  std::vector<Promise<void>> vs(3);
+  std::vector<Future<void>> vf;
+  for (auto& p : vs) vf.push_back(p.get_future());
+  Future<void> allv = strata::when_all(std::move(vf));
+  vs[1].set_error(Status(Errc::timeout, "slow"));
+  EXPECT_TRUE(allv.ready());  // first error completes it
+  EXPECT_EQ(allv.status().code(), Errc::timeout);
+  EXPECT_TRUE(strata::when_all(std::vector<Future<int>>{}).ready());
+}
+
+TEST(Future, WaitForTimesOutThenSucceeds) {
+  Promise<void> p;
+  Future<void> f = p.get_future();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(f.wait_for(std::chrono::milliseconds(20)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
+  std::thread setter([&] { p.set_value(); });
+  EXPECT_TRUE(f.wait_for(std::chrono::seconds(30)));
+  setter.join();
+}
+
+TEST(Future, DroppingAnUnwaitedFutureNeitherBlocksNorLeaks) {
+  std::weak_ptr<strata::detail::State<int>> weak;
+  Promise<int> p;
+  {
+    Future<int> f = p.get_future();
+    weak = f.state();
+  }                              // dropped: must return at once
+  EXPECT_FALSE(weak.expired());  // the producer still holds the state
+  EXPECT_TRUE(p.set_value(1));
+  p = Promise<int>();
+  EXPECT_TRUE(weak.expired());  // both sides gone: freed
+  // A promise dropped unfulfilled fails its future instead of hanging it.
+  Future<int> orphan;
+  {
+    Promise<int> q;
+    orphan = q.get_future();
+  }
+  EXPECT_EQ(orphan.status().code(), Errc::internal);
+}
+
+TEST(Future, WaitInsideATaskOfAOneThreadArenaDoesNotDeadlock) {
+  // The waiting task and the task that fulfils the future share the arena's
+  // only worker: the wait must suspend instead of blocking it.
+  tbb::task_arena arena(1, 0);
+  auto ctx = std::make_shared<strata::FutureContext>();
+  ctx->arena = &arena;
+  Promise<int> p(ctx);
+  Future<int> f = p.get_future();
+  Promise<int> outer;
+  Future<int> result = outer.get_future();
+  tsan_release(&arena);
+  arena.enqueue([&] {
+    tsan_acquire(&arena);
+    tsan_release(&p);
+    arena.enqueue([&p] {
+      tsan_acquire(&p);
+      p.set_value(7);
+    });                     // queued behind us
+    const int v = f.get();  // suspends; worker runs the setter
+    outer.set_value(v * 6);
+  });
+  EXPECT_TRUE(result.wait_for(std::chrono::seconds(30)));
+  EXPECT_EQ(result.get(), 42);
+}
+
+TEST(Future, WaitForInsideATaskTimesOutWithoutParkingTheWorker) {
+  tbb::task_arena arena(1, 0);
+  auto ctx = std::make_shared<strata::FutureContext>();
+  ctx->arena = &arena;
+  Promise<void> never(ctx);
+  Future<void> f = never.get_future();
+  Promise<bool> outer;
+  Future<bool> result = outer.get_future();
+  std::atomic<bool> other_ran{false};
+  tsan_release(&arena);
+  arena.enqueue([&] {
+    tsan_acquire(&arena);
+    arena.enqueue([&] { other_ran = true; });
+    const bool ready = f.wait_for(std::chrono::milliseconds(30));
+    outer.set_value(ready);
+  });
+  EXPECT_FALSE(result.get());
+  EXPECT_TRUE(other_ran.load());
+}
+
+TEST(Future, ProgressHookDrivesInlineModeWaits) {
+  // Inline progress mode: no thread polls the transport; the waiter's hook does.
+  strata::transport::FakeWorld world(1);
+  strata::dag::Executor ex(world.endpoint(0));
+  auto ctx = std::make_shared<strata::FutureContext>();
+  ctx->arena = &ex.arena();
+  std::atomic<int> hook_calls{0};
+  ctx->progress = [&] {
+    hook_calls.fetch_add(1);
+    const bool moved = world.release_all() > 0;
+    return world.progress_all() > 0 || moved;
+  };
+  strata::dag::PlanBuilder b("self", 0, 1);
+  b.wait(0, 1, {b.signal(0, 0)});
+  auto plan = b.build();
+  for (int inside = 0; inside < 2; ++inside) {
+    Promise<void> p(ctx);
+    Future<void> f = p.get_future();
+    ASSERT_TRUE(
+        ex.start(plan, {}, 0, static_cast<std::uint32_t>(inside), [p](const Status& s) mutable { p.set(s); }).is_ok());
+    if (inside == 0) {
+      f.get();  // external thread: spins the hook
+    } else {
+      Promise<void> done;
+      Future<void> d = done.get_future();
+      tsan_release(&f);
+      ex.arena().enqueue([&] {
+        tsan_acquire(&f);
+        f.get();  // inside a task: suspends, a polling task drives the hook
+        done.set_value();
+      });
+      EXPECT_TRUE(d.wait_for(std::chrono::seconds(30)));
+    }
+  }
+  EXPECT_GT(hook_calls.load(), 0);
+}
