@@ -1,0 +1,1062 @@
+// Same-host RMA backend: one engine-owned shared-memory segment per rank
+// holding the incoming SPSC rings of every same-host source, plus single-copy
+// CMA (process_vm_readv/writev) for large transfers. docs/transport.md
+// describes the protocol; this comment only maps it onto the code.
+//
+// Segment of rank q (shm_open name derived from the job secret, mode 0600,
+// unlinked once every same-host peer mapped it):
+//   SegHeader | RingCtl + data for source local index 0 | ... | index n-1
+// The ring from p to q lives in q's segment; p produces, q consumes.
+//
+// Threads: posting is thread-safe (a per-peer producer spin lock guards the
+// outgoing ring, the backlog of operations waiting for ring space, and the
+// lists of operations waiting for completion); progress() may be called from
+// several threads at once (per-peer consumer try-locks keep each ring's
+// records, hence signals, in order). Handlers are never called with a
+// producer lock held, so they may post.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "backend.hpp"
+#include "shm/ring.hpp"
+#include "shm/sync.hpp"
+
+namespace strata::transport::detail {
+namespace {
+
+using shm::RecHdr;
+using shm::RecType;
+using shm::Ring;
+using shm::RingCtl;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kMagic = 0x31304d4853415453ULL;  // "STASHM01"
+constexpr std::uint64_t kDefaultRingBytes = 256 * 1024;
+constexpr std::size_t kDefaultCmaThreshold = 16 * 1024;  // measured: see docs/transport.md
+constexpr int kBatch = 64;                               // records per ring per progress() call
+constexpr std::chrono::milliseconds kDeathCheck{200};    // stall after which a peer's pid is checked
+
+/// First bytes of every segment (shared memory).
+struct alignas(shm::kCacheLine) SegHeader {
+  std::uint64_t magic;
+  std::int64_t pid;
+  std::uint64_t nlocal;
+  std::uint64_t ring_bytes;
+  alignas(shm::kCacheLine) std::atomic<std::uint32_t> sleeping;  ///< owner blocked on its wake socket
+};
+
+/// Start-up exchange blob.
+struct Hello {
+  std::uint64_t magic;
+  std::int64_t pid;
+  std::uint64_t seg_addr;
+  std::uint64_t seg_bytes;
+  std::int32_t host;
+  std::int32_t ok;
+  char error[96];
+};
+
+struct Completion {
+  void* context;
+  Status status;
+};
+
+/// An operation (or the part of it) still to be written into a ring.
+struct OutOp {
+  RecType type = RecType::signal;
+  bool with_signal = false;
+  bool user = true;  ///< completes for the user when its last record is consumed
+  const std::byte* src = nullptr;
+  std::uint64_t len = 0;
+  std::uint64_t done = 0;
+  std::uint64_t addr = 0, a = 0, b = 0, c = 0;
+  void* context = nullptr;
+};
+
+struct Inflight {
+  std::uint64_t end;  ///< ring position after the operation's last record
+  void* context;
+};
+
+struct Request {
+  std::uint64_t id;
+  void* context;
+};
+
+struct Peer {
+  int rank = -1;
+  bool served = false;
+  pid_t pid = 0;
+  std::atomic<bool> cma{false};
+  SegHeader* hdr = nullptr;  // the peer's segment header (its sleeping flag)
+  sockaddr_un wake_addr{};
+  socklen_t wake_len = 0;
+
+  // producer side, guarded by prod_mu
+  SpinLock prod_mu;
+  Ring out;
+  std::deque<OutOp> pending;
+  std::deque<Inflight> inflight;
+  std::deque<Request> requests;
+  std::uint64_t next_id = 1;
+  bool was_busy = false;
+  std::uint64_t seen_head = 0;
+  std::uint64_t seen_activity = 0;
+  Clock::time_point stall_since{};
+  Clock::time_point last_death_check{};
+  std::atomic<bool> busy{false};
+
+  // consumer side, guarded by cons_mu
+  SpinLock cons_mu;
+  Ring in;
+  std::atomic<std::uint64_t> activity{0};  // records consumed from this peer
+
+  std::atomic<bool> dead{false};
+  mutable std::mutex status_mu;
+  Status status;  // guarded by status_mu
+};
+
+std::string hex64(std::uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = digits[v & 15];
+  return s;
+}
+
+/// Names of shared objects: unguessable without the job secret.
+std::string job_tag(const JobInfo& job) {
+  std::uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](std::uint8_t b) {
+    h ^= b;
+    h *= 1099511628211ULL;
+  };
+  for (char ch : job.job_id) mix(static_cast<std::uint8_t>(ch));
+  for (std::uint8_t b : job.secret) mix(b);
+  mix(0x5a);
+  return hex64(h);
+}
+
+std::uint64_t ring_bytes_from_env() {
+  const char* v = std::getenv("STRATA_SHM_RING_BYTES");
+  if (v == nullptr || *v == '\0') return kDefaultRingBytes;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || n < 4096 || n > (1ULL << 30) || (n & (n - 1)) != 0) {
+    throw Error(Errc::invalid_argument,
+                std::string("STRATA_SHM_RING_BYTES='") + v + "': expected a power of two in [4096, 2^30]");
+  }
+  return n;
+}
+
+class ShmBackend final : public Backend {
+ public:
+  ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector<bool>& serve, const TransportOptions& opts);
+  ~ShmBackend() override;
+  ShmBackend(const ShmBackend&) = delete;
+  ShmBackend& operator=(const ShmBackend&) = delete;
+
+  [[nodiscard]] int rank() const noexcept override { return rank_; }
+  [[nodiscard]] int size() const noexcept override { return size_; }
+  [[nodiscard]] std::string name() const override { return cma_any_ ? "shm+cma" : "shm"; }
+
+  void set_completion_handler(CompletionHandler h) override { completion_.set(std::move(h)); }
+  void set_signal_handler(SignalHandler h) override { signal_.set(std::move(h)); }
+  void set_peer_failure_handler(PeerFailureHandler h) override { failure_.set(std::move(h)); }
+
+  Status register_memory(void* addr, std::size_t len, RemoteKey* key) override;
+  Status deregister_memory(void* addr, std::size_t len) override;
+
+  Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
+             void* context) override {
+    return put_impl("put", peer, src, len, dst, dst_offset, false, 0, context);
+  }
+  Status get(int peer, void* dst, std::size_t len, const RemoteKey& src, std::uint64_t src_offset,
+             void* context) override;
+  Status put_with_signal(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
+                         std::uint64_t signal, void* context) override {
+    return put_impl("put_with_signal", peer, src, len, dst, dst_offset, true, signal, context);
+  }
+  Status signal(int peer, std::uint64_t payload, void* context) override;
+  Status fetch_add(int peer, const RemoteKey& dst, std::uint64_t dst_offset, std::uint64_t addend,
+                   std::uint64_t* fetched, void* context) override;
+
+  std::size_t progress() override;
+  void wait_for_event(std::chrono::microseconds timeout) override;
+  void wake() override { send_wake(self_addr_, self_len_); }
+
+  [[nodiscard]] Status peer_status(int peer) const override;
+  void shutdown() override;
+
+  [[nodiscard]] int wait_fd() const override { return sock_; }
+  bool prepare_wait() override;
+  void fail_peer(int peer, const Status& why) override;
+
+ private:
+  Status check_peer(const char* op, int peer) const;
+  Status check_key(const char* op, int peer, const RemoteKey& key, std::uint64_t offset, std::uint64_t len) const;
+  Status put_impl(const char* op, int peer, const void* src, std::size_t len, const RemoteKey& dst,
+                  std::uint64_t dst_offset, bool with_signal, std::uint64_t payload, void* context);
+  Status post(Peer& p, OutOp op);
+  bool inject(Peer& p, OutOp& op);  // prod_mu held; true when fully written
+  Status cma(Peer& p, bool write, void* local, std::uint64_t remote, std::size_t len);
+  void disable_cma(Peer& p, int err);
+  void push_completion(void* context, Status st);
+  std::size_t consume(Peer& p, std::vector<Completion>& done);
+  std::size_t service_outgoing(Peer& p, std::vector<Completion>& done, Clock::time_point& now, bool& have_now);
+  void complete_request(Peer& p, std::uint64_t id, std::vector<Completion>& done, bool* corrupt);
+  void drain(Peer& p, const Status& why, std::vector<Completion>& out);
+  /// Wakes @p p if it sleeps. @p as_producer: this rank just published into
+  /// the ring it produces to p; otherwise it just consumed from p's ring.
+  /// Pairs with prepare_wait(): flag store then index loads, all seq_cst.
+  void notify(Peer& p, bool as_producer) {
+    if (as_producer) {
+      p.out.sync_tail();
+    } else {
+      p.in.sync_head();
+    }
+    if (p.hdr->sleeping.load(std::memory_order_seq_cst) != 0) send_wake(p.wake_addr, p.wake_len);
+  }
+  void send_wake(const sockaddr_un& addr, socklen_t len) const {
+    if (sock_ < 0 || len == 0) return;
+    const char b = 1;
+    // Best effort: EAGAIN means the target already has a wake-up queued.
+    (void)::sendto(sock_, &b, 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&addr), len);
+  }
+  void deliver(std::vector<Completion>& done);
+  Status dead_status(const Peer& p) const {
+    std::lock_guard<std::mutex> g(p.status_mu);
+    return p.status;
+  }
+
+  int rank_ = 0;
+  int size_ = 0;
+  std::uint64_t ring_bytes_ = kDefaultRingBytes;
+  std::uint64_t frag_ = 0;
+  std::size_t cma_threshold_ = kDefaultCmaThreshold;
+  std::chrono::milliseconds timeout_{30000};
+  bool cma_any_ = false;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<int> served_;  // served peer ranks, ascending
+
+  void* seg_ = nullptr;
+  std::size_t seg_bytes_ = 0;
+  SegHeader* hdr_ = nullptr;
+  std::vector<std::pair<void*, std::size_t>> maps_;  // peer segments
+  int sock_ = -1;
+  sockaddr_un self_addr_{};
+  socklen_t self_len_ = 0;
+
+  std::atomic<bool> shut_{false};
+  std::atomic<std::uint64_t> rr_{0};
+  std::atomic<std::uint64_t> next_token_{1};
+  std::mutex cq_mu_;
+  std::vector<Completion> cq_;  // guarded by cq_mu_
+  std::atomic<std::size_t> cq_size_{0};
+  std::once_flag cma_log_once_;
+
+  HandlerSlot<CompletionHandler> completion_;
+  HandlerSlot<SignalHandler> signal_;
+  HandlerSlot<PeerFailureHandler> failure_;
+};
+
+// ----------------------------------------------------------------- set-up
+
+ShmBackend::ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector<bool>& serve,
+                       const TransportOptions& opts)
+    : rank_(boot.rank()), size_(boot.size()), timeout_(opts.timeout) {
+  const JobInfo& job = boot.job();
+  const std::string who = "shm backend (rank " + std::to_string(rank_) + ")";
+  if (serve.size() != static_cast<std::size_t>(size_)) {
+    throw Error(Errc::invalid_argument, who + ": serve mask has " + std::to_string(serve.size()) +
+                                            " entries for a job of " + std::to_string(size_) + " ranks");
+  }
+  if (hier.size() != size_) {
+    throw Error(Errc::invalid_argument,
+                who + ": hierarchy has " + std::to_string(hier.size()) + " ranks, job has " + std::to_string(size_));
+  }
+  if (timeout_.count() <= 0) throw Error(Errc::invalid_argument, who + ": timeout must be positive");
+  if (opts.cma_threshold != 0) cma_threshold_ = opts.cma_threshold;
+  ring_bytes_ = ring_bytes_from_env();
+
+  const std::vector<int> locals = hier.host_ranks(rank_);
+  auto local_index = [&locals](int r) {
+    auto it = std::find(locals.begin(), locals.end(), r);
+    return it == locals.end() ? -1 : static_cast<int>(it - locals.begin());
+  };
+  peers_.resize(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    if (!serve[static_cast<std::size_t>(r)]) continue;
+    if (local_index(r) < 0) {
+      throw Error(Errc::invalid_argument, who + ": asked to serve rank " + std::to_string(r) + ", which is on host " +
+                                              std::to_string(hier.place(r).host) + ", not this rank's host " +
+                                              std::to_string(hier.place(rank_).host));
+    }
+    served_.push_back(r);
+  }
+  const std::string tag = job_tag(job);
+  auto seg_name = [&tag](int r) { return "/strata-" + tag + "-" + std::to_string(r); };
+  auto sock_addr = [&tag](int r, sockaddr_un* a, socklen_t* l) {
+    const std::string n = "strata-" + tag + "-w" + std::to_string(r);
+    std::memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    std::memcpy(a->sun_path + 1, n.data(), n.size());  // abstract namespace: sun_path[0] == 0
+    *l = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n.size());
+  };
+
+  Hello mine{};
+  mine.magic = kMagic;
+  mine.pid = ::getpid();
+  mine.host = hier.place(rank_).host;
+  mine.ok = 1;
+  auto fail_local = [&mine](const std::string& what) {
+    mine.ok = 0;
+    std::snprintf(mine.error, sizeof(mine.error), "%s", what.c_str());
+  };
+  const bool active = !served_.empty();
+  bool created = false;
+  if (active) {
+    // Lets peers use CMA on us under Yama ptrace_scope=1 (EINVAL without Yama: ignored).
+    (void)::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    sock_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sock_addr(rank_, &self_addr_, &self_len_);
+    if (sock_ < 0 || ::bind(sock_, reinterpret_cast<const sockaddr*>(&self_addr_), self_len_) != 0) {
+      fail_local(std::string("wake socket: ") + std::strerror(errno));
+    }
+    const std::uint64_t nlocal = locals.size();
+    seg_bytes_ = sizeof(SegHeader) + nlocal * (sizeof(RingCtl) + ring_bytes_);
+    const std::string name = seg_name(rank_);
+    const int fd = mine.ok ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600) : -1;
+    if (mine.ok && fd < 0) fail_local("shm_open(" + name + "): " + std::strerror(errno));
+    if (fd >= 0) {
+      created = true;
+      if (::ftruncate(fd, static_cast<off_t>(seg_bytes_)) != 0) {
+        fail_local("ftruncate(" + name + "): " + std::strerror(errno));
+      } else {
+        void* m = ::mmap(nullptr, seg_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+          fail_local("mmap(" + name + "): " + std::strerror(errno));
+        } else {
+          seg_ = m;
+          hdr_ = new (seg_) SegHeader{};
+          hdr_->magic = kMagic;
+          hdr_->pid = mine.pid;
+          hdr_->nlocal = nlocal;
+          hdr_->ring_bytes = ring_bytes_;
+          hdr_->sleeping.store(0, std::memory_order_relaxed);
+          auto* base = static_cast<std::byte*>(seg_) + sizeof(SegHeader);
+          for (std::uint64_t i = 0; i < nlocal; ++i) new (base + i * (sizeof(RingCtl) + ring_bytes_)) RingCtl{};
+          mine.seg_addr = reinterpret_cast<std::uintptr_t>(seg_);
+          mine.seg_bytes = seg_bytes_;
+        }
+      }
+      ::close(fd);
+    }
+  }
+
+  // Exchange 1: everyone's segment exists (or the reason it does not).
+  std::vector<std::vector<std::byte>> hellos;
+  try {
+    hellos = boot.allgather(&mine, sizeof(mine));
+  } catch (...) {
+    if (created) ::shm_unlink(seg_name(rank_).c_str());
+    throw;
+  }
+  std::string problem = mine.ok ? std::string() : std::string(mine.error);
+  auto hello_of = [&hellos](int r) {
+    Hello h{};
+    const auto& blob = hellos.at(static_cast<std::size_t>(r));
+    if (blob.size() == sizeof(Hello)) std::memcpy(&h, blob.data(), sizeof(Hello));
+    return h;
+  };
+  for (int r : served_) {
+    Peer& p = *(peers_[static_cast<std::size_t>(r)] = std::make_unique<Peer>());
+    p.rank = r;
+    p.served = true;
+    if (!problem.empty()) continue;
+    const Hello h = hello_of(r);
+    if (h.magic != kMagic || h.ok == 0) {
+      problem = "peer rank " + std::to_string(r) + " could not create its segment: " +
+                (h.magic == kMagic ? std::string(h.error, strnlen(h.error, sizeof(h.error))) : "bad hello");
+      continue;
+    }
+    p.pid = static_cast<pid_t>(h.pid);
+    sock_addr(r, &p.wake_addr, &p.wake_len);
+    void* m = seg_;
+    if (r != rank_) {
+      const std::string name = seg_name(r);
+      const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+      if (fd < 0) {
+        problem = "shm_open(" + name + ") of peer rank " + std::to_string(r) + ": " + std::strerror(errno);
+        continue;
+      }
+      struct stat st {};
+      m = (::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == h.seg_bytes)
+              ? ::mmap(nullptr, h.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+              : MAP_FAILED;
+      ::close(fd);
+      if (m == MAP_FAILED) {
+        problem = "mapping the segment of peer rank " + std::to_string(r) + " failed";
+        continue;
+      }
+      maps_.emplace_back(m, h.seg_bytes);
+    }
+    p.hdr = static_cast<SegHeader*>(m);
+    if (p.hdr->magic != kMagic || p.hdr->ring_bytes != ring_bytes_ || p.hdr->nlocal != locals.size()) {
+      problem =
+          "segment of peer rank " + std::to_string(r) + " has a different layout (STRATA_SHM_RING_BYTES differs?)";
+      continue;
+    }
+    auto ring_at = [this](void* seg, int idx) {
+      auto* b = static_cast<std::byte*>(seg) + sizeof(SegHeader) +
+                static_cast<std::uint64_t>(idx) * (sizeof(RingCtl) + ring_bytes_);
+      return Ring(reinterpret_cast<RingCtl*>(b), b + sizeof(RingCtl), ring_bytes_);
+    };
+    p.out = ring_at(m, local_index(rank_));  // my ring inside the peer's segment
+    p.in = ring_at(seg_, local_index(r));    // the peer's ring inside mine
+    if (r != rank_) {
+      // CMA probe: read the peer's magic through process_vm_readv.
+      std::uint64_t probe = 0;
+      iovec l{&probe, sizeof(probe)};
+      iovec rv{reinterpret_cast<void*>(h.seg_addr), sizeof(probe)};
+      const ssize_t n = ::process_vm_readv(p.pid, &l, 1, &rv, 1, 0);
+      if (n == static_cast<ssize_t>(sizeof(probe)) && probe == kMagic) {
+        p.cma.store(true, std::memory_order_relaxed);
+        cma_any_ = true;
+      } else {
+        disable_cma(p, n < 0 ? errno : EIO);
+      }
+    }
+  }
+  frag_ = Ring(nullptr, nullptr, ring_bytes_).max_payload();
+
+  // Exchange 2: everyone mapped everything; the names can go.
+  std::int32_t ok = problem.empty() ? 1 : 0;
+  std::vector<std::vector<std::byte>> oks;
+  try {
+    oks = boot.allgather(&ok, sizeof(ok));
+  } catch (...) {
+    if (created) ::shm_unlink(seg_name(rank_).c_str());
+    throw;
+  }
+  if (created) ::shm_unlink(seg_name(rank_).c_str());
+  for (int r : served_) {
+    std::int32_t v = 0;
+    const auto& blob = oks.at(static_cast<std::size_t>(r));
+    if (blob.size() == sizeof(v)) std::memcpy(&v, blob.data(), sizeof(v));
+    if (v == 0 && problem.empty()) problem = "peer rank " + std::to_string(r) + " failed to map the segments";
+  }
+  if (!problem.empty()) {
+    for (auto& m : maps_) ::munmap(m.first, m.second);
+    maps_.clear();
+    if (seg_ != nullptr) ::munmap(seg_, seg_bytes_);
+    seg_ = nullptr;
+    if (sock_ >= 0) ::close(sock_);
+    sock_ = -1;
+    throw Error(Errc::transport_error, who + ": " + problem);
+  }
+}
+
+ShmBackend::~ShmBackend() {
+  shut_.store(true, std::memory_order_release);
+  for (auto& m : maps_) ::munmap(m.first, m.second);
+  if (seg_ != nullptr) ::munmap(seg_, seg_bytes_);
+  if (sock_ >= 0) ::close(sock_);
+}
+
+void ShmBackend::disable_cma(Peer& p, int err) {
+  p.cma.store(false, std::memory_order_relaxed);
+  std::call_once(cma_log_once_, [&] {
+    spdlog::warn(
+        "strata: rank {}: single-copy CMA to rank {} refused ({}); same-host transfers use the two-copy segment "
+        "path",
+        rank_, p.rank, std::strerror(err));
+  });
+}
+
+// ----------------------------------------------------------------- checks
+
+Status ShmBackend::check_peer(const char* op, int peer) const {
+  if (shut_.load(std::memory_order_acquire)) {
+    return {Errc::shutdown, std::string(op) + ": transport of rank " + std::to_string(rank_) + " is shut down"};
+  }
+  if (peer < 0 || peer >= size_) {
+    return {Errc::unknown_peer, std::string(op) + ": peer " + std::to_string(peer) + " outside [0, " +
+                                    std::to_string(size_) + ") (rank " + std::to_string(rank_) + ")"};
+  }
+  const Peer* p = peers_[static_cast<std::size_t>(peer)].get();
+  if (p == nullptr) {
+    return {Errc::unknown_peer, std::string(op) + ": peer " + std::to_string(peer) +
+                                    " is not served by the shm backend of rank " + std::to_string(rank_) +
+                                    " (not on the same host)"};
+  }
+  if (p->dead.load(std::memory_order_acquire)) return dead_status(*p);
+  return {};
+}
+
+Status ShmBackend::check_key(const char* op, int peer, const RemoteKey& key, std::uint64_t offset,
+                             std::uint64_t len) const {
+  if (!key.valid() || (key.flags & RemoteKey::kShm) == 0) {
+    return {Errc::invalid_argument, std::string(op) + ": remote key for peer " + std::to_string(peer) +
+                                        " has no shared-memory section (rank " + std::to_string(rank_) + ")"};
+  }
+  if (key.owner != peer) {
+    return {Errc::invalid_argument, std::string(op) + ": remote key registered by rank " + std::to_string(key.owner) +
+                                        " used with peer " + std::to_string(peer) + " (rank " + std::to_string(rank_) +
+                                        ")"};
+  }
+  if (offset > key.len || len > key.len - offset) {
+    return {Errc::out_of_range, std::string(op) + " to peer " + std::to_string(peer) + ": offset " +
+                                    std::to_string(offset) + " + length " + std::to_string(len) +
+                                    " exceeds the registered length " + std::to_string(key.len) + " (rank " +
+                                    std::to_string(rank_) + ")"};
+  }
+  return {};
+}
+
+Status ShmBackend::register_memory(void* addr, std::size_t len, RemoteKey* key) {
+  if (key == nullptr) {
+    return {Errc::invalid_argument, "register_memory: key is null (rank " + std::to_string(rank_) + ")"};
+  }
+  if (addr == nullptr && len > 0) {
+    return {Errc::invalid_argument,
+            "register_memory: addr is null with len " + std::to_string(len) + " (rank " + std::to_string(rank_) + ")"};
+  }
+  if (shut_.load(std::memory_order_acquire)) {
+    return {Errc::shutdown, "register_memory: transport of rank " + std::to_string(rank_) + " is shut down"};
+  }
+  // The shared-memory section needs no kernel registration: peers reach the
+  // buffer through CMA (pid + address) or through the owner's progress agent.
+  key->owner = rank_;
+  key->flags |= RemoteKey::kShm;
+  key->addr = reinterpret_cast<std::uintptr_t>(addr);
+  key->len = len;
+  key->shm_pid = ::getpid();
+  key->shm_token = next_token_.fetch_add(1, std::memory_order_relaxed);
+  return {};
+}
+
+Status ShmBackend::deregister_memory(void* /*addr*/, std::size_t /*len*/) { return {}; }
+
+// ----------------------------------------------------------------- posting
+
+Status ShmBackend::cma(Peer& p, bool write, void* local, std::uint64_t remote, std::size_t len) {
+  std::size_t done = 0;
+  while (done < len) {
+    iovec l{static_cast<std::byte*>(local) + done, len - done};
+    iovec r{reinterpret_cast<void*>(remote + done), len - done};
+    const ssize_t n = write ? ::process_vm_writev(p.pid, &l, 1, &r, 1, 0) : ::process_vm_readv(p.pid, &l, 1, &r, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      if (err == EPERM) return {Errc::unsupported, "EPERM"};
+      if (err == ESRCH) {
+        return {Errc::peer_dead, "peer rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.pid) +
+                                     ") no longer exists (seen by rank " + std::to_string(rank_) + ")"};
+      }
+      return {Errc::transport_error, std::string(write ? "process_vm_writev" : "process_vm_readv") + " to peer rank " +
+                                         std::to_string(p.rank) + " failed: " + std::strerror(err) + " (rank " +
+                                         std::to_string(rank_) + ")"};
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+void ShmBackend::push_completion(void* context, Status st) {
+  {
+    std::lock_guard<std::mutex> g(cq_mu_);
+    cq_.push_back({context, std::move(st)});
+    cq_size_.store(cq_.size(), std::memory_order_seq_cst);
+  }
+  if (hdr_ != nullptr && hdr_->sleeping.load(std::memory_order_seq_cst) != 0) wake();
+}
+
+Status ShmBackend::put_impl(const char* op, int peer, const void* src, std::size_t len, const RemoteKey& dst,
+                            std::uint64_t dst_offset, bool with_signal, std::uint64_t payload, void* context) {
+  Status s = check_peer(op, peer);
+  if (!s) return s;
+  s = check_key(op, peer, dst, dst_offset, len);
+  if (!s) return s;
+  if (src == nullptr && len > 0) {
+    return {Errc::invalid_argument, std::string(op) + ": src is null with length " + std::to_string(len) + " (rank " +
+                                        std::to_string(rank_) + ", peer " + std::to_string(peer) + ")"};
+  }
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
+  const std::uint64_t raddr = dst.addr + dst_offset;
+  if (len >= cma_threshold_ && len > 0 && (peer == rank_ || p.cma.load(std::memory_order_relaxed))) {
+    Status r;
+    if (peer == rank_) {
+      std::memcpy(reinterpret_cast<void*>(raddr), src, len);
+    } else {
+      r = cma(p, true, const_cast<void*>(src), raddr, len);
+    }
+    if (r.code() == Errc::unsupported) {
+      disable_cma(p, EPERM);  // fall through to the segment path
+    } else if (!r) {
+      if (r.code() == Errc::peer_dead) fail_peer(peer, r);
+      push_completion(context, std::move(r));
+      return {};
+    } else if (!with_signal) {
+      push_completion(context, {});
+      return {};
+    } else {
+      OutOp sig;
+      sig.type = RecType::signal;
+      sig.a = payload;
+      sig.context = context;
+      return post(p, sig);
+    }
+  }
+  OutOp o;
+  o.type = RecType::put;
+  o.with_signal = with_signal;
+  o.src = static_cast<const std::byte*>(src);
+  o.len = len;
+  o.addr = raddr;
+  o.a = payload;
+  o.context = context;
+  return post(p, o);
+}
+
+Status ShmBackend::get(int peer, void* dst, std::size_t len, const RemoteKey& src, std::uint64_t src_offset,
+                       void* context) {
+  Status s = check_peer("get", peer);
+  if (!s) return s;
+  s = check_key("get", peer, src, src_offset, len);
+  if (!s) return s;
+  if (dst == nullptr && len > 0) {
+    return {Errc::invalid_argument, "get: dst is null with length " + std::to_string(len) + " (rank " +
+                                        std::to_string(rank_) + ", peer " + std::to_string(peer) + ")"};
+  }
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
+  const std::uint64_t raddr = src.addr + src_offset;
+  if (len >= cma_threshold_ && len > 0 && (peer == rank_ || p.cma.load(std::memory_order_relaxed))) {
+    Status r;
+    if (peer == rank_) {
+      std::memcpy(dst, reinterpret_cast<const void*>(raddr), len);
+    } else {
+      r = cma(p, false, dst, raddr, len);
+    }
+    if (r.code() == Errc::unsupported) {
+      disable_cma(p, EPERM);
+    } else {
+      if (r.code() == Errc::peer_dead) fail_peer(peer, r);
+      push_completion(context, std::move(r));
+      return {};
+    }
+  }
+  OutOp o;
+  o.type = RecType::get_req;
+  o.user = false;  // completes when the last get_data record arrives
+  o.addr = raddr;
+  o.a = reinterpret_cast<std::uintptr_t>(dst);
+  o.c = len;
+  o.context = context;
+  return post(p, o);
+}
+
+Status ShmBackend::signal(int peer, std::uint64_t payload, void* context) {
+  Status s = check_peer("signal", peer);
+  if (!s) return s;
+  OutOp o;
+  o.type = RecType::signal;
+  o.a = payload;
+  o.context = context;
+  return post(*peers_[static_cast<std::size_t>(peer)], o);
+}
+
+Status ShmBackend::fetch_add(int peer, const RemoteKey& dst, std::uint64_t dst_offset, std::uint64_t addend,
+                             std::uint64_t* fetched, void* context) {
+  Status s = check_peer("fetch_add", peer);
+  if (!s) return s;
+  s = check_key("fetch_add", peer, dst, dst_offset, sizeof(std::uint64_t));
+  if (!s) return s;
+  const std::uint64_t raddr = dst.addr + dst_offset;
+  if (raddr % alignof(std::uint64_t) != 0) {
+    return {Errc::invalid_argument, "fetch_add: target word at offset " + std::to_string(dst_offset) +
+                                        " is not 8-byte aligned (rank " + std::to_string(rank_) + ", peer " +
+                                        std::to_string(peer) + ")"};
+  }
+  OutOp o;
+  o.type = RecType::fadd_req;
+  o.user = false;
+  o.addr = raddr;
+  o.a = addend;
+  o.c = reinterpret_cast<std::uintptr_t>(fetched);
+  o.context = context;
+  return post(*peers_[static_cast<std::size_t>(peer)], o);
+}
+
+Status ShmBackend::post(Peer& p, OutOp op) {
+  const bool request = op.type == RecType::get_req || op.type == RecType::fadd_req;
+  bool wrote = false;
+  {
+    std::lock_guard<SpinLock> g(p.prod_mu);
+    // Checked under the lock: fail_peer() and shutdown() drain under it too,
+    // so nothing is queued after they ran.
+    if (p.dead.load(std::memory_order_acquire)) return dead_status(p);
+    if (op.user || request) {
+      if (shut_.load(std::memory_order_acquire)) {
+        return {Errc::shutdown, "transport of rank " + std::to_string(rank_) + " is shut down"};
+      }
+    }
+    if (request) {
+      op.b = p.next_id++;
+      p.requests.push_back({op.b, op.context});
+    }
+    const std::uint64_t before = p.out.tail();
+    if (!p.pending.empty() || !inject(p, op)) p.pending.push_back(op);
+    wrote = p.out.tail() != before;
+    p.busy.store(true, std::memory_order_relaxed);
+  }
+  if (wrote) notify(p, true);
+  return {};
+}
+
+bool ShmBackend::inject(Peer& p, OutOp& op) {
+  do {
+    const std::uint64_t chunk = std::min(op.len - op.done, frag_);
+    RecHdr* r = p.out.try_reserve(op.type == RecType::put || op.type == RecType::get_data ? chunk : 0);
+    if (r == nullptr) return false;
+    r->type = op.type;
+    const bool last = op.done + chunk == op.len;
+    switch (op.type) {
+      case RecType::put:
+      case RecType::get_data:
+        std::memcpy(r->payload(), op.src + op.done, chunk);
+        r->addr = op.addr + op.done;
+        r->a = op.a;
+        r->b = op.b;
+        r->flags =
+            static_cast<std::uint16_t>((last ? RecHdr::kLast : 0) | (last && op.with_signal ? RecHdr::kSignal : 0));
+        op.done += chunk;
+        break;
+      default:  // single-record operations
+        r->addr = op.addr;
+        r->a = op.a;
+        r->b = op.b;
+        r->c = op.c;
+        r->flags = RecHdr::kLast;
+        op.done = op.len;
+        break;
+    }
+    p.out.publish();
+  } while (op.done < op.len);
+  if (op.user) p.inflight.push_back({p.out.tail(), op.context});
+  return true;
+}
+
+// ----------------------------------------------------------------- progress
+
+void ShmBackend::complete_request(Peer& p, std::uint64_t id, std::vector<Completion>& done, bool* corrupt) {
+  std::lock_guard<SpinLock> g(p.prod_mu);
+  if (p.requests.empty() || p.requests.front().id != id) {
+    if (!p.dead.load(std::memory_order_relaxed)) *corrupt = true;  // after fail_peer the list was drained
+    return;
+  }
+  done.push_back({p.requests.front().context, {}});
+  p.requests.pop_front();
+}
+
+std::size_t ShmBackend::consume(Peer& p, std::vector<Completion>& done) {
+  std::unique_lock<SpinLock> g(p.cons_mu, std::try_to_lock);
+  if (!g.owns_lock()) return 0;
+  std::size_t n = 0;
+  bool corrupt = false;
+  while (n < static_cast<std::size_t>(kBatch)) {
+    const RecHdr* r = p.in.peek(&corrupt);
+    if (r == nullptr) break;
+    const SignalHandler* sh = nullptr;
+    if (r->type == RecType::signal || (r->flags & RecHdr::kSignal) != 0) {
+      sh = signal_.get();
+      if (sh == nullptr) break;  // keep it until a handler is installed
+    }
+    switch (r->type) {
+      case RecType::put:
+      case RecType::get_data:
+        if (r->len > 0) std::memcpy(reinterpret_cast<void*>(r->addr), r->payload(), r->len);
+        if (r->type == RecType::get_data && (r->flags & RecHdr::kLast) != 0) complete_request(p, r->b, done, &corrupt);
+        if (sh != nullptr) (*sh)(p.rank, r->a);
+        break;
+      case RecType::signal:
+        (*sh)(p.rank, r->a);
+        break;
+      case RecType::get_req: {
+        OutOp o;
+        o.type = RecType::get_data;
+        o.user = false;
+        o.src = reinterpret_cast<const std::byte*>(r->addr);
+        o.len = r->c;
+        o.addr = r->a;
+        o.b = r->b;
+        (void)post(p, o);  // dropped only when the requester is dead
+        break;
+      }
+      case RecType::fadd_req: {
+        OutOp o;
+        o.type = RecType::fadd_reply;
+        o.user = false;
+        o.a = __atomic_fetch_add(reinterpret_cast<std::uint64_t*>(r->addr), r->a, __ATOMIC_SEQ_CST);
+        o.addr = r->c;
+        o.b = r->b;
+        (void)post(p, o);
+        break;
+      }
+      case RecType::fadd_reply:
+        if (r->addr != 0) std::memcpy(reinterpret_cast<void*>(r->addr), &r->a, sizeof(r->a));
+        complete_request(p, r->b, done, &corrupt);
+        break;
+      default:
+        corrupt = true;
+        break;
+    }
+    if (corrupt) break;
+    p.in.pop(r);
+    ++n;
+  }
+  g.unlock();
+  if (n > 0) {
+    p.activity.fetch_add(n, std::memory_order_relaxed);
+    notify(p, false);  // the producer may be sleeping on completions or ring space
+  }
+  if (corrupt) {
+    fail_peer(p.rank, {Errc::transport_error, "malformed record in the ring from peer rank " + std::to_string(p.rank) +
+                                                  " (seen by rank " + std::to_string(rank_) + ")"});
+  }
+  return n;
+}
+
+std::size_t ShmBackend::service_outgoing(Peer& p, std::vector<Completion>& done, Clock::time_point& now,
+                                         bool& have_now) {
+  std::unique_lock<SpinLock> g(p.prod_mu, std::try_to_lock);
+  if (!g.owns_lock()) return 0;
+  std::size_t events = 0;
+  const std::uint64_t head = p.out.consumed();
+  while (!p.inflight.empty() && p.inflight.front().end <= head) {
+    done.push_back({p.inflight.front().context, {}});
+    p.inflight.pop_front();
+    ++events;
+  }
+  const std::uint64_t before = p.out.tail();
+  while (!p.pending.empty() && !p.dead.load(std::memory_order_relaxed) && inject(p, p.pending.front())) {
+    p.pending.pop_front();
+  }
+  const bool wrote = p.out.tail() != before;
+  const bool busy = !p.inflight.empty() || !p.pending.empty() || !p.requests.empty();
+  bool stalled = false;
+  if (busy) {
+    if (!have_now) {
+      now = Clock::now();
+      have_now = true;
+    }
+    const std::uint64_t act = p.activity.load(std::memory_order_relaxed);
+    if (!p.was_busy || wrote || head != p.seen_head || act != p.seen_activity) {
+      p.stall_since = now;
+      p.seen_head = head;
+      p.seen_activity = act;
+    } else if (now - p.stall_since > timeout_) {
+      stalled = true;
+    } else if (now - p.stall_since > kDeathCheck && now - p.last_death_check > kDeathCheck) {
+      // A peer that stopped draining may simply be gone (the launcher reaps
+      // it): find out well before the timeout.
+      p.last_death_check = now;
+      stalled = ::kill(p.pid, 0) != 0 && errno == ESRCH;
+    }
+  }
+  p.was_busy = busy;
+  p.busy.store(busy, std::memory_order_relaxed);
+  g.unlock();
+  if (wrote) notify(p, true);
+  if (stalled) {
+    if (::kill(p.pid, 0) != 0 && errno == ESRCH) {
+      fail_peer(p.rank, {Errc::peer_dead, "peer rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.pid) +
+                                              ") exited (seen by rank " + std::to_string(rank_) + ")"});
+    } else {
+      fail_peer(p.rank, {Errc::timeout, "peer rank " + std::to_string(p.rank) + " made no progress for " +
+                                            std::to_string(timeout_.count()) + " ms (STRATA_TIMEOUT; seen by rank " +
+                                            std::to_string(rank_) + ")"});
+    }
+  }
+  return events;
+}
+
+void ShmBackend::deliver(std::vector<Completion>& done) {
+  if (done.empty()) return;
+  const CompletionHandler* h = completion_.get();
+  if (h == nullptr) {  // keep them until a handler is installed
+    std::lock_guard<std::mutex> g(cq_mu_);
+    for (auto& c : done) cq_.push_back(std::move(c));
+    cq_size_.store(cq_.size(), std::memory_order_release);
+    return;
+  }
+  for (auto& c : done) (*h)(c.context, c.status);
+}
+
+std::size_t ShmBackend::progress() {
+  if (served_.empty()) return 0;
+  if (hdr_->sleeping.load(std::memory_order_relaxed) != 0 && hdr_->sleeping.exchange(0) != 0) {
+    char buf[64];
+    while (::recv(sock_, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+    }
+  }
+  std::vector<Completion> done;
+  std::size_t events = 0;
+  const std::size_t n = served_.size();
+  const std::size_t start = rr_.fetch_add(1, std::memory_order_relaxed) % n;
+  Clock::time_point now{};
+  bool have_now = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    Peer& p = *peers_[static_cast<std::size_t>(served_[(start + i) % n])];
+    events += consume(p, done);
+    if (p.busy.load(std::memory_order_relaxed)) events += service_outgoing(p, done, now, have_now);
+  }
+  if (cq_size_.load(std::memory_order_acquire) != 0 && completion_.get() != nullptr) {
+    std::vector<Completion> local;
+    {
+      std::lock_guard<std::mutex> g(cq_mu_);
+      local.swap(cq_);
+      cq_size_.store(0, std::memory_order_release);
+    }
+    for (auto& c : local) done.push_back(std::move(c));
+  }
+  events += done.size();
+  deliver(done);
+  return events;
+}
+
+bool ShmBackend::prepare_wait() {
+  if (served_.empty()) return true;
+  hdr_->sleeping.store(1, std::memory_order_seq_cst);
+  bool work = cq_size_.load(std::memory_order_seq_cst) != 0;
+  for (std::size_t i = 0; i < served_.size() && !work; ++i) {
+    Peer& p = *peers_[static_cast<std::size_t>(served_[i])];
+    if (p.in.has_data()) work = true;
+    if (p.busy.load(std::memory_order_relaxed)) {
+      std::unique_lock<SpinLock> g(p.prod_mu, std::try_to_lock);
+      if (!g.owns_lock()) {
+        work = true;  // someone is working on it; do not sleep on a stale view
+      } else {
+        const std::uint64_t head = p.out.consumed();
+        if (!p.inflight.empty() && p.inflight.front().end <= head) work = true;
+        if (!p.pending.empty() && head != p.seen_head) work = true;
+      }
+    }
+  }
+  if (work) hdr_->sleeping.store(0, std::memory_order_relaxed);
+  return !work;
+}
+
+void ShmBackend::wait_for_event(std::chrono::microseconds timeout) {
+  if (served_.empty() || !prepare_wait()) return;
+  pollfd pfd{sock_, POLLIN, 0};
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout + std::chrono::microseconds(999));
+  (void)::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(ms.count(), 1 << 30)));
+}
+
+// ----------------------------------------------------------------- failure
+
+void ShmBackend::drain(Peer& p, const Status& why, std::vector<Completion>& out) {
+  for (auto& f : p.inflight) out.push_back({f.context, why});
+  for (auto& o : p.pending) {
+    if (o.user) out.push_back({o.context, why});
+  }
+  for (auto& r : p.requests) out.push_back({r.context, why});
+  p.inflight.clear();
+  p.pending.clear();
+  p.requests.clear();
+  p.busy.store(false, std::memory_order_relaxed);
+  p.was_busy = false;
+}
+
+void ShmBackend::fail_peer(int peer, const Status& why) {
+  if (peer < 0 || peer >= size_ || peers_[static_cast<std::size_t>(peer)] == nullptr) return;
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
+  const Status st = why.is_ok() ? Status(Errc::peer_dead, "peer rank " + std::to_string(peer) + " failed") : why;
+  std::vector<Completion> out;
+  {
+    std::lock_guard<SpinLock> g(p.prod_mu);
+    if (p.dead.load(std::memory_order_relaxed)) return;
+    {
+      std::lock_guard<std::mutex> s(p.status_mu);
+      p.status = st;
+    }
+    p.dead.store(true, std::memory_order_release);
+    drain(p, st, out);
+  }
+  for (auto& c : out) push_completion(c.context, std::move(c.status));
+  if (const PeerFailureHandler* h = failure_.get()) (*h)(peer, st);
+}
+
+Status ShmBackend::peer_status(int peer) const {
+  if (peer < 0 || peer >= size_ || peers_[static_cast<std::size_t>(peer)] == nullptr) {
+    return {Errc::unknown_peer, "peer_status: peer " + std::to_string(peer) +
+                                    " is not served by the shm backend of rank " + std::to_string(rank_)};
+  }
+  const Peer& p = *peers_[static_cast<std::size_t>(peer)];
+  if (p.dead.load(std::memory_order_acquire)) return dead_status(p);
+  return {};
+}
+
+void ShmBackend::shutdown() {
+  if (shut_.exchange(true)) return;
+  const Status why(Errc::shutdown, "transport of rank " + std::to_string(rank_) + " shut down");
+  for (int r : served_) {
+    Peer& p = *peers_[static_cast<std::size_t>(r)];
+    std::vector<Completion> out;
+    {
+      std::lock_guard<SpinLock> g(p.prod_mu);
+      // Keep internal replies (peers' gets and fetch_adds) flowing; fail ours.
+      std::deque<OutOp> keep;
+      for (auto& o : p.pending) {
+        if (o.user) {
+          out.push_back({o.context, why});
+        } else if (o.type != RecType::get_req && o.type != RecType::fadd_req) {
+          keep.push_back(o);
+        }
+      }
+      p.pending.swap(keep);
+      for (auto& f : p.inflight) out.push_back({f.context, why});
+      for (auto& q : p.requests) out.push_back({q.context, why});
+      p.inflight.clear();
+      p.requests.clear();
+    }
+    for (auto& c : out) push_completion(c.context, std::move(c.status));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_shm_backend(Bootstrap& boot, const Hierarchy& hier, const std::vector<bool>& serve,
+                                          const TransportOptions& opts) {
+  return std::make_unique<ShmBackend>(boot, hier, serve, opts);
+}
+
+}  // namespace strata::transport::detail
