@@ -1,0 +1,106 @@
+// The collective compiler: (collective, arguments, communicator layout,
+// algorithm) -> this rank's DAG slice.
+//
+// Data moves through per-communicator *windows*: every member registers one
+// window of `credits * slot_bytes` bytes at communicator creation and every
+// member knows every other member's key. Instance `seq` of the communicator
+// uses slot `seq % credits` of every window. Protocol (docs/collectives.md):
+//  - push with ready-to-receive: a receiver signals RTR for a window region
+//    when the region is free (at instance start, or after it consumed the
+//    fragment that used the region before); the sender waits for RTR, then
+//    put_with_signal's the fragment into the region.
+//  - the engine never starts instance seq + credits before instance seq
+//    finished locally, so a window slot is never reused while in use, and a
+//    fast rank can never overrun a slow one (it needs the slow one's RTR).
+//
+// Plans use world ranks for peers (the executor talks to the transport in
+// world ranks); the communicator's members map comm ranks to world ranks.
+//
+// Buffer bindings of every compiled plan:
+//   inputs[0]  = the user's send buffer (broadcast: the buffer, at the root)
+//   outputs[0] = the user's receive buffer
+//   outputs[1] = this rank's window slot (slot_bytes bytes)
+//   peer buffer (r, 0) = rank r's whole window (offsets include the slot base)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/dag/plan.hpp"
+#include "strata/dag/reduce.hpp"
+#include "strata/error.hpp"
+
+namespace strata::coll {
+
+/// @brief The collectives the compiler knows.
+enum class Kind : std::uint8_t {
+  barrier,
+  broadcast,
+  reduce,
+  allreduce,
+  gather,
+  scatter,
+  allgather,
+  alltoall,
+  reduce_scatter_block,
+};
+/// @brief Printable name ("allreduce", ...).
+const char* to_string(Kind k) noexcept;
+
+/// @brief A communicator as the compiler sees it.
+struct Group {
+  int rank = 0;                ///< this rank's communicator rank
+  std::vector<int> world;      ///< communicator rank -> world rank
+  int world_size = 1;          ///< ranks in the job
+  std::vector<int> host;       ///< communicator rank -> (virtual) host id
+  std::vector<int> numa;       ///< communicator rank -> NUMA region id on its host
+  std::size_t slot_bytes = 0;  ///< window bytes per credit slot
+  int credits = 1;             ///< window slots (instances in flight)
+  [[nodiscard]] int size() const noexcept { return static_cast<int>(world.size()); }
+};
+
+/// @brief Tree shape of one level: kind flat / knomial(radix) / binary.
+struct Shape {
+  enum Kind : std::uint8_t { flat, knomial, binary } kind = knomial;
+  int radix = 2;
+};
+
+/// @brief Algorithm choice for one call (resolved by the engine's selection).
+struct Algorithm {
+  std::string name = "tree";  ///< "tree", "ring", "rd" (recursive doubling), "dissemination", "flat", ...
+  bool hierarchical = true;   ///< tree over host / NUMA / core levels, else single level
+  Shape host{Shape::knomial, 2};
+  Shape numa{Shape::knomial, 2};
+  Shape core{Shape::flat, 0};
+  Shape single{Shape::knomial, 2};  ///< the single-level tree when !hierarchical
+  /// Fragmentation: 0 = fragment size chosen from the slot (none if it fits);
+  /// > 0 fixed fragments of this many bytes; halves when halves_threshold > 0.
+  std::size_t fragment = 0;
+  std::size_t halves_threshold = 0;
+};
+
+/// @brief One call's arguments.
+struct Call {
+  Kind kind = Kind::barrier;
+  std::size_t count = 0;  ///< elements per rank (see docs/collectives.md per kind)
+  dag::DataType dtype = dag::DataType::u8;
+  dag::ReduceOp op = dag::ReduceOp::sum;
+  std::shared_ptr<const dag::UserReduce> user_op;  ///< non-null: overrides op
+  int root = 0;                                    ///< communicator rank
+  bool in_place = false;                           ///< send buffer is the receive buffer
+  bool entry_all = false;                          ///< strict entry: barrier before data moves
+  bool exit_all = false;                           ///< strict exit: barrier before completion
+  Algorithm algo;
+};
+
+/// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot < credits).
+/// Throws strata::Error(invalid_argument / unsupported) naming the argument.
+std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& c, int slot);
+
+/// @brief Compiles every rank's slice (tests, DOT export, cross-rank validation).
+std::vector<std::shared_ptr<const dag::Plan>> compile_all(const Group& g, const Call& c, int slot);
+
+}  // namespace strata::coll

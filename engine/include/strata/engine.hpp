@@ -1,0 +1,137 @@
+// The public entry point: Engine (one per rank) and Communicator.
+//
+// @code
+//   #include <strata/strata.hpp>
+//   int main() {
+//     strata::Engine engine;                       // bootstraps (strata-run, PMIx or singleton)
+//     strata::Communicator& world = engine.world();
+//     std::vector<double> x(1024, world.rank()), y(1024);
+//     auto f = world.allreduce(x.data(), y.data(), x.size(), strata::Datatype::float64, strata::Op::sum);
+//     /* ... overlap work ... */
+//     f.get();                                     // throws strata::Error on failure
+//   }
+// @endcode
+//
+// Ordering rule: collectives on one communicator must be called in the same
+// order on every member (as in MPI); calls on different communicators are
+// independent. A communicator may be used from several threads only if the
+// threads agree on that order (in practice: one thread per communicator).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/future.hpp"
+#include "strata/transport/topology.hpp"
+#include "strata/types.hpp"
+
+namespace strata {
+
+class Bootstrap;
+namespace detail {
+struct EngineCore;
+struct CommImpl;
+}  // namespace detail
+
+/// @brief Engine construction options; from_environment() reads the STRATA_* variables.
+struct EngineOptions {
+  int progress_threads = 1;           ///< STRATA_PROGRESS_THREADS: communication servers, 0 = inline mode
+  int worker_threads = 0;             ///< STRATA_THREADS: executor arena threads, 0 = oneTBB default
+  std::size_t slot_bytes = 1u << 20;  ///< STRATA_SLOT_BYTES: window bytes per in-flight collective
+  int credits = 4;                    ///< STRATA_CREDITS: collectives in flight per communicator
+  bool check = false;                 ///< STRATA_CHECK=1: cross-rank argument signature check
+  /// Reads the environment over the defaults; throws strata::Error naming a malformed variable.
+  static EngineOptions from_environment();
+};
+
+/// @brief A group of ranks that run collectives together (a handle: copies
+/// share the communicator). Every collective is nonblocking and returns a
+/// Future<void> that completes when this rank's part is done (loose sync) or
+/// when every rank is done (strict exit sync); buffers must stay valid until then.
+///
+/// Counts are in elements of the datatype. Errors in arguments throw
+/// strata::Error (Errc::invalid_argument / unsupported) naming the argument, the
+/// collective and the rank, before anything moves.
+class Communicator {
+ public:
+  Communicator() = default;
+  /// @brief False for a default-constructed handle or a split with a negative color.
+  [[nodiscard]] bool valid() const noexcept { return impl_ != nullptr; }
+  /// @brief This rank's index in the communicator.
+  [[nodiscard]] int rank() const;
+  /// @brief Number of ranks.
+  [[nodiscard]] int size() const;
+  /// @brief World rank of communicator rank @p r.
+  [[nodiscard]] int world_rank(int r) const;
+  /// @brief Communicator id (unique on every member; used in signal matching).
+  [[nodiscard]] std::uint16_t id() const;
+
+  /// @brief Splits like MPI_Comm_split (collective, blocking): ranks with equal
+  /// @p color form a communicator, ordered by (@p key, rank). color < 0 returns
+  /// an invalid handle.
+  Communicator split(int color, int key) const;
+  /// @brief A new communicator with the same members (collective, blocking).
+  Communicator dup() const;
+
+  /// @brief Barrier (dissemination: ceil(log2 n) rounds of signals).
+  Future<void> barrier(const CollOptions& opts = {});
+  /// @brief Broadcasts @p count elements of @p buf from @p root.
+  Future<void> broadcast(void* buf, std::size_t count, Datatype type, int root, const CollOptions& opts = {});
+  /// @brief Reduces @p send of every rank into @p recv at @p root (recv ignored
+  /// elsewhere). @p send may be strata::in_place at the root (recv holds its contribution).
+  Future<void> reduce(const void* send, void* recv, std::size_t count, Datatype type, Op op, int root,
+                      const CollOptions& opts = {});
+  /// @brief reduce() with a user-defined operator (count in op.elem_size units).
+  Future<void> reduce(const void* send, void* recv, std::size_t count, const UserOp& op, int root,
+                      const CollOptions& opts = {});
+  /// @brief Every rank gets the reduction of every rank's @p send in @p recv;
+  /// @p send may be strata::in_place.
+  Future<void> allreduce(const void* send, void* recv, std::size_t count, Datatype type, Op op,
+                         const CollOptions& opts = {});
+  /// @brief allreduce() with a user-defined operator.
+  Future<void> allreduce(const void* send, void* recv, std::size_t count, const UserOp& op,
+                         const CollOptions& opts = {});
+
+  /// @brief Internal handle.
+  explicit Communicator(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<detail::CommImpl> impl_;
+};
+
+/// @brief Marker for in-place collectives (MPI_IN_PLACE).
+extern const void* const in_place;
+
+/// @brief One rank's strata runtime: bootstrap, topology, transports, progress
+/// servers, the executor's oneTBB arena and the world communicator.
+class Engine {
+ public:
+  /// @brief Bootstraps from the environment (strata-run, PMIx or a single rank).
+  explicit Engine(EngineOptions opts = EngineOptions::from_environment());
+  /// @brief Uses the given bootstrap (e.g. in-process ranks as threads).
+  Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts);
+  /// @brief Collective: waits for every rank, then shuts down (pending futures fail with Errc::shutdown).
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  [[nodiscard]] int rank() const noexcept;
+  [[nodiscard]] int size() const noexcept;
+  /// @brief The communicator of all ranks.
+  [[nodiscard]] Communicator& world() noexcept;
+  /// @brief The machine hierarchy and every rank's place on it.
+  [[nodiscard]] const Hierarchy& hierarchy() const noexcept;
+  /// @brief Transport description ("router(shm+ofi:...)").
+  [[nodiscard]] std::string transport_name() const;
+  /// @brief Context for futures and continuations that run on the engine's arena.
+  [[nodiscard]] std::shared_ptr<const FutureContext> future_context() const noexcept;
+
+ private:
+  std::shared_ptr<detail::EngineCore> core_;
+  Communicator world_;
+};
+
+}  // namespace strata

@@ -1,0 +1,85 @@
+// Datatypes, reduction operators and per-call options of strata collectives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace strata {
+
+/// @brief Element types of collective buffers.
+enum class Datatype : std::uint8_t { int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64 };
+
+/// @brief Size in bytes of one element of @p t.
+std::size_t size_of(Datatype t) noexcept;
+/// @brief Printable name ("int32", "float64", ...).
+const char* to_string(Datatype t) noexcept;
+
+/// @brief C++ type -> Datatype, e.g. `datatype_of<float>()`.
+template <class T>
+constexpr Datatype datatype_of() noexcept;
+// clang-format off
+template <> constexpr Datatype datatype_of<std::int8_t>() noexcept { return Datatype::int8; }
+template <> constexpr Datatype datatype_of<std::int16_t>() noexcept { return Datatype::int16; }
+template <> constexpr Datatype datatype_of<std::int32_t>() noexcept { return Datatype::int32; }
+template <> constexpr Datatype datatype_of<std::int64_t>() noexcept { return Datatype::int64; }
+template <> constexpr Datatype datatype_of<std::uint8_t>() noexcept { return Datatype::uint8; }
+template <> constexpr Datatype datatype_of<std::uint16_t>() noexcept { return Datatype::uint16; }
+template <> constexpr Datatype datatype_of<std::uint32_t>() noexcept { return Datatype::uint32; }
+template <> constexpr Datatype datatype_of<std::uint64_t>() noexcept { return Datatype::uint64; }
+template <> constexpr Datatype datatype_of<float>() noexcept { return Datatype::float32; }
+template <> constexpr Datatype datatype_of<double>() noexcept { return Datatype::float64; }
+// clang-format on
+
+/// @brief Built-in reduction operators (bitwise ones on integer types only).
+enum class Op : std::uint8_t { sum, prod, min, max, band, bor, bxor };
+/// @brief Printable name ("sum", ...).
+const char* to_string(Op op) noexcept;
+
+/// @brief A user-defined reduction: `fn(a, b, dst, count)` computes
+/// dst[i] = a[i] OP b[i] for `count` elements of `elem_size` bytes, where `a`
+/// is the contribution of the lower ranks. `dst` may alias `a` or `b` exactly.
+/// A non-commutative operator is applied in rank order, whatever the algorithm.
+struct UserOp {
+  std::function<void(const void* a, const void* b, void* dst, std::size_t count)> fn;
+  std::size_t elem_size = 0;  ///< bytes per element, > 0
+  bool commutative = true;
+  std::string name = "user";
+};
+
+/// @brief Synchronization of one side (entry or exit) of a collective
+/// (seed 000's UPC flags): none, this rank's own data only, or all ranks.
+enum class SyncMode : std::uint8_t {
+  none,  ///< data may move / the call may complete without waiting for anyone
+  mine,  ///< entry: my buffers are ready; exit: my part is done (the default)
+  all,   ///< entry: every rank has entered; exit: every rank is done
+};
+
+/// @brief Entry and exit synchronization of a call.
+struct Sync {
+  SyncMode entry = SyncMode::mine;
+  SyncMode exit = SyncMode::mine;
+  /// Loose (default): data moves as soon as buffers are valid; the future
+  /// completes when this rank's part is done; calls pipeline (seed 004).
+  static constexpr Sync loose() noexcept { return {SyncMode::mine, SyncMode::mine}; }
+  /// Strict: no data moves before every rank entered; no rank completes before all are done.
+  static constexpr Sync strict() noexcept { return {SyncMode::all, SyncMode::all}; }
+};
+
+/// @brief Per-call options. Empty/zero fields take the communicator's
+/// defaults, the tuning table and the STRATA_ALGO_<COLL> variables, in that order.
+struct CollOptions {
+  /// Algorithm name ("tree", "ring", "rd", "flat", ...; see docs/algorithms.md); empty = automatic.
+  std::string algorithm;
+  Sync sync = Sync::loose();
+  /// Tree shapes per level as "host:K,numa:K,core:K" where K is flat, binary,
+  /// chain or a radix (2 = binomial); empty = defaults. "single:K" ignores the hierarchy.
+  std::string tree;
+  /// Fragmentation: "none", "fixed:BYTES" or "halves:THRESHOLD"; empty = default.
+  std::string fragment;
+  /// Direction per level for rooted collectives: "push" or "pull"; empty = default.
+  std::string direction;
+};
+
+}  // namespace strata

@@ -1,0 +1,241 @@
+// coll_rank: one rank of the collectives integration tests (run under strata-run).
+//   coll_rank [--quick] [--algo tree|single] [--tree SPEC] [--fragment SPEC] [--strict]
+// Checks broadcast, reduce, allreduce (built-in and user ops, including a
+// non-commutative 2x2 matrix product), barrier, split and dup against a
+// sequential reference computed on every rank. Prints "coll_rank: OK" on success.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "strata/strata.hpp"
+
+namespace {
+
+int failures = 0;
+
+#define EXPECT(cond, ...)                                      \
+  do {                                                         \
+    if (!(cond)) {                                             \
+      ++failures;                                              \
+      std::fprintf(stderr, "rank %d: FAILED %s: ", me, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                       \
+      std::fprintf(stderr, "\n");                              \
+    }                                                          \
+  } while (0)
+
+int me = 0;
+
+std::int32_t val(int rank, std::size_t i) {
+  return static_cast<std::int32_t>((rank + 1) * 7 + static_cast<int>(i % 1013));
+}
+
+// 2x2 integer matrices (mod 2^32 arithmetic): non-commutative.
+struct M2 {
+  std::uint32_t a, b, c, d;
+};
+M2 mul(const M2& x, const M2& y) {
+  return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
+}
+M2 mat(int rank, std::size_t i) {
+  const auto r = static_cast<std::uint32_t>(rank + 2);
+  const auto k = static_cast<std::uint32_t>(i % 5);
+  return {r, 1u + k, r * 3u + 1u, 1u};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::CollOptions opts;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick")
+      quick = true;
+    else if (a == "--algo" && i + 1 < argc)
+      opts.algorithm = argv[++i];
+    else if (a == "--tree" && i + 1 < argc)
+      opts.tree = argv[++i];
+    else if (a == "--fragment" && i + 1 < argc)
+      opts.fragment = argv[++i];
+    else if (a == "--strict")
+      opts.sync = strata::Sync::strict();
+    else {
+      std::fprintf(stderr, "coll_rank: unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    strata::Engine engine;
+    strata::Communicator& world = engine.world();
+    me = world.rank();
+    const int n = world.size();
+    std::vector<std::size_t> sizes = {0, 1, 7, 1000, (1u << 16) + 3};
+    if (!quick) sizes.push_back((1u << 20) + 13);
+
+    for (int round = 0; round < 2; ++round) world.barrier(opts).get();
+
+    for (std::size_t count : sizes) {
+      // broadcast from every root
+      for (int root = 0; root < n; ++root) {
+        std::vector<std::int32_t> buf(count);
+        for (std::size_t i = 0; i < count; ++i) buf[i] = me == root ? val(root, i) : -1;
+        world.broadcast(buf.data(), count, strata::Datatype::int32, root, opts).get();
+        bool ok = true;
+        for (std::size_t i = 0; i < count && ok; ++i) ok = buf[i] == val(root, i);
+        EXPECT(ok, "broadcast count %zu root %d", count, root);
+      }
+      // reduce (sum int32) to every root
+      for (int root = 0; root < n; ++root) {
+        std::vector<std::int32_t> send(count), recv(count, -1);
+        for (std::size_t i = 0; i < count; ++i) send[i] = val(me, i);
+        world.reduce(send.data(), recv.data(), count, strata::Datatype::int32, strata::Op::sum, root, opts).get();
+        if (me == root) {
+          bool ok = true;
+          for (std::size_t i = 0; i < count && ok; ++i) {
+            std::int32_t want = 0;
+            for (int r = 0; r < n; ++r) want += val(r, i);
+            ok = recv[i] == want;
+          }
+          EXPECT(ok, "reduce sum count %zu root %d", count, root);
+        }
+      }
+      // allreduce: sum f64, max int64 in place
+      {
+        std::vector<double> s(count), r(count, -1);
+        for (std::size_t i = 0; i < count; ++i) s[i] = val(me, i) * 0.5;
+        world.allreduce(s.data(), r.data(), count, strata::Datatype::float64, strata::Op::sum, opts).get();
+        bool ok = true;
+        for (std::size_t i = 0; i < count && ok; ++i) {
+          double want = 0;
+          for (int k = 0; k < n; ++k) want += val(k, i) * 0.5;
+          ok = r[i] == want;
+        }
+        EXPECT(ok, "allreduce sum f64 count %zu", count);
+        std::vector<std::int64_t> x(count);
+        for (std::size_t i = 0; i < count; ++i) x[i] = val(me, i) * (me % 2 ? 1 : -1);
+        world.allreduce(strata::in_place, x.data(), count, strata::Datatype::int64, strata::Op::max, opts).get();
+        ok = true;
+        for (std::size_t i = 0; i < count && ok; ++i) {
+          std::int64_t want = INT64_MIN;
+          for (int k = 0; k < n; ++k) want = std::max<std::int64_t>(want, val(k, i) * (k % 2 ? 1 : -1));
+          ok = x[i] == want;
+        }
+        EXPECT(ok, "allreduce max int64 in place count %zu", count);
+      }
+      // non-commutative user op: rank-ordered matrix product, reduce to every root and allreduce
+      if (count <= 4096) {
+        strata::UserOp op;
+        op.elem_size = sizeof(M2);
+        op.commutative = false;
+        op.name = "matmul";
+        op.fn = [](const void* a, const void* b, void* dst, std::size_t cnt) {
+          const M2* x = static_cast<const M2*>(a);
+          const M2* y = static_cast<const M2*>(b);
+          M2* z = static_cast<M2*>(dst);
+          for (std::size_t i = 0; i < cnt; ++i) z[i] = mul(x[i], y[i]);
+        };
+        std::vector<M2> s(count), want(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          s[i] = mat(me, i);
+          want[i] = mat(0, i);
+          for (int k = 1; k < n; ++k) want[i] = mul(want[i], mat(k, i));
+        }
+        for (int root = 0; root < n; ++root) {
+          std::vector<M2> r(count, M2{0, 0, 0, 0});
+          world.reduce(s.data(), r.data(), count, op, root, opts).get();
+          if (me == root)
+            EXPECT(std::memcmp(r.data(), want.data(), count * sizeof(M2)) == 0, "matmul reduce count %zu root %d",
+                   count, root);
+        }
+        std::vector<M2> r(count, M2{0, 0, 0, 0});
+        world.allreduce(s.data(), r.data(), count, op, opts).get();
+        EXPECT(std::memcmp(r.data(), want.data(), count * sizeof(M2)) == 0, "matmul allreduce count %zu", count);
+      }
+    }
+
+    // Many in flight at once on one communicator (loose pipelining beyond the credits).
+    {
+      const int k = 32;
+      std::vector<std::vector<std::int32_t>> in(k), out(k);
+      std::vector<strata::Future<void>> fs;
+      for (int j = 0; j < k; ++j) {
+        in[static_cast<std::size_t>(j)].assign(257, me + j);
+        out[static_cast<std::size_t>(j)].assign(257, 0);
+        fs.push_back(world.allreduce(in[static_cast<std::size_t>(j)].data(), out[static_cast<std::size_t>(j)].data(),
+                                     257, strata::Datatype::int32, strata::Op::sum, opts));
+      }
+      strata::when_all(std::move(fs)).get();
+      for (int j = 0; j < k; ++j) {
+        const std::int32_t want = n * (n - 1) / 2 + n * j;
+        EXPECT(out[static_cast<std::size_t>(j)][256] == want, "pipelined allreduce %d: got %d want %d", j,
+               out[static_cast<std::size_t>(j)][256], want);
+      }
+    }
+
+    // split into even / odd, reversed order by key; then dup
+    {
+      strata::Communicator sub = world.split(me % 2, -me);
+      EXPECT(sub.valid(), "split valid");
+      int members = 0;
+      for (int r = 0; r < n; ++r) members += (r % 2 == me % 2);
+      EXPECT(sub.size() == members, "split size %d want %d", sub.size(), members);
+      std::int64_t x = me, y = 0;
+      sub.allreduce(&x, &y, 1, strata::Datatype::int64, strata::Op::sum, opts).get();
+      std::int64_t want = 0;
+      for (int r = 0; r < n; ++r)
+        if (r % 2 == me % 2) want += r;
+      EXPECT(y == want, "split allreduce got %lld want %lld", static_cast<long long>(y), static_cast<long long>(want));
+      // highest world rank has key -max -> sub rank 0: broadcast from sub root 0
+      std::int32_t v = sub.rank() == 0 ? 1000 + me : -1;
+      sub.broadcast(&v, 1, strata::Datatype::int32, 0, opts).get();
+      int top = -1;
+      for (int r = 0; r < n; ++r)
+        if (r % 2 == me % 2) top = r;
+      EXPECT(v == 1000 + top, "split broadcast got %d want %d", v, 1000 + top);
+      strata::Communicator d = world.dup();
+      EXPECT(d.size() == n && d.rank() == me && d.id() != world.id(), "dup");
+      std::int32_t one = 1, total = 0;
+      d.allreduce(&one, &total, 1, strata::Datatype::int32, strata::Op::sum, opts).get();
+      EXPECT(total == n, "dup allreduce %d", total);
+      strata::Communicator none = world.split(me == 0 ? -1 : 0, 0);
+      EXPECT((me == 0) != none.valid(), "negative color");
+    }
+
+    // Bad input: clear errors, nothing moves.
+    {
+      bool threw = false;
+      try {
+        (void)world.broadcast(nullptr, 4, strata::Datatype::int32, 0);
+      } catch (const strata::Error& e) {
+        threw = e.errc() == strata::Errc::invalid_argument && std::string(e.what()).find("'buf'") != std::string::npos;
+      }
+      EXPECT(threw, "null buffer error");
+      threw = false;
+      std::int32_t z = 0;
+      try {
+        (void)world.broadcast(&z, 1, strata::Datatype::int32, n);
+      } catch (const strata::Error& e) {
+        threw = std::string(e.what()).find("'root'") != std::string::npos;
+      }
+      EXPECT(threw, "root out of range error");
+      threw = false;
+      float f = 0, g = 0;
+      try {
+        (void)world.allreduce(&f, &g, 1, strata::Datatype::float32, strata::Op::bxor);
+      } catch (const strata::Error& e) {
+        threw = e.errc() == strata::Errc::unsupported;
+      }
+      EXPECT(threw, "bxor on float error");
+    }
+    world.barrier().get();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: exception: %s\n", me, e.what());
+    return 1;
+  }
+  if (failures == 0 && me == 0) std::printf("coll_rank: OK\n");
+  return failures == 0 ? 0 : 1;
+}
