@@ -42,9 +42,14 @@ enum class Kind : std::uint8_t {
   reduce,
   allreduce,
   gather,
+  gatherv,
   scatter,
+  scatterv,
   allgather,
+  allgatherv,
   alltoall,
+  alltoallv,
+  reduce_scatter,
   reduce_scatter_block,
 };
 /// @brief Printable name ("allreduce", ...).

@@ -1,0 +1,238 @@
+// Internals shared by the collective compilers (compile.cpp and the
+// compile_*.cpp files): window layout helpers, tree topologies, the per-rank
+// compilation context. Not installed.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "patterns/fragment.hpp"
+#include "patterns/multilevel.hpp"
+#include "patterns/rank_order.hpp"
+#include "patterns/tree.hpp"
+#include "strata/collectives/compile.hpp"
+
+namespace strata::coll::cc {
+
+using dag::NodeId;
+using dag::PlanBuilder;
+using dag::Region;
+
+// Signal slots: data phases count up from 0; the strict-sync barriers live at the top.
+constexpr std::uint32_t kEntryBarrier = dag::kMaxSlot - 255;
+constexpr std::uint32_t kExitBarrier = dag::kMaxSlot - 127;
+constexpr std::uint32_t kDataSlotLimit = kEntryBarrier;
+
+[[noreturn]] inline void fail(Errc code, const Group& g, const Call& c, const std::string& what) {
+  throw Error(code, std::string(to_string(c.kind)) + " on rank " + std::to_string(g.rank) + ": " + what);
+}
+
+inline patterns::TreeShape to_pattern(const Shape& s) {
+  switch (s.kind) {
+    case Shape::flat:
+      return patterns::TreeShape::flat();
+    case Shape::binary:
+      return patterns::TreeShape::binary();
+    case Shape::knomial:
+      return patterns::TreeShape::knomial(std::max(1, s.radix));
+  }
+  return patterns::TreeShape::binomial();
+}
+
+// Parent / children of every communicator rank for data flowing from `root`
+// (broadcast) or to `root` (reduce); `tree_root` is where the tree itself is
+// rooted (differs from root when the multilevel tree needs an extra hop).
+struct Topo {
+  patterns::Tree tree;
+  int root = 0;
+  [[nodiscard]] bool extra_hop() const { return root != tree.root(); }
+};
+
+inline Topo make_topo(const Group& g, const Call& c, int root) {
+  Topo t;
+  const int n = g.size();
+  if (c.algo.hierarchical && n > 1) {
+    std::vector<patterns::Place> places(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r)
+      places[static_cast<std::size_t>(r)] = {g.host[static_cast<std::size_t>(r)], g.numa[static_cast<std::size_t>(r)]};
+    patterns::MultilevelShape ms;
+    ms.host = to_pattern(c.algo.host);
+    ms.numa = to_pattern(c.algo.numa);
+    ms.core = to_pattern(c.algo.core);
+    ms.policy = patterns::RootPolicy::extra_hop;
+    patterns::MultilevelTree mt = patterns::build_multilevel_tree(places, root, ms);
+    t.tree = std::move(mt.tree);
+    t.root = mt.root;
+  } else {
+    t.tree = patterns::build_tree(n, root, to_pattern(c.algo.single));
+    t.root = root;
+  }
+  return t;
+}
+
+// Downward edges for a broadcast over `t`: with an extra hop, the root sends to
+// the tree root first and does not receive from its own tree parent.
+struct Down {
+  int parent = -1;
+  std::vector<int> children;
+};
+
+inline Down down_edges(const Topo& t, int r) {
+  Down d;
+  const int tr = t.tree.root();
+  for (int ch : t.tree.children(r))
+    if (!(t.extra_hop() && ch == t.root)) d.children.push_back(ch);
+  if (!t.extra_hop()) {
+    d.parent = t.tree.parent(r);
+    return d;
+  }
+  if (r == t.root) {
+    d.parent = -1;
+    d.children.insert(d.children.begin(), tr);
+  } else if (r == tr) {
+    d.parent = t.root;
+  } else {
+    d.parent = t.tree.parent(r);
+  }
+  return d;
+}
+
+inline int max_children(const patterns::Tree& tree) {
+  int m = 1;
+  for (int r = 0; r < tree.size(); ++r) m = std::max(m, static_cast<int>(tree.children(r).size()));
+  return m;
+}
+
+// Everything one rank's compilation needs.
+class Ctx {
+ public:
+  Ctx(const Group& g, const Call& c, int slot)
+      : g_(g),
+        c_(c),
+        slot_base_(static_cast<std::uint64_t>(slot) * g.slot_bytes),
+        b_(std::string(to_string(c.kind)), g.world[static_cast<std::size_t>(g.rank)], g.world_size) {
+    esize_ = c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
+    b_.output(1, g.slot_bytes);
+  }
+
+  PlanBuilder& b() { return b_; }
+  const Group& g() const { return g_; }
+  const Call& c() const { return c_; }
+  std::size_t esize() const { return esize_; }
+  int me() const { return g_.rank; }
+  int world(int r) const { return g_.world[static_cast<std::size_t>(r)]; }
+
+  void declare_peer(int r) {
+    if (declared_.size() < static_cast<std::size_t>(g_.size()))
+      declared_.assign(static_cast<std::size_t>(g_.size()), 0);
+    if (declared_[static_cast<std::size_t>(r)]) return;
+    declared_[static_cast<std::size_t>(r)] = 1;
+    b_.peer_buffer(world(r), 0, g_.slot_bytes * static_cast<std::uint64_t>(g_.credits));
+  }
+
+  // Window region of this rank / of peer r, at offset `off` inside the instance's slot.
+  Region my_win(std::uint64_t off, std::uint64_t len) const { return dag::out(1, off, len); }
+  Region peer_win(int r, std::uint64_t off, std::uint64_t len) {
+    declare_peer(r);
+    return dag::peer(world(r), 0, slot_base_ + off, len);
+  }
+
+  NodeId reduce(const Region& a, const Region& bb, const Region& dst, std::vector<NodeId> deps) {
+    if (c_.user_op) {
+      if (user_index_ < 0) user_index_ = b_.add_user_op(*c_.user_op);
+      return b_.reduce(a, bb, dst, user_index_, std::move(deps));
+    }
+    return b_.reduce(a, bb, dst, c_.op, c_.dtype, std::move(deps));
+  }
+
+  bool commutative() const { return !c_.user_op || c_.user_op->commutative; }
+
+  // Fragments of a `bytes` message whose regions must fit `area` bytes split
+  // `ways` ways (one region set per sender into one receiver).
+  std::vector<patterns::Fragment> fragments(std::size_t bytes, std::size_t area, int ways, std::size_t* region) {
+    const std::size_t align = esize_;
+    std::size_t cap = area / static_cast<std::size_t>(std::max(1, ways));
+    cap -= cap % align;
+    if (cap == 0) fail(Errc::invalid_argument, g_, c_, "window slot too small (STRATA_SLOT_BYTES)");
+    patterns::FragPolicy pol;
+    if (c_.algo.halves_threshold > 0) {
+      pol = patterns::FragPolicy::halves(c_.algo.halves_threshold, align);
+    } else if (c_.algo.fragment > 0) {
+      pol = patterns::FragPolicy::fixed(std::min(c_.algo.fragment, cap), align);
+    } else {
+      // Default: whole message if it fits a region, else 32 KiB pipeline fragments (seed 000).
+      pol = bytes <= cap ? patterns::FragPolicy::none()
+                         : patterns::FragPolicy::fixed(std::min<std::size_t>(32768, cap), align);
+    }
+    std::vector<patterns::Fragment> fr;
+    patterns::fragments(bytes, pol, fr);
+    std::size_t longest = 0;
+    for (const auto& f : fr) longest = std::max(longest, f.length);
+    if (longest > cap) {  // halves of a big message: re-split to fit the window
+      patterns::fragments(bytes, patterns::FragPolicy::fixed(std::min<std::size_t>(32768, cap), align), fr);
+      longest = 0;
+      for (const auto& f : fr) longest = std::max(longest, f.length);
+    }
+    *region = std::max<std::size_t>(longest, align);
+    return fr;
+  }
+
+  // Dissemination barrier over the communicator at slots [base, base + rounds);
+  // returns the node after which every rank has entered (kNoNode for n == 1).
+  NodeId barrier(std::uint32_t base, std::vector<NodeId> deps) {
+    const int n = g_.size();
+    if (n == 1) return deps.empty() ? dag::kNoNode : b_.nop(std::move(deps));
+    NodeId prev = deps.empty() ? dag::kNoNode : b_.nop(std::move(deps));
+    std::uint32_t k = 0;
+    for (int dist = 1; dist < n; dist *= 2, ++k) {
+      const int to = (me() + dist) % n;
+      const int from = (me() - dist % n + n) % n;
+      std::vector<NodeId> d;
+      if (prev != dag::kNoNode) d.push_back(prev);
+      b_.signal(world(to), base + k, d);
+      b_.expect_signals_from(world(from));
+      prev = b_.wait(base + k, 1, d);
+    }
+    return prev;
+  }
+
+  std::shared_ptr<const dag::Plan> build() { return b_.build(); }
+
+ private:
+  const Group& g_;
+  const Call& c_;
+  std::uint64_t slot_base_;
+  PlanBuilder b_;
+  std::size_t esize_ = 1;
+  std::int32_t user_index_ = -1;
+  std::vector<char> declared_;
+};
+
+// Strict entry: everything waits for an entry barrier.
+inline std::vector<NodeId> entry(Ctx& x) {
+  if (!x.c().entry_all) return {};
+  const NodeId n = x.barrier(kEntryBarrier, {});
+  return n == dag::kNoNode ? std::vector<NodeId>{} : std::vector<NodeId>{n};
+}
+
+inline void finish(Ctx& x) {
+  if (!x.c().exit_all) return;
+  // Exit barrier after every node so far.
+  std::vector<NodeId> all;
+  for (NodeId i = 0; i < x.b().size(); ++i) all.push_back(i);
+  x.barrier(kExitBarrier, all.empty() ? std::vector<NodeId>{} : std::vector<NodeId>{x.b().nop(all)});
+}
+
+// The compilers of compile_*.cpp (one per family), dispatched by compile().
+std::shared_ptr<const dag::Plan> compile_gather(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Call& c, int slot);
+
+}  // namespace strata::coll::cc

@@ -1,0 +1,390 @@
+// Engine internals shared by the engine/src files: the engine core, the
+// communicator implementation (windows, credits, plan cache, submit) and the
+// argument checks / algorithm choice of the public calls. Not installed.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "strata/collectives/compile.hpp"
+#include "strata/dag/executor.hpp"
+#include "strata/detail/log.hpp"
+#include "strata/engine.hpp"
+#include "strata/transport/bootstrap.hpp"
+#include "strata/transport/progress.hpp"
+#include "strata/transport/transport.hpp"
+
+namespace strata {
+
+namespace detail {
+
+inline dag::DataType to_dag(Datatype t) {
+  switch (t) {
+    case Datatype::int8:
+      return dag::DataType::i8;
+    case Datatype::int16:
+      return dag::DataType::i16;
+    case Datatype::int32:
+      return dag::DataType::i32;
+    case Datatype::int64:
+      return dag::DataType::i64;
+    case Datatype::uint8:
+      return dag::DataType::u8;
+    case Datatype::uint16:
+      return dag::DataType::u16;
+    case Datatype::uint32:
+      return dag::DataType::u32;
+    case Datatype::uint64:
+      return dag::DataType::u64;
+    case Datatype::float32:
+      return dag::DataType::f32;
+    case Datatype::float64:
+      return dag::DataType::f64;
+  }
+  return dag::DataType::u8;
+}
+
+inline dag::ReduceOp to_dag(Op op) {
+  switch (op) {
+    case Op::sum:
+      return dag::ReduceOp::sum;
+    case Op::prod:
+      return dag::ReduceOp::prod;
+    case Op::min:
+      return dag::ReduceOp::min;
+    case Op::max:
+      return dag::ReduceOp::max;
+    case Op::band:
+      return dag::ReduceOp::band;
+    case Op::bor:
+      return dag::ReduceOp::bor;
+    case Op::bxor:
+      return dag::ReduceOp::bxor;
+  }
+  return dag::ReduceOp::sum;
+}
+
+// Page-aligned, zeroed window memory.
+struct WindowMem {
+  void* p = nullptr;
+  std::size_t len = 0;
+  explicit WindowMem(std::size_t n) : len(n) {
+    if (posix_memalign(&p, 4096, n) != 0)
+      throw Error(Errc::internal, "cannot allocate a window of " + std::to_string(n) + " bytes");
+    std::memset(p, 0, n);
+  }
+  ~WindowMem() { std::free(p); }
+  WindowMem(const WindowMem&) = delete;
+  WindowMem& operator=(const WindowMem&) = delete;
+};
+
+// Everything a rank's engine owns; communicators keep it alive.
+struct EngineCore {
+  EngineOptions opts;
+  std::unique_ptr<Bootstrap> boot;
+  Hierarchy hier;
+  std::unique_ptr<transport::Transport> transport;
+  std::unique_ptr<dag::Executor> exec;
+  std::unique_ptr<transport::ProgressServer> progress;
+  std::shared_ptr<FutureContext> fctx;
+  std::atomic<bool> alive{true};
+  std::mutex id_mu;
+  int next_comm_id = 1;  // 0 is the world
+
+  Status check_alive(const char* what) const {
+    if (alive.load(std::memory_order_acquire)) return Status::ok();
+    return {Errc::shutdown,
+            std::string(what) + " on rank " + std::to_string(boot ? boot->rank() : -1) + ": the engine has shut down"};
+  }
+};
+
+// One communicator on this rank.
+struct CommImpl {
+  std::shared_ptr<EngineCore> core;
+  std::uint16_t id = 0;
+  coll::Group group;
+  std::unique_ptr<WindowMem> window;
+  std::vector<dag::PeerKey> peers;
+
+  std::mutex mu;
+  std::uint32_t next_seq = 0;
+  std::vector<bool> slot_busy;
+  std::vector<std::deque<std::function<void()>>> pending;
+  std::unordered_map<std::string, std::shared_ptr<const dag::Plan>> cache;
+
+  ~CommImpl() {
+    if (window && core && core->transport) core->transport->deregister_memory(window->p, window->len);
+  }
+
+  int rank() const { return group.rank; }
+  int size() const { return group.size(); }
+
+  // Registers the window; returns its key (the caller exchanges keys).
+  transport::RemoteKey open_window() {
+    const std::size_t bytes = group.slot_bytes * static_cast<std::size_t>(group.credits);
+    window = std::make_unique<WindowMem>(bytes);
+    transport::RemoteKey key;
+    throw_if_error(core->transport->register_memory(window->p, bytes, &key));
+    slot_busy.assign(static_cast<std::size_t>(group.credits), false);
+    pending.resize(static_cast<std::size_t>(group.credits));
+    return key;
+  }
+
+  void set_peer_keys(const std::vector<transport::RemoteKey>& keys) {
+    peers.clear();
+    for (int r = 0; r < size(); ++r) {
+      dag::PeerKey pk;
+      pk.rank = group.world[static_cast<std::size_t>(r)];
+      pk.id = 0;
+      pk.key = keys[static_cast<std::size_t>(r)];
+      peers.push_back(pk);
+    }
+  }
+
+  // Frees a slot: starts the next queued instance for it, if any.
+  void release(std::size_t slot) {
+    std::function<void()> next;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (pending[slot].empty()) {
+        slot_busy[slot] = false;
+        return;
+      }
+      next = std::move(pending[slot].front());
+      pending[slot].pop_front();
+    }
+    next();
+  }
+
+  std::shared_ptr<const dag::Plan> plan_for(const coll::Call& c, int slot, const std::string& key) {
+    if (!key.empty()) {
+      std::lock_guard<std::mutex> lk(mu);
+      auto it = cache.find(key);
+      if (it != cache.end()) return it->second;
+    }
+    auto plan = coll::compile(group, c, slot);
+    if (!key.empty()) {
+      std::lock_guard<std::mutex> lk(mu);
+      cache.emplace(key, plan);
+    }
+    return plan;
+  }
+
+  // Starts one instance (or queues it behind the instance holding its slot).
+  Future<void> submit(const coll::Call& c, const void* send, void* recv) {
+    throw_if_error(core->check_alive(coll::to_string(c.kind)));
+    std::uint32_t seq = 0;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      seq = next_seq++;
+    }
+    const int slot = static_cast<int>(seq % static_cast<std::uint32_t>(group.credits));
+    std::string key;
+    if (!c.user_op) {
+      std::ostringstream k;
+      k << static_cast<int>(c.kind) << '/' << c.count << '/' << static_cast<int>(c.dtype) << '/'
+        << static_cast<int>(c.op) << '/' << c.root << '/' << c.in_place << c.entry_all << c.exit_all << '/'
+        << c.algo.name << c.algo.hierarchical << '/' << c.algo.host.kind << c.algo.host.radix << c.algo.numa.kind
+        << c.algo.numa.radix << c.algo.core.kind << c.algo.core.radix << c.algo.single.kind << c.algo.single.radix
+        << '/' << c.algo.fragment << '/' << c.algo.halves_threshold << '/' << slot;
+      key = k.str();
+    }
+    auto plan = plan_for(c, slot, key);
+    Promise<void> promise(core->fctx);
+    Future<void> fut = promise.get_future();
+    char* slot_base = static_cast<char*>(window->p) + static_cast<std::size_t>(slot) * group.slot_bytes;
+    auto start = [this, plan, send, recv, slot_base, seq, slot, promise]() mutable {
+      dag::Bindings b;
+      b.inputs = {send};
+      b.outputs = {recv, slot_base};
+      b.peers = peers;
+      const Status st = core->exec->start(plan, b, id, seq, [this, slot, promise](const Status& s) mutable {
+        promise.set(s);
+        release(static_cast<std::size_t>(slot));
+      });
+      if (!st.is_ok()) {
+        promise.set_error(st);
+        release(static_cast<std::size_t>(slot));
+      }
+    };
+    bool run_now = false;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!slot_busy[static_cast<std::size_t>(slot)]) {
+        slot_busy[static_cast<std::size_t>(slot)] = true;
+        run_now = true;
+      } else {
+        pending[static_cast<std::size_t>(slot)].push_back(std::move(start));
+      }
+    }
+    if (run_now) start();
+    detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, id, c.algo.name,
+                           plan->size());
+    return fut;
+  }
+};
+
+}  // namespace detail
+
+namespace detail {
+
+[[noreturn]] inline void bad(const char* coll, const CommImpl& c, const std::string& what) {
+  throw Error(Errc::invalid_argument, std::string(coll) + " on rank " + std::to_string(c.rank()) + " (comm " +
+                                          std::to_string(c.id) + "): " + what);
+}
+
+inline void check_buffer(const char* coll, const CommImpl& c, const char* name, const void* p, std::size_t bytes) {
+  if (bytes > 0 && p == nullptr) bad(coll, c, std::string("argument '") + name + "' is null with a nonzero count");
+}
+
+inline void check_count(const char* coll, const CommImpl& c, std::size_t count, std::size_t esize) {
+  if (esize != 0 && count > (std::size_t{1} << 40) / esize)
+    bad(coll, c, "argument 'count' = " + std::to_string(count) + " is too large (negative or overflowed?)");
+}
+
+inline void check_root(const char* coll, const CommImpl& c, int root) {
+  if (root < 0 || root >= c.size())
+    bad(coll, c, "argument 'root' = " + std::to_string(root) + " outside [0, " + std::to_string(c.size()) + ")");
+}
+
+inline void check_overlap(const char* coll, const CommImpl& c, const void* a, std::size_t alen, const void* b,
+                          std::size_t blen) {
+  if (a == nullptr || b == nullptr || alen == 0 || blen == 0) return;
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  if (x < y + blen && y < x + alen)
+    bad(coll, c, "arguments 'send' and 'recv' overlap (use strata::in_place for an in-place call)");
+}
+
+inline coll::Shape parse_shape(const std::string& s, const std::string& what) {
+  if (s == "flat") return {coll::Shape::flat, 0};
+  if (s == "binary") return {coll::Shape::binary, 0};
+  if (s == "chain") return {coll::Shape::knomial, 1};
+  if (s == "binomial") return {coll::Shape::knomial, 2};
+  char* end = nullptr;
+  const long k = std::strtol(s.c_str(), &end, 10);
+  if (end == s.c_str() || *end != '\0' || k < 1 || k > 64)
+    throw Error(Errc::invalid_argument,
+                what + ": tree shape '" + s + "' is not flat|binary|chain|binomial|<radix 1..64>");
+  return {coll::Shape::knomial, static_cast<int>(k)};
+}
+
+inline std::string env_or(const std::string& v, const std::string& var) {
+  if (!v.empty()) return v;
+  const char* e = std::getenv(var.c_str());
+  return e ? std::string(e) : std::string();
+}
+
+inline std::string upper(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// Resolves the algorithm of one call: per-call options, then STRATA_ALGO_<COLL>,
+// STRATA_TREE_<COLL>/STRATA_TREE, STRATA_FRAGMENT_<COLL>/STRATA_FRAGMENT, then defaults.
+inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o) {
+  const std::string cname = upper(coll::to_string(kind));
+  coll::Algorithm a;
+  const std::string algo = env_or(o.algorithm, "STRATA_ALGO_" + cname);
+  if (kind == coll::Kind::barrier) {
+    a.name = "dissemination";
+    // Tree algorithm names are accepted (options are often shared between calls).
+    if (!algo.empty() && algo != "dissemination" && algo != "tree" && algo != "single")
+      throw Error(Errc::invalid_argument, "barrier: algorithm '" + algo + "' unknown (dissemination)");
+    return a;
+  }
+  if (algo.empty() || algo == "tree" || algo == "hierarchical") {
+    a.name = "tree";
+    a.hierarchical = true;
+  } else if (algo == "single" || algo == "flat-tree") {
+    a.name = "single";
+    a.hierarchical = false;
+  } else {
+    throw Error(Errc::invalid_argument, std::string(coll::to_string(kind)) + ": algorithm '" + algo +
+                                            "' unknown (tree | single); see docs/algorithms.md");
+  }
+  std::string tree = env_or(o.tree, "STRATA_TREE_" + cname);
+  tree = env_or(tree, "STRATA_TREE");
+  std::size_t pos = 0;
+  while (pos < tree.size()) {
+    const std::size_t comma = tree.find(',', pos);
+    const std::string item = tree.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::size_t colon = item.find(':');
+    if (colon == std::string::npos)
+      throw Error(Errc::invalid_argument, "tree option '" + tree + "': expected level:shape items");
+    const std::string level = item.substr(0, colon);
+    const coll::Shape sh = parse_shape(item.substr(colon + 1), "tree option '" + tree + "'");
+    if (level == "host")
+      a.host = sh;
+    else if (level == "numa")
+      a.numa = sh;
+    else if (level == "core")
+      a.core = sh;
+    else if (level == "single") {
+      a.single = sh;
+      a.hierarchical = false;
+      a.name = "single";
+    } else
+      throw Error(Errc::invalid_argument,
+                  "tree option '" + tree + "': level '" + level + "' is not host|numa|core|single");
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  std::string frag = env_or(o.fragment, "STRATA_FRAGMENT_" + cname);
+  frag = env_or(frag, "STRATA_FRAGMENT");
+  if (!frag.empty() && frag != "auto") {
+    const std::size_t colon = frag.find(':');
+    const std::string mode = frag.substr(0, colon);
+    long v = 0;
+    if (colon != std::string::npos) {
+      char* end = nullptr;
+      v = std::strtol(frag.c_str() + colon + 1, &end, 10);
+      if (*end != '\0' || v <= 0) throw Error(Errc::invalid_argument, "fragment option '" + frag + "': bad size");
+    }
+    if (mode == "none") {
+      a.fragment = std::size_t{1} << 40;
+    } else if (mode == "fixed" && v > 0) {
+      a.fragment = static_cast<std::size_t>(v);
+    } else if (mode == "halves") {
+      a.halves_threshold = v > 0 ? static_cast<std::size_t>(v) : 8192;
+    } else {
+      throw Error(Errc::invalid_argument,
+                  "fragment option '" + frag + "': expected none | fixed:BYTES | halves[:BYTES]");
+    }
+  }
+  return a;
+}
+
+inline void apply_sync(coll::Call& c, const CollOptions& o) {
+  c.entry_all = o.sync.entry == SyncMode::all;
+  c.exit_all = o.sync.exit == SyncMode::all;
+}
+
+inline std::shared_ptr<const dag::UserReduce> wrap(const UserOp& op, const char* coll, const CommImpl& c) {
+  if (!op.fn) bad(coll, c, "argument 'op': user op has no function");
+  if (op.elem_size == 0) bad(coll, c, "argument 'op': user op elem_size is 0");
+  auto u = std::make_shared<dag::UserReduce>();
+  u->fn = op.fn;
+  u->elem_size = op.elem_size;
+  u->commutative = op.commutative;
+  u->name = op.name;
+  return u;
+}
+
+inline void need(const std::shared_ptr<CommImpl>& p, const char* what) {
+  if (!p) throw Error(Errc::invalid_argument, std::string(what) + ": invalid communicator handle");
+}
+
+}  // namespace detail
+
+}  // namespace strata
