@@ -95,6 +95,48 @@ class Communicator {
   Future<void> allreduce(const void* send, void* recv, std::size_t count, const UserOp& op,
                          const CollOptions& opts = {});
 
+  /// @brief Gathers @p count elements of every rank's @p send into @p recv at
+  /// @p root, in rank order (recv holds size() * count elements; ignored elsewhere).
+  /// At the root @p send may be strata::in_place (its block is already in recv).
+  Future<void> gather(const void* send, std::size_t count, void* recv, Datatype type, int root,
+                      const CollOptions& opts = {});
+  /// @brief gather() with per-rank @p counts and @p displs (elements, into recv; significant at the root).
+  Future<void> gatherv(const void* send, std::size_t count, void* recv, const std::vector<std::size_t>& counts,
+                       const std::vector<std::size_t>& displs, Datatype type, int root, const CollOptions& opts = {});
+  /// @brief Scatters block r (count elements) of @p send at @p root to rank r's
+  /// @p recv. At the root @p recv may be strata::in_place.
+  Future<void> scatter(const void* send, void* recv, std::size_t count, Datatype type, int root,
+                       const CollOptions& opts = {});
+  /// @brief scatter() with per-rank @p counts and @p displs (elements, into send; significant at the root).
+  Future<void> scatterv(const void* send, const std::vector<std::size_t>& counts,
+                        const std::vector<std::size_t>& displs, void* recv, std::size_t count, Datatype type, int root,
+                        const CollOptions& opts = {});
+  /// @brief Every rank gets every rank's @p count elements, in rank order
+  /// (recv holds size() * count); @p send may be strata::in_place.
+  Future<void> allgather(const void* send, std::size_t count, void* recv, Datatype type, const CollOptions& opts = {});
+  /// @brief allgather() with per-rank @p counts and @p displs (elements, into recv).
+  Future<void> allgatherv(const void* send, std::size_t count, void* recv, const std::vector<std::size_t>& counts,
+                          const std::vector<std::size_t>& displs, Datatype type, const CollOptions& opts = {});
+  /// @brief Block j (count elements) of @p send goes to rank j, where it lands
+  /// as block i (i = this rank) of @p recv.
+  Future<void> alltoall(const void* send, void* recv, std::size_t count, Datatype type, const CollOptions& opts = {});
+  /// @brief alltoall() with per-peer send and receive counts and displacements (elements).
+  Future<void> alltoallv(const void* send, const std::vector<std::size_t>& send_counts,
+                         const std::vector<std::size_t>& send_displs, void* recv,
+                         const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs,
+                         Datatype type, const CollOptions& opts = {});
+  /// @brief Reduces size() * count elements of every rank; rank r gets block r
+  /// (count elements) of the result in @p recv.
+  Future<void> reduce_scatter_block(const void* send, void* recv, std::size_t count, Datatype type, Op op,
+                                    const CollOptions& opts = {});
+  /// @brief reduce_scatter_block() with a user-defined operator.
+  Future<void> reduce_scatter_block(const void* send, void* recv, std::size_t count, const UserOp& op,
+                                    const CollOptions& opts = {});
+  /// @brief Reduces sum(counts) elements; rank r gets counts[r] elements
+  /// (starting at the sum of the counts before r) in @p recv.
+  Future<void> reduce_scatter(const void* send, void* recv, const std::vector<std::size_t>& counts, Datatype type,
+                              Op op, const CollOptions& opts = {});
+
   /// @brief Internal handle.
   explicit Communicator(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}
 
