@@ -67,6 +67,10 @@ struct BcastIO {
   std::function<Region(std::uint64_t off, std::uint64_t len)> dst;  // null: leave in the window
   std::vector<NodeId> root_ready;  // per fragment: node after which root_src(f) is valid (kNoNode = at start)
   std::vector<NodeId> dst_after;   // per fragment: node the copy into dst(f) must follow (kNoNode = none)
+  // Direct mode (persistent plans): fragments go straight into the receivers'
+  // dst buffers (peer buffer 1 of `dst_bytes`); one RTR per edge, at start.
+  bool direct = false;
+  std::uint64_t dst_bytes = 0;
 };
 
 void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>& fr, std::size_t region,
@@ -79,11 +83,39 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
     fail(Errc::unsupported, x.g(), x.c(),
          "too many fragments (" + std::to_string(fr.size()) + "); raise the fragment size");
   std::vector<NodeId> consumed(fr.size(), dag::kNoNode);
+  NodeId ready0 = dag::kNoNode;  // direct mode: every child's single RTR arrived
   for (std::size_t f = 0; f < fr.size(); ++f) {
     const auto off = static_cast<std::uint64_t>(fr[f].offset);
     const auto len = static_cast<std::uint64_t>(fr[f].length);
     const std::uint64_t roff = area_off + (f % nregions) * region;
     const auto data_slot = static_cast<std::uint32_t>(base + 2 * f);
+    if (io.direct) {
+      Region src;
+      std::vector<NodeId> src_deps = start_deps;
+      if (d.parent < 0) {
+        src = io.root_src(off, len);
+        if (!io.root_ready.empty() && io.root_ready[f] != dag::kNoNode) src_deps.push_back(io.root_ready[f]);
+      } else {
+        if (f == 0) {
+          b.signal(x.world(d.parent), base + 1, start_deps);
+          b.expect_signals_from(x.world(d.parent));
+        }
+        const Region mine = io.dst(off, len);
+        std::vector<NodeId> wdeps;
+        if (!io.dst_after.empty() && io.dst_after[f] != dag::kNoNode) wdeps.push_back(io.dst_after[f]);
+        src = mine;
+        src_deps = {b.wait(data_slot, 1, wdeps, &mine)};
+      }
+      if (d.children.empty()) continue;
+      if (f == 0) {
+        for (int ch : d.children) b.expect_signals_from(x.world(ch));
+        ready0 = b.wait(base + 1, static_cast<std::uint32_t>(d.children.size()), start_deps);
+      }
+      src_deps.push_back(ready0);
+      for (int ch : d.children)
+        b.put_with_signal(x.world(ch), src, x.peer_user(ch, 1, io.dst_bytes, off, len), data_slot, src_deps);
+      continue;
+    }
     Region src;
     std::vector<NodeId> src_deps = start_deps;
     std::vector<NodeId> uses;  // nodes reading the window region (for its reuse)
@@ -274,6 +306,8 @@ std::shared_ptr<const dag::Plan> compile_broadcast(const Group& g, const Call& c
   BcastIO io;
   io.root_src = [](std::uint64_t off, std::uint64_t len) { return dag::in(0, off, len); };
   if (!root) io.dst = [](std::uint64_t off, std::uint64_t len) { return dag::out(0, off, len); };
+  io.direct = c.direct;
+  io.dst_bytes = bytes;
   std::size_t region = 0;
   const std::vector<patterns::Fragment> fr = x.fragments(bytes, g.slot_bytes, 1, &region);
   emit_broadcast(x, t, fr, region, 0, g.slot_bytes, 0, io, entry(x));
@@ -415,6 +449,8 @@ std::shared_ptr<const dag::Plan> compile_allreduce_tree(const Group& g, const Ca
   // copy into outputs[0] follows the put that sent this rank's partial up.
   bio.root_ready = res;
   bio.dst_after = res;
+  bio.direct = c.direct;
+  bio.dst_bytes = bytes;
   emit_broadcast(x, t, fr, region, half, half, rslots, bio, start);
   finish(x);
   if (x.b().size() == 0) x.b().nop();

@@ -137,6 +137,16 @@ class Ctx {
 
   // Window region of this rank / of peer r, at offset `off` inside the instance's slot.
   Region my_win(std::uint64_t off, std::uint64_t len) const { return dag::out(1, off, len); }
+  // Region of peer r's registered user buffer `id` (persistent plans, direct mode).
+  Region peer_user(int r, std::uint32_t id, std::uint64_t size, std::uint64_t off, std::uint64_t len) {
+    if (declared_user_.size() < static_cast<std::size_t>(g_.size()))
+      declared_user_.assign(static_cast<std::size_t>(g_.size()), 0);
+    if (!declared_user_[static_cast<std::size_t>(r)]) {
+      declared_user_[static_cast<std::size_t>(r)] = 1;
+      b_.peer_buffer(world(r), id, size);
+    }
+    return dag::peer(world(r), id, off, len);
+  }
   Region peer_win(int r, std::uint64_t off, std::uint64_t len) {
     declare_peer(r);
     return dag::peer(world(r), 0, slot_base_ + off, len);
@@ -211,6 +221,7 @@ class Ctx {
   std::size_t esize_ = 1;
   std::int32_t user_index_ = -1;
   std::vector<char> declared_;
+  std::vector<char> declared_user_;
 };
 
 // Strict entry: everything waits for an entry barrier.

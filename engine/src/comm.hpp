@@ -181,7 +181,9 @@ struct CommImpl {
   }
 
   // Starts one instance (or queues it behind the instance holding its slot).
-  Future<void> submit(const coll::Call& c, const void* send, void* recv) {
+  // @p peer_keys overrides the window keys (persistent plans add receive-buffer keys).
+  Future<void> submit(const coll::Call& c, const void* send, void* recv,
+                      std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys = nullptr) {
     throw_if_error(core->check_alive(coll::to_string(c.kind)));
     std::uint32_t seq = 0;
     {
@@ -196,18 +198,18 @@ struct CommImpl {
         << static_cast<int>(c.op) << '/' << c.root << '/' << c.in_place << c.entry_all << c.exit_all << '/'
         << c.algo.name << c.algo.hierarchical << '/' << c.algo.host.kind << c.algo.host.radix << c.algo.numa.kind
         << c.algo.numa.radix << c.algo.core.kind << c.algo.core.radix << c.algo.single.kind << c.algo.single.radix
-        << '/' << c.algo.fragment << '/' << c.algo.halves_threshold << '/' << slot;
+        << '/' << c.algo.fragment << '/' << c.algo.halves_threshold << '/' << c.direct << '/' << slot;
       key = k.str();
     }
     auto plan = plan_for(c, slot, key);
     Promise<void> promise(core->fctx);
     Future<void> fut = promise.get_future();
     char* slot_base = static_cast<char*>(window->p) + static_cast<std::size_t>(slot) * group.slot_bytes;
-    auto start = [this, plan, send, recv, slot_base, seq, slot, promise]() mutable {
+    auto start = [this, plan, send, recv, slot_base, seq, slot, promise, peer_keys]() mutable {
       dag::Bindings b;
       b.inputs = {send};
       b.outputs = {recv, slot_base};
-      b.peers = peers;
+      b.peers = peer_keys ? *peer_keys : peers;
       const Status st = core->exec->start(plan, b, id, seq, [this, slot, promise](const Status& s) mutable {
         promise.set(s);
         release(static_cast<std::size_t>(slot));

@@ -122,36 +122,49 @@ int Communicator::world_rank(int r) const {
 }
 std::uint16_t Communicator::id() const { return impl_ ? impl_->id : 0; }
 
-Future<void> Communicator::barrier(const CollOptions& opts) {
-  need(impl_, "barrier");
-  coll::Call c;
-  c.kind = coll::Kind::barrier;
-  c.algo = choose(c.kind, opts);
-  apply_sync(c, opts);
-  return impl_->submit(c, nullptr, nullptr);
-}
-
-Future<void> Communicator::broadcast(void* buf, std::size_t count, Datatype type, int root, const CollOptions& opts) {
-  need(impl_, "broadcast");
-  const char* n = "broadcast";
-  check_count(n, *impl_, count, size_of(type));
-  check_root(n, *impl_, root);
-  check_buffer(n, *impl_, "buf", buf, count * size_of(type));
-  coll::Call c;
-  c.kind = coll::Kind::broadcast;
-  c.count = count;
-  c.dtype = detail::to_dag(type);
-  c.root = root;
-  c.algo = choose(c.kind, opts);
-  apply_sync(c, opts);
-  const bool is_root = impl_->rank() == root;
-  return impl_->submit(c, is_root ? buf : nullptr, is_root ? nullptr : buf);
-}
-
 namespace {
-Future<void> do_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, const void* send, void* recv,
-                       std::size_t count, dag::DataType dt, dag::ReduceOp op, std::shared_ptr<const dag::UserReduce> u,
-                       std::size_t esize, int root, const CollOptions& opts) {
+
+// A checked call, ready to submit (one-shot) or to keep (persistent plan).
+struct Prepared {
+  coll::Call call;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t recv_bytes = 0;  // this rank's receive buffer (direct-mode registration)
+};
+
+Prepared prep_barrier(const std::shared_ptr<detail::CommImpl>& impl, const CollOptions& opts) {
+  need(impl, "barrier");
+  Prepared p;
+  p.call.kind = coll::Kind::barrier;
+  p.call.algo = choose(p.call.kind, opts);
+  apply_sync(p.call, opts);
+  return p;
+}
+
+Prepared prep_broadcast(const std::shared_ptr<detail::CommImpl>& impl, void* buf, std::size_t count, Datatype type,
+                        int root, const CollOptions& opts) {
+  const char* n = "broadcast";
+  need(impl, n);
+  check_count(n, *impl, count, size_of(type));
+  check_root(n, *impl, root);
+  check_buffer(n, *impl, "buf", buf, count * size_of(type));
+  Prepared p;
+  p.call.kind = coll::Kind::broadcast;
+  p.call.count = count;
+  p.call.dtype = detail::to_dag(type);
+  p.call.root = root;
+  p.call.algo = choose(p.call.kind, opts);
+  apply_sync(p.call, opts);
+  const bool is_root = impl->rank() == root;
+  p.send = is_root ? buf : nullptr;
+  p.recv = is_root ? nullptr : buf;
+  p.recv_bytes = is_root ? 0 : count * size_of(type);
+  return p;
+}
+
+Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, const void* send, void* recv,
+                     std::size_t count, dag::DataType dt, dag::ReduceOp op, std::shared_ptr<const dag::UserReduce> u,
+                     std::size_t esize, int root, const CollOptions& opts) {
   const char* n = all ? "allreduce" : "reduce";
   need(impl, n);
   check_count(n, *impl, count, esize);
@@ -162,7 +175,8 @@ Future<void> do_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, 
   if (!inplace) check_buffer(n, *impl, "send", send, count * esize);
   if (receives) check_buffer(n, *impl, "recv", recv, count * esize);
   if (!inplace && receives) check_overlap(n, *impl, send, count * esize, recv, count * esize);
-  coll::Call c;
+  Prepared p;
+  coll::Call& c = p.call;
   c.kind = all ? coll::Kind::allreduce : coll::Kind::reduce;
   c.count = count;
   c.dtype = dt;
@@ -175,31 +189,121 @@ Future<void> do_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, 
   if (!c.user_op && dag::reduce_kernel(op, dt) == nullptr)
     throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(impl->rank()) + ": argument 'op' " +
                                        dag::to_string(op) + " is not defined on " + dag::to_string(dt));
-  return impl->submit(c, inplace ? nullptr : send, receives ? recv : nullptr);
+  p.send = inplace ? nullptr : send;
+  p.recv = receives ? recv : nullptr;
+  p.recv_bytes = receives ? count * esize : 0;
+  return p;
 }
+
 }  // namespace
+
+Future<void> Communicator::barrier(const CollOptions& opts) {
+  const Prepared p = prep_barrier(impl_, opts);
+  return impl_->submit(p.call, p.send, p.recv);
+}
+
+Future<void> Communicator::broadcast(void* buf, std::size_t count, Datatype type, int root, const CollOptions& opts) {
+  const Prepared p = prep_broadcast(impl_, buf, count, type, root, opts);
+  return impl_->submit(p.call, p.send, p.recv);
+}
 
 Future<void> Communicator::reduce(const void* send, void* recv, std::size_t count, Datatype type, Op op, int root,
                                   const CollOptions& opts) {
-  return do_reduce(impl_, false, send, recv, count, detail::to_dag(type), detail::to_dag(op), nullptr, size_of(type),
-                   root, opts);
+  const Prepared p = prep_reduce(impl_, false, send, recv, count, detail::to_dag(type), detail::to_dag(op), nullptr,
+                                 size_of(type), root, opts);
+  return impl_->submit(p.call, p.send, p.recv);
 }
 Future<void> Communicator::reduce(const void* send, void* recv, std::size_t count, const UserOp& op, int root,
                                   const CollOptions& opts) {
   need(impl_, "reduce");
-  return do_reduce(impl_, false, send, recv, count, dag::DataType::u8, dag::ReduceOp::sum, wrap(op, "reduce", *impl_),
-                   op.elem_size, root, opts);
+  const Prepared p = prep_reduce(impl_, false, send, recv, count, dag::DataType::u8, dag::ReduceOp::sum,
+                                 wrap(op, "reduce", *impl_), op.elem_size, root, opts);
+  return impl_->submit(p.call, p.send, p.recv);
 }
 Future<void> Communicator::allreduce(const void* send, void* recv, std::size_t count, Datatype type, Op op,
                                      const CollOptions& opts) {
-  return do_reduce(impl_, true, send, recv, count, detail::to_dag(type), detail::to_dag(op), nullptr, size_of(type), 0,
-                   opts);
+  const Prepared p = prep_reduce(impl_, true, send, recv, count, detail::to_dag(type), detail::to_dag(op), nullptr,
+                                 size_of(type), 0, opts);
+  return impl_->submit(p.call, p.send, p.recv);
 }
 Future<void> Communicator::allreduce(const void* send, void* recv, std::size_t count, const UserOp& op,
                                      const CollOptions& opts) {
   need(impl_, "allreduce");
-  return do_reduce(impl_, true, send, recv, count, dag::DataType::u8, dag::ReduceOp::sum, wrap(op, "allreduce", *impl_),
-                   op.elem_size, 0, opts);
+  const Prepared p = prep_reduce(impl_, true, send, recv, count, dag::DataType::u8, dag::ReduceOp::sum,
+                                 wrap(op, "allreduce", *impl_), op.elem_size, 0, opts);
+  return impl_->submit(p.call, p.send, p.recv);
+}
+
+// ---------------------------------------------------------------- persistent plans
+namespace detail {
+struct PlanImpl {
+  std::shared_ptr<CommImpl> comm;
+  Prepared prep;
+  std::shared_ptr<const std::vector<dag::PeerKey>> peers;  // window keys + receive-buffer keys (direct)
+  ~PlanImpl() {
+    if (prep.call.direct && prep.recv && comm && comm->core->transport)
+      comm->core->transport->deregister_memory(prep.recv, prep.recv_bytes);
+  }
+};
+}  // namespace detail
+
+namespace {
+
+// Collective: registers this rank's receive buffer and exchanges the keys
+// (direct mode), so every start() writes straight into the receivers' buffers.
+Plan make_plan(const std::shared_ptr<detail::CommImpl>& impl, Prepared prep, bool direct) {
+  auto pi = std::make_shared<detail::PlanImpl>();
+  pi->comm = impl;
+  if (direct) {
+    transport::RemoteKey key{};
+    if (prep.recv && prep.recv_bytes > 0)
+      throw_if_error(impl->core->transport->register_memory(prep.recv, prep.recv_bytes, &key));
+    std::vector<std::uint64_t> kw(sizeof(transport::RemoteKey) / 8);
+    std::memcpy(kw.data(), &key, sizeof key);
+    Communicator self(impl);
+    const auto all = exchange_words(self, kw);
+    auto peers = std::make_shared<std::vector<dag::PeerKey>>(impl->peers);
+    for (int r = 0; r < impl->size(); ++r) {
+      dag::PeerKey pk;
+      pk.rank = impl->group.world[static_cast<std::size_t>(r)];
+      pk.id = 1;
+      std::memcpy(static_cast<void*>(&pk.key), all.data() + static_cast<std::size_t>(r) * kw.size(), sizeof pk.key);
+      peers->push_back(pk);
+    }
+    pi->peers = std::move(peers);
+    prep.call.direct = true;
+  }
+  pi->prep = std::move(prep);
+  return Plan(pi);
+}
+
+}  // namespace
+
+Future<void> Plan::start() {
+  if (!impl_) throw Error(Errc::invalid_argument, "Plan::start: invalid (default-constructed) plan");
+  return impl_->comm->submit(impl_->prep.call, impl_->prep.send, impl_->prep.recv, impl_->peers);
+}
+
+Plan Communicator::plan_barrier(const CollOptions& opts) { return make_plan(impl_, prep_barrier(impl_, opts), false); }
+
+Plan Communicator::plan_broadcast(void* buf, std::size_t count, Datatype type, int root, const CollOptions& opts) {
+  return make_plan(impl_, prep_broadcast(impl_, buf, count, type, root, opts), true);
+}
+
+Plan Communicator::plan_reduce(const void* send, void* recv, std::size_t count, Datatype type, Op op, int root,
+                               const CollOptions& opts) {
+  return make_plan(impl_,
+                   prep_reduce(impl_, false, send, recv, count, detail::to_dag(type), detail::to_dag(op), nullptr,
+                               size_of(type), root, opts),
+                   false);
+}
+
+Plan Communicator::plan_allreduce(const void* send, void* recv, std::size_t count, Datatype type, Op op,
+                                  const CollOptions& opts) {
+  return make_plan(impl_,
+                   prep_reduce(impl_, true, send, recv, count, detail::to_dag(type), detail::to_dag(op), nullptr,
+                               size_of(type), 0, opts),
+                   true);
 }
 
 Communicator Communicator::split(int color, int key) const {

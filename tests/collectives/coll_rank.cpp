@@ -3,6 +3,7 @@
 // Checks broadcast, reduce, allreduce (built-in and user ops, including a
 // non-commutative 2x2 matrix product), barrier, split and dup against a
 // sequential reference computed on every rank. Prints "coll_rank: OK" on success.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -154,6 +155,47 @@ int main(int argc, char** argv) {
         std::vector<M2> r(count, M2{0, 0, 0, 0});
         world.allreduce(s.data(), r.data(), count, op, opts).get();
         EXPECT(std::memcmp(r.data(), want.data(), count * sizeof(M2)) == 0, "matmul allreduce count %zu", count);
+      }
+    }
+
+    // Persistent plans: compiled, registered and exchanged once, started many times.
+    for (std::size_t count : {std::size_t{0}, std::size_t{5}, std::size_t{70000}}) {
+      std::vector<std::int32_t> bbuf(count);
+      std::vector<double> x(count), y(count);
+      const int root = n - 1;
+      strata::Plan pb = world.plan_broadcast(bbuf.data(), count, strata::Datatype::int32, root, opts);
+      strata::Plan pa =
+          world.plan_allreduce(x.data(), y.data(), count, strata::Datatype::float64, strata::Op::sum, opts);
+      strata::Plan pr =
+          world.plan_reduce(x.data(), y.data(), count, strata::Datatype::float64, strata::Op::max, 0, opts);
+      strata::Plan pz = world.plan_barrier(opts);
+      for (int it = 0; it < 3; ++it) {
+        for (std::size_t i = 0; i < count; ++i) bbuf[i] = me == root ? val(root, i) + it : -1;
+        pb.start().get();
+        bool ok = true;
+        for (std::size_t i = 0; i < count && ok; ++i) ok = bbuf[i] == val(root, i) + it;
+        EXPECT(ok, "plan_broadcast count %zu iteration %d", count, it);
+        for (std::size_t i = 0; i < count; ++i) x[i] = val(me, i) + it;
+        std::fill(y.begin(), y.end(), -1.0);
+        pa.start().get();
+        ok = true;
+        for (std::size_t i = 0; i < count && ok; ++i) {
+          double want = 0;
+          for (int k = 0; k < n; ++k) want += val(k, i) + it;
+          ok = y[i] == want;
+        }
+        EXPECT(ok, "plan_allreduce count %zu iteration %d", count, it);
+        pr.start().get();
+        if (me == 0) {
+          ok = true;
+          for (std::size_t i = 0; i < count && ok; ++i) {
+            double want = -1e300;
+            for (int k = 0; k < n; ++k) want = std::max<double>(want, val(k, i) + it);
+            ok = y[i] == want;
+          }
+          EXPECT(ok, "plan_reduce count %zu iteration %d", count, it);
+        }
+        pz.start().get();
       }
     }
 

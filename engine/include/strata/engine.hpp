@@ -34,7 +34,30 @@ class Bootstrap;
 namespace detail {
 struct EngineCore;
 struct CommImpl;
+struct PlanImpl;
 }  // namespace detail
+
+/// @brief A persistent collective (seed 001): compiled once, buffers registered
+/// and their keys exchanged once, started many times. start() follows the same
+/// ordering rule as the one-shot calls of its communicator.
+///
+/// @code
+///   strata::Plan p = world.plan_allreduce(x.data(), y.data(), n, strata::Datatype::float64, strata::Op::sum);
+///   for (int it = 0; it < iters; ++it) { fill(x); p.start().get(); use(y); }
+/// @endcode
+class Plan {
+ public:
+  Plan() = default;
+  /// @brief False for a default-constructed plan.
+  [[nodiscard]] bool valid() const noexcept { return impl_ != nullptr; }
+  /// @brief Starts one execution; the buffers given at creation must be valid until the future completes.
+  Future<void> start();
+  /// @brief Internal handle.
+  explicit Plan(std::shared_ptr<detail::PlanImpl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<detail::PlanImpl> impl_;
+};
 
 /// @brief Engine construction options; from_environment() reads the STRATA_* variables.
 struct EngineOptions {
@@ -136,6 +159,18 @@ class Communicator {
   /// (starting at the sum of the counts before r) in @p recv.
   Future<void> reduce_scatter(const void* send, void* recv, const std::vector<std::size_t>& counts, Datatype type,
                               Op op, const CollOptions& opts = {});
+
+  /// @brief Persistent barrier.
+  Plan plan_barrier(const CollOptions& opts = {});
+  /// @brief Persistent broadcast (collective): receivers' buffers are
+  /// registered and exchanged once; data goes straight into them (single copy).
+  Plan plan_broadcast(void* buf, std::size_t count, Datatype type, int root, const CollOptions& opts = {});
+  /// @brief Persistent reduce (collective).
+  Plan plan_reduce(const void* send, void* recv, std::size_t count, Datatype type, Op op, int root,
+                   const CollOptions& opts = {});
+  /// @brief Persistent allreduce (collective): the broadcast half writes straight into the receive buffers.
+  Plan plan_allreduce(const void* send, void* recv, std::size_t count, Datatype type, Op op,
+                      const CollOptions& opts = {});
 
   /// @brief Internal handle.
   explicit Communicator(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}

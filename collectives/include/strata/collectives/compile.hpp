@@ -21,6 +21,7 @@
 //   outputs[0] = the user's receive buffer
 //   outputs[1] = this rank's window slot (slot_bytes bytes)
 //   peer buffer (r, 0) = rank r's whole window (offsets include the slot base)
+//   peer buffer (r, 1) = rank r's receive buffer (Call::direct only)
 #pragma once
 
 #include <cstddef>
@@ -98,6 +99,13 @@ struct Call {
   bool in_place = false;                           ///< send buffer is the receive buffer
   bool entry_all = false;                          ///< strict entry: barrier before data moves
   bool exit_all = false;                           ///< strict exit: barrier before completion
+  /// v-variants: per-rank element counts and displacements (elements) into
+  /// the rooted / gathered buffer; alltoallv also uses rcounts/rdispls.
+  std::vector<std::size_t> counts, displs, rcounts, rdispls;
+  /// Persistent plans: every rank's receive buffer is registered and its key
+  /// bound as peer buffer (r, 1), so broadcast data goes straight into the
+  /// receivers' buffers (single copy, no window staging).
+  bool direct = false;
   Algorithm algo;
 };
 
