@@ -1,0 +1,256 @@
+// Raw libfabric measurement, no strata backend: fi_writedata ping-pong latency
+// (8 bytes, CQ data as the signal) and fi_write bandwidth (window of 8,
+// FI_DELIVERY_COMPLETE like the backend's put), with the same provider
+// selection the backend uses, so the backend can be compared with the raw
+// provider. Two ranks, started like fabric_rank:
+//
+//   fabric_raw_pingpong <rendezvous-socket> <rank> 2 <provider> [bytes]
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_bootstrap.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void fail(const char* what, long rc) {
+  std::fprintf(stderr, "fabric_raw_pingpong: %s failed: %s (%ld)\n", what, fi_strerror(static_cast<int>(-rc)), rc);
+  std::exit(1);
+}
+
+void check(long rc, const char* what) {
+  if (rc != 0) fail(what, rc);
+}
+
+struct Raw {
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;
+  fid_ep* ep = nullptr;
+  fid_mr* mr = nullptr;
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  std::uint64_t peer_addr = 0;
+  std::uint64_t peer_key = 0;
+
+  /// Reads one completion (spinning); returns its flags and data.
+  fi_cq_data_entry wait_one() {
+    fi_cq_data_entry e{};
+    for (;;) {
+      ssize_t n = fi_cq_read(cq, &e, 1);
+      if (n == 1) return e;
+      if (n == -FI_EAVAIL) {
+        fi_cq_err_entry ee{};
+        fi_cq_readerr(cq, &ee, 0);
+        fail("completion", -ee.err);
+      }
+      if (n != -FI_EAGAIN) fail("fi_cq_read", n);
+    }
+  }
+
+  template <typename F>
+  void post(F&& f, const char* what) {
+    for (;;) {
+      ssize_t rc = f();
+      if (rc == 0) return;
+      if (rc != -FI_EAGAIN) fail(what, rc);
+      fi_cq_data_entry e{};
+      (void)fi_cq_read(cq, &e, 0);  // progress
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s <socket> <rank> 2 <provider> [bytes]\n", argv[0]);
+    return 2;
+  }
+  const int rank = std::atoi(argv[2]);
+  const std::string prov = argv[4];
+  const std::size_t bw_size = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : (std::size_t{4} << 20);
+  strata::fabric_test::SocketBootstrap boot(argv[1], rank, 2);
+
+  Raw r;
+  fi_info* hints = fi_allocinfo();
+  hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  if (std::getenv("RAW_SOURCE") != nullptr) hints->caps |= FI_SOURCE | FI_ATOMIC;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  hints->fabric_attr->prov_name = strdup(prov.c_str());
+  check(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &r.info), "fi_getinfo");
+  fi_freeinfo(hints);
+  // same choice as the backend: first non-loopback domain
+  fi_info* pick = r.info;
+  for (fi_info* i = r.info; i != nullptr; i = i->next) {
+    if (i->domain_attr->name == nullptr || std::strcmp(i->domain_attr->name, "lo") != 0) {
+      pick = i;
+      break;
+    }
+  }
+  const auto mr_mode = static_cast<std::uint64_t>(pick->domain_attr->mr_mode);
+  check(fi_fabric(pick->fabric_attr, &r.fabric, nullptr), "fi_fabric");
+  check(fi_domain(r.fabric, pick, &r.domain, nullptr), "fi_domain");
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  check(fi_cq_open(r.domain, &cq_attr, &r.cq, nullptr), "fi_cq_open");
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  check(fi_av_open(r.domain, &av_attr, &r.av, nullptr), "fi_av_open");
+  check(fi_endpoint(r.domain, pick, &r.ep, nullptr), "fi_endpoint");
+  check(fi_ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV), "bind cq");
+  check(fi_ep_bind(r.ep, &r.av->fid, 0), "bind av");
+  check(fi_enable(r.ep), "fi_enable");
+
+  std::vector<std::uint8_t> buf(bw_size + 64, 1);
+  check(fi_mr_reg(r.domain, buf.data(), buf.size(), FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 1, 0,
+                  &r.mr, nullptr),
+        "fi_mr_reg");
+  if ((mr_mode & FI_MR_ENDPOINT) != 0) {
+    check(fi_mr_bind(r.mr, &r.ep->fid, 0), "fi_mr_bind");
+    check(fi_mr_enable(r.mr), "fi_mr_enable");
+  }
+  void* desc = fi_mr_desc(r.mr);
+
+  struct Blob {
+    std::uint64_t addr;
+    std::uint64_t key;
+    std::size_t name_len;
+    std::array<char, 256> name;
+  } me{};
+  me.addr = (mr_mode & FI_MR_VIRT_ADDR) != 0 ? reinterpret_cast<std::uintptr_t>(buf.data()) : 0;
+  me.key = fi_mr_key(r.mr);
+  me.name_len = me.name.size();
+  check(fi_getname(&r.ep->fid, me.name.data(), &me.name_len), "fi_getname");
+  auto all = boot.allgather(&me, sizeof(me));
+  Blob other{};
+  std::memcpy(&other, all[static_cast<std::size_t>(1 - rank)].data(), sizeof(other));
+  if (fi_av_insert(r.av, other.name.data(), 1, &r.peer, 0, nullptr) != 1) fail("fi_av_insert", -FI_EINVAL);
+  r.peer_addr = other.addr;
+  r.peer_key = other.key;
+
+  fi_context2 ctx{};
+  auto writedata = [&](std::uint64_t data) {
+    if (std::getenv("RAW_WRITEMSG") != nullptr) {
+      iovec iov{buf.data(), 8};
+      fi_rma_iov riov{r.peer_addr, 8, r.peer_key};
+      fi_msg_rma m{};
+      m.msg_iov = &iov;
+      m.desc = &desc;
+      m.iov_count = 1;
+      m.addr = r.peer;
+      m.rma_iov = &riov;
+      m.rma_iov_count = 1;
+      m.context = &ctx;
+      m.data = data;
+      const std::uint64_t dc = std::getenv("RAW_DC") != nullptr ? FI_DELIVERY_COMPLETE : 0;
+      r.post([&] { return fi_writemsg(r.ep, &m, FI_COMPLETION | FI_REMOTE_CQ_DATA | dc); }, "fi_writemsg");
+      return;
+    }
+    r.post([&] { return fi_writedata(r.ep, buf.data(), 8, desc, data, r.peer, r.peer_addr, r.peer_key, &ctx); },
+           "fi_writedata");
+  };
+  // Waits for the remote CQ data entry; local write completions are counted on the side.
+  int local_pending = 0;
+  auto wait_remote = [&] {
+    for (;;) {
+      fi_cq_data_entry e = r.wait_one();
+      if ((e.flags & FI_REMOTE_CQ_DATA) != 0) return;
+      --local_pending;
+    }
+  };
+  // warm-up: also opens the rxm connection both ways
+  const int iters = 5000;
+  const int warm = 100;
+  double lat_us = 0;
+  for (int i = 0; i < iters + warm; ++i) {
+    static Clock::time_point t0;
+    if (i == warm) t0 = Clock::now();
+    if (rank == 0) {
+      writedata(static_cast<std::uint64_t>(i));
+      ++local_pending;
+      wait_remote();
+    } else {
+      wait_remote();
+      writedata(static_cast<std::uint64_t>(i));
+      ++local_pending;
+    }
+    if (i == iters + warm - 1)
+      lat_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters / 2;
+  }
+  while (local_pending > 0) {
+    r.wait_one();
+    --local_pending;
+  }
+  boot.barrier();
+  // bandwidth: rank 0 writes bw_size, window 8, FI_DELIVERY_COMPLETE; rank 1 progresses until told to stop
+  const int rounds = 64;
+  double mbs = 0;
+  if (rank == 0) {
+    int inflight = 0;
+    auto t0 = Clock::now();
+    for (int i = 0; i < rounds; ++i) {
+      while (inflight >= 8) {
+        r.wait_one();
+        --inflight;
+      }
+      iovec iov{buf.data(), bw_size};
+      fi_rma_iov riov{r.peer_addr, bw_size, r.peer_key};
+      fi_msg_rma m{};
+      m.msg_iov = &iov;
+      m.desc = &desc;
+      m.iov_count = 1;
+      m.addr = r.peer;
+      m.rma_iov = &riov;
+      m.rma_iov_count = 1;
+      m.context = &ctx;
+      r.post([&] { return fi_writemsg(r.ep, &m, FI_COMPLETION | FI_DELIVERY_COMPLETE); }, "fi_writemsg");
+      ++inflight;
+    }
+    while (inflight > 0) {
+      r.wait_one();
+      --inflight;
+    }
+    mbs = static_cast<double>(bw_size) * rounds / std::chrono::duration<double>(Clock::now() - t0).count() / 1e6;
+    writedata(1);  // stop
+    ++local_pending;
+    while (local_pending > 0) {
+      r.wait_one();
+      --local_pending;
+    }
+  } else {
+    wait_remote();
+  }
+  if (rank == 0) {
+    std::printf("raw %s fi_writedata 8 B one-way latency (polling): %.2f us\n", prov.c_str(), lat_us);
+    std::printf("raw %s fi_write bandwidth %zu B: %.1f MB/s\n", prov.c_str(), bw_size, mbs);
+  }
+  boot.barrier();
+  fi_close(&r.ep->fid);
+  fi_close(&r.mr->fid);
+  fi_close(&r.av->fid);
+  fi_close(&r.cq->fid);
+  fi_close(&r.domain->fid);
+  fi_close(&r.fabric->fid);
+  fi_freeinfo(r.info);
+  return 0;
+}

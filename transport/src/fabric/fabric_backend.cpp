@@ -1,0 +1,1337 @@
+// libfabric RMA backend (issue 3). See docs/fabric.md for the design.
+//
+// One RDM endpoint, one CQ (FI_CQ_FORMAT_DATA, FI_WAIT_FD when available), one
+// AV table. All libfabric calls happen under one mutex (domain threading
+// FI_THREAD_DOMAIN); user handlers run outside it, one dispatcher at a time, in
+// the order events were produced, so signals from one source keep their order.
+#include <poll.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend.hpp"
+#include "fabric/fabric_mr_cache.hpp"
+
+namespace strata::transport::detail {
+namespace fabric {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint32_t kBlobMagic = 0x5354464bu;  // "STFK"
+constexpr std::size_t kMsgSize = 64;
+constexpr std::size_t kSendSlots = 1024;
+constexpr std::size_t kRecvSlots = 256;
+constexpr std::uint64_t kMrAccess = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
+
+// Flags a rank advertises in its start-up blob.
+constexpr std::uint32_t kCanResolveSource = 1u;  // FI_SOURCE + 8-byte CQ data + WAW: signals as CQ data
+constexpr std::uint32_t kNativeAtomics = 2u;     // fi_fetch_atomic(FI_UINT64, FI_SUM) valid
+
+/// Control messages (pre-posted receives, FI_ORDER_SAS per pair).
+enum class MsgType : std::uint32_t { hello = 1, signal = 2, atomic_req = 3, atomic_resp = 4 };
+
+struct Msg {
+  std::uint32_t type = 0;
+  std::int32_t src = -1;
+  std::uint64_t a = 0;  // signal payload | atomic: remote address | resp: request id
+  std::uint64_t b = 0;  // atomic: key | resp: fetched value
+  std::uint64_t c = 0;  // atomic: addend | resp: errc
+  std::uint64_t d = 0;  // atomic: request id
+  std::uint64_t pad[3] = {};
+};
+static_assert(sizeof(Msg) == kMsgSize, "Msg is one 64-byte slot");
+
+/// The blob each rank contributes to the start-up allgather.
+struct BlobHeader {
+  std::uint32_t magic = kBlobMagic;
+  std::uint32_t opened = 0;
+  std::uint32_t flags = 0;
+  std::uint32_t name_len = 0;
+  std::uint64_t landing_addr = 0;  // RMA address of the 64-byte signal landing region
+  std::uint64_t landing_key = 0;
+  char provider[48] = {};
+  char error[128] = {};
+};
+
+enum class Kind : std::uint8_t { put, get, put_signal, signal, fetch_add, internal_send, recv };
+
+/// One operation. The fi_context2 must come first: libfabric providers with
+/// FI_CONTEXT/FI_CONTEXT2 mode use the memory the context points at.
+struct Op {
+  fi_context2 fictx{};
+  Kind kind = Kind::put;
+  int peer = -1;
+  void* user_ctx = nullptr;
+  Clock::time_point deadline{};
+  bool user_done = false;      // completion delivered (or none owed: internal ops)
+  bool internal = false;       // no user completion
+  bool awaiting_resp = false;  // emulated atomic: waiting for the response message
+  bool queued = false;         // in the retry queue
+  bool reap_listed = false;    // in the reap candidate list
+  int outstanding = 0;         // posted fi operations not yet completed
+  int step = 0;                // next step to post
+  int nsteps = 1;
+  // parameters
+  const std::byte* src = nullptr;
+  std::byte* dst = nullptr;
+  std::size_t len = 0;
+  std::uint64_t raddr = 0;
+  std::uint64_t rkey = 0;
+  std::uint64_t data = 0;  // signal payload / addend
+  std::uint64_t* fetched = nullptr;
+  MrEntry* local_mr = nullptr;
+  int slot = -1;  // send slot (messages, native atomic operand/result)
+  Msg msg{};      // message to send (copied into the slot when posted)
+  Status error;   // first error seen while posting/completing
+};
+
+struct PeerState {
+  bool served = false;
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  bool cq_signals = false;  // signals to this peer travel as remote CQ data
+  std::uint64_t landing_addr = 0;
+  std::uint64_t landing_key = 0;
+  Status dead;  // non-OK once failed
+  bool hello_seen = false;
+};
+
+struct Event {
+  enum Type : std::uint8_t { completion, signal, peer_failed } type = completion;
+  void* ctx = nullptr;
+  Status status;
+  int source = -1;
+  std::uint64_t payload = 0;
+};
+
+std::string fi_err(int rc) { return std::string(fi_strerror(rc < 0 ? -rc : rc)) + " (" + std::to_string(rc) + ")"; }
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::put:
+      return "put";
+    case Kind::get:
+      return "get";
+    case Kind::put_signal:
+      return "put_with_signal";
+    case Kind::signal:
+      return "signal";
+    case Kind::fetch_add:
+      return "fetch_add";
+    case Kind::internal_send:
+      return "control message";
+    case Kind::recv:
+      return "receive";
+  }
+  return "operation";
+}
+
+/// Error numbers (positive) that mean the peer is gone, not that one operation was bad.
+bool connection_lost(int e) {
+  switch (e) {
+    case FI_ECONNREFUSED:
+    case FI_ECONNRESET:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case FI_EIO:
+    case FI_ETIMEDOUT:
+    case FI_EOTHER:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int provider_rank(const std::string& prov) {
+  // Lower is better; -1 excluded from automatic selection.
+  static const char* const order[] = {"verbs;ofi_rxm", "efa", "cxi", "psm3", "opx", "tcp;ofi_rxm", "sockets", "tcp"};
+  int i = 0;
+  for (const char* p : order) {
+    if (prov == p) return i;
+    ++i;
+  }
+  if (prov == "shm" || prov.find("ofi_rxd") != std::string::npos || prov == "udp" || prov == "net" ||
+      prov.find("hook") != std::string::npos)
+    return -1;
+  return i;
+}
+
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+class FabricBackend final : public Backend {
+ public:
+  FabricBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector<bool>& serve, const TransportOptions& opts)
+      : rank_(boot.rank()), size_(boot.size()), opts_(opts), cache_(opts.mr_cache_entries) {
+    if (static_cast<int>(serve.size()) != size_)
+      throw Error(Errc::invalid_argument, "fabric backend (rank " + std::to_string(rank_) + "): serve has " +
+                                              std::to_string(serve.size()) + " entries for " + std::to_string(size_) +
+                                              " ranks");
+    if (hier.size() != 0 && hier.size() != size_)
+      throw Error(Errc::invalid_argument, "fabric backend (rank " + std::to_string(rank_) + "): hierarchy has " +
+                                              std::to_string(hier.size()) + " ranks, bootstrap " +
+                                              std::to_string(size_));
+    peers_.resize(static_cast<std::size_t>(size_));
+    bool any = false;
+    for (int p = 0; p < size_; ++p) {
+      peers_[static_cast<std::size_t>(p)].served = serve[static_cast<std::size_t>(p)] && p != rank_;
+      any = any || peers_[static_cast<std::size_t>(p)].served;
+    }
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+    // 1. Open the fabric when some peer needs it; a failure is reported through
+    //    the allgather so that every rank fails instead of hanging.
+    std::string open_error;
+    if (any) {
+      try {
+        open();
+      } catch (const Error& e) {
+        open_error = e.what();
+        const std::string suffix = ": " + e.code().message();  // added by std::system_error
+        if (open_error.size() > suffix.size() &&
+            open_error.compare(open_error.size() - suffix.size(), suffix.size(), suffix) == 0)
+          open_error.resize(open_error.size() - suffix.size());
+        close_all();
+      }
+    }
+    BlobHeader h;
+    h.opened = (opened_ ? 1u : 0u);
+    h.flags = local_flags_;
+    h.landing_addr = landing_rma_addr_;
+    h.landing_key = landing_mr_ != nullptr ? landing_mr_->key : 0;
+    std::snprintf(h.provider, sizeof(h.provider), "%s", provider_.c_str());
+    std::snprintf(h.error, sizeof(h.error), "%s", open_error.c_str());
+    h.name_len = static_cast<std::uint32_t>(ep_name_.size());
+    std::vector<std::byte> blob(sizeof(h) + ep_name_.size());
+    std::memcpy(blob.data(), &h, sizeof(h));
+    if (!ep_name_.empty()) std::memcpy(blob.data() + sizeof(h), ep_name_.data(), ep_name_.size());
+    auto all = boot.allgather(blob.data(), blob.size());
+    if (!open_error.empty()) throw Error(Errc::transport_error, open_error);
+
+    // 2. Check the peers' blobs, decide atomics, insert served peers into the AV.
+    std::vector<BlobHeader> heads(static_cast<std::size_t>(size_));
+    for (int p = 0; p < size_; ++p) {
+      const auto& b = all.at(static_cast<std::size_t>(p));
+      BlobHeader& ph = heads[static_cast<std::size_t>(p)];
+      if (b.size() < sizeof(BlobHeader)) fail_start(Errc::bootstrap_error, p, "sent a malformed start-up blob");
+      std::memcpy(&ph, b.data(), sizeof(BlobHeader));
+      ph.provider[sizeof(ph.provider) - 1] = '\0';
+      ph.error[sizeof(ph.error) - 1] = '\0';
+      if (ph.magic != kBlobMagic || b.size() != sizeof(BlobHeader) + ph.name_len)
+        fail_start(Errc::bootstrap_error, p, "sent a malformed start-up blob");
+      if (ph.error[0] != '\0')
+        fail_start(Errc::transport_error, p, std::string("failed to open libfabric: ") + ph.error);
+    }
+    native_atomics_ = opened_ && !env_is("STRATA_FI_ATOMICS", "emulate");
+    for (int p = 0; p < size_; ++p) {
+      const BlobHeader& ph = heads[static_cast<std::size_t>(p)];
+      if (ph.opened != 0 && (ph.flags & kNativeAtomics) == 0) native_atomics_ = false;
+    }
+    if (!opened_) return;
+    for (int p = 0; p < size_; ++p) {
+      PeerState& ps = peers_[static_cast<std::size_t>(p)];
+      if (!ps.served) continue;
+      const BlobHeader& ph = heads[static_cast<std::size_t>(p)];
+      if (ph.opened == 0) fail_start(Errc::bootstrap_error, p, "did not open libfabric although this rank serves it");
+      if (provider_ != ph.provider)
+        fail_start(Errc::transport_error, p,
+                   std::string("uses provider '") + ph.provider + "', this rank '" + provider_ + "'");
+      const auto& b = all[static_cast<std::size_t>(p)];
+      fi_addr_t a = FI_ADDR_UNSPEC;
+      int rc = fi_av_insert(av_, b.data() + sizeof(BlobHeader), 1, &a, 0, nullptr);
+      if (rc != 1) fail_start(Errc::transport_error, p, "fi_av_insert failed: " + fi_err(rc));
+      ps.addr = a;
+      ps.landing_addr = ph.landing_addr;
+      ps.landing_key = ph.landing_key;
+      ps.cq_signals = (local_flags_ & kCanResolveSource) != 0 && (ph.flags & kCanResolveSource) != 0 &&
+                      !env_is("STRATA_FI_SIGNAL", "msg");
+      if (addr_to_rank_.size() <= a) addr_to_rank_.resize(static_cast<std::size_t>(a) + 1, -1);
+      addr_to_rank_[static_cast<std::size_t>(a)] = p;
+    }
+
+    // 3. Warm connections: one hello each way with every served peer.
+    warm_up();
+  }
+
+  ~FabricBackend() override {
+    shutdown();
+    std::lock_guard<std::mutex> lk(mu_);
+    close_all();
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+  }
+
+  FabricBackend(const FabricBackend&) = delete;
+  FabricBackend& operator=(const FabricBackend&) = delete;
+
+  // ------------------------------------------------------------ Transport
+  [[nodiscard]] int rank() const noexcept override { return rank_; }
+  [[nodiscard]] int size() const noexcept override { return size_; }
+  [[nodiscard]] std::string name() const override {
+    return "ofi:" + (provider_.empty() ? std::string("none") : provider_);
+  }
+
+  void set_completion_handler(CompletionHandler h) override {
+    std::lock_guard<std::mutex> lk(handler_mu_);
+    on_complete_ = std::move(h);
+  }
+  void set_signal_handler(SignalHandler h) override {
+    std::lock_guard<std::mutex> lk(handler_mu_);
+    on_signal_ = std::move(h);
+  }
+  void set_peer_failure_handler(PeerFailureHandler h) override {
+    std::lock_guard<std::mutex> lk(handler_mu_);
+    on_peer_failed_ = std::move(h);
+  }
+
+  Status register_memory(void* addr, std::size_t len, RemoteKey* key) override {
+    if (key == nullptr) return err(Errc::invalid_argument, "register_memory: key is null");
+    if (addr == nullptr || len == 0) return err(Errc::invalid_argument, "register_memory: empty range (addr or len 0)");
+    std::lock_guard<std::mutex> lk(mu_);
+    if (shut_) return err(Errc::shutdown, "register_memory after shutdown");
+    key->owner = rank_;
+    key->addr = reinterpret_cast<std::uintptr_t>(addr);
+    key->len = len;
+    if (!opened_) return Status::ok();  // no fabric peer: nothing to register
+    int rc = 0;
+    auto a = reinterpret_cast<std::uintptr_t>(addr);
+    MrEntry* e = cache_.acquire(
+        a, len, [this](MrEntry& me) { return reg_mr(me); }, &rc);
+    if (e == nullptr) return err(Errc::transport_error, "register_memory: fi_mr_reg failed: " + fi_err(rc));
+    ++e->pinned;
+    key->flags |= RemoteKey::kFabric;
+    key->fi_key = e->key;
+    // RMA address of byte 0 of the range = fi_base (+ offset at use).
+    key->fi_base = virt_addr_ ? a : a - e->base;
+    return Status::ok();
+  }
+
+  Status deregister_memory(void* addr, std::size_t len) override {
+    if (addr == nullptr || len == 0) return err(Errc::invalid_argument, "deregister_memory: empty range");
+    std::lock_guard<std::mutex> lk(mu_);
+    cache_.drop(reinterpret_cast<std::uintptr_t>(addr), len);
+    return Status::ok();
+  }
+
+  Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
+             void* context) override {
+    return post_rma(Kind::put, peer, src, nullptr, len, dst, dst_offset, 0, context);
+  }
+  Status get(int peer, void* dst, std::size_t len, const RemoteKey& src, std::uint64_t src_offset,
+             void* context) override {
+    return post_rma(Kind::get, peer, nullptr, dst, len, src, src_offset, 0, context);
+  }
+  Status put_with_signal(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
+                         std::uint64_t signal, void* context) override {
+    return post_rma(Kind::put_signal, peer, src, nullptr, len, dst, dst_offset, signal, context);
+  }
+
+  Status signal(int peer, std::uint64_t payload, void* context) override {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (Status s = check_peer("signal", peer); !s) return s;
+    auto op = new_op(Kind::signal, peer, context);
+    op->data = payload;
+    const PeerState& ps = peers_[static_cast<std::size_t>(peer)];
+    if (ps.cq_signals) {
+      op->raddr = ps.landing_addr;
+      op->rkey = ps.landing_key;
+    } else {
+      op->msg.type = static_cast<std::uint32_t>(MsgType::signal);
+      op->msg.a = payload;
+    }
+    submit(std::move(op));
+    return Status::ok();
+  }
+
+  Status fetch_add(int peer, const RemoteKey& dst, std::uint64_t dst_offset, std::uint64_t addend,
+                   std::uint64_t* fetched, void* context) override {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (Status s = check_peer("fetch_add", peer); !s) return s;
+    if (fetched == nullptr)
+      return err(Errc::invalid_argument, "fetch_add to rank " + std::to_string(peer) + ": fetched is null");
+    if (Status s = check_key("fetch_add", peer, dst, dst_offset, sizeof(std::uint64_t)); !s) return s;
+    if ((dst.addr + dst_offset) % alignof(std::uint64_t) != 0)
+      return err(Errc::invalid_argument, "fetch_add to rank " + std::to_string(peer) + ": dst_offset " +
+                                             std::to_string(dst_offset) + " gives a misaligned 64-bit word");
+    auto op = new_op(Kind::fetch_add, peer, context);
+    op->raddr = dst.fi_base + dst_offset;
+    op->rkey = dst.fi_key;
+    op->data = addend;
+    op->fetched = fetched;
+    if (!native_atomics_) {
+      op->msg.type = static_cast<std::uint32_t>(MsgType::atomic_req);
+      op->msg.a = op->raddr;
+      op->msg.b = op->rkey;
+      op->msg.c = addend;
+      op->msg.d = next_req_id_;
+      op->awaiting_resp = true;
+      atomic_reqs_[next_req_id_++] = op.get();
+    }
+    submit(std::move(op));
+    return Status::ok();
+  }
+
+  std::size_t progress() override {
+    std::size_t n = 0;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      n = progress_locked();
+    }
+    dispatch();
+    return n;
+  }
+
+  void wait_for_event(std::chrono::microseconds timeout) override {
+    int ms = static_cast<int>(std::max<std::int64_t>(0, (timeout.count() + 999) / 1000));
+    std::array<pollfd, 2> fds{};
+    nfds_t nfds = 0;
+    fds[nfds++] = pollfd{wake_fd_, POLLIN, 0};
+    if (cq_fd_ >= 0 && prepare_wait()) {
+      fds[nfds++] = pollfd{cq_fd_, POLLIN, 0};
+    } else if (cq_fd_ >= 0) {
+      return;  // work pending
+    } else if (opened_) {
+      ms = std::min(ms, 1);  // provider offers no fd: poll again soon
+    }
+    if (::poll(fds.data(), nfds, ms) > 0 && (fds[0].revents & POLLIN) != 0) {
+      std::uint64_t v = 0;
+      ssize_t r = ::read(wake_fd_, &v, sizeof(v));
+      (void)r;
+    }
+  }
+
+  void wake() override {
+    std::uint64_t one = 1;
+    ssize_t r = ::write(wake_fd_, &one, sizeof(one));
+    (void)r;
+  }
+
+  [[nodiscard]] Status peer_status(int peer) const override {
+    if (peer < 0 || peer >= size_)
+      return Status(Errc::unknown_peer, "fabric (rank " + std::to_string(rank_) + "): peer " + std::to_string(peer) +
+                                            " outside [0, " + std::to_string(size_) + ")");
+    std::lock_guard<std::mutex> lk(mu_);
+    return peers_[static_cast<std::size_t>(peer)].dead;
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (shut_) return;
+      shut_ = true;
+      Status why(Errc::shutdown, "fabric (rank " + std::to_string(rank_) + "): transport shut down");
+      for (auto& kv : ops_) finish_user(*kv.second, why);
+      for (Op* o : retry_) o->queued = false;
+      retry_.clear();
+      reap();
+    }
+    dispatch();
+  }
+
+  // ------------------------------------------------------------ Backend
+  [[nodiscard]] int wait_fd() const override { return cq_fd_; }
+
+  bool prepare_wait() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!opened_ || cq_fd_ < 0) return true;
+    if (!retry_.empty() || !events_.empty()) return false;
+    fid* fids[1] = {&cq_->fid};
+    return fi_trywait(fabric_, fids, 1) == FI_SUCCESS;
+  }
+
+  void fail_peer(int peer, const Status& why) override {
+    if (peer < 0 || peer >= size_) return;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      fail_peer_locked(peer, why);
+    }
+    dispatch();
+  }
+
+ private:
+  // ------------------------------------------------------------ set-up
+  [[noreturn]] void fail_start(Errc code, int peer, const std::string& what) {
+    throw Error(code, "fabric backend (rank " + std::to_string(rank_) + "): rank " + std::to_string(peer) + " " + what);
+  }
+
+  Status err(Errc code, const std::string& what) const {
+    return Status(code, "fabric (rank " + std::to_string(rank_) + "): " + what);
+  }
+
+  fi_info* get_info(std::uint64_t caps, std::uint64_t order, const std::string& prov) {
+    fi_info* hints = fi_allocinfo();
+    if (hints == nullptr) throw Error(Errc::internal, "fi_allocinfo failed");
+    hints->caps = caps;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    hints->tx_attr->msg_order = order;
+    hints->rx_attr->msg_order = order;
+    if (!prov.empty()) hints->fabric_attr->prov_name = strdup(prov.c_str());
+    fi_info* info = nullptr;
+    int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (rc != 0) return nullptr;
+    return info;
+  }
+
+  void open() {
+    const std::uint64_t base =
+        FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    const std::uint64_t tries[] = {base | FI_ATOMIC | FI_SOURCE, base | FI_SOURCE, base | FI_ATOMIC, base};
+    const std::string& want = opts_.provider;
+    fi_info* list = nullptr;
+    // Providers report the ordering that was asked for: ask for what the
+    // signal paths can use (WAW: CQ-data signals after earlier writes; SAW:
+    // a signal message right behind its write; RAW: flush reads), then less.
+    const std::uint64_t orders[] = {FI_ORDER_SAS | FI_ORDER_WAW | FI_ORDER_SAW | FI_ORDER_RAW, FI_ORDER_SAS};
+    for (std::uint64_t order : orders) {
+      for (std::uint64_t caps : tries) {
+        list = get_info(caps, order, want);
+        if (list != nullptr) break;
+      }
+      if (list != nullptr) break;
+    }
+    if (list == nullptr)
+      throw Error(Errc::transport_error,
+                  "fabric backend (rank " + std::to_string(rank_) + "): no libfabric provider " +
+                      (want.empty() ? std::string("with FI_RDM + FI_RMA + FI_MSG") : "'" + want + "'") +
+                      " available (check STRATA_PROVIDER and fi_info)");
+    // Pick: the requested provider, else the best-ranked; prefer a non-loopback domain.
+    fi_info* pick = nullptr;
+    int best = 1 << 30;
+    for (fi_info* i = list; i != nullptr; i = i->next) {
+      std::string prov = i->fabric_attr->prov_name != nullptr ? i->fabric_attr->prov_name : "";
+      int r = want.empty() ? provider_rank(prov) : 0;
+      if (r < 0) continue;
+      bool lo = i->domain_attr->name != nullptr && std::strcmp(i->domain_attr->name, "lo") == 0;
+      r = r * 2 + (lo ? 1 : 0);
+      if (r < best) {
+        best = r;
+        pick = i;
+      }
+    }
+    if (pick == nullptr) {
+      fi_freeinfo(list);
+      throw Error(Errc::transport_error, "fabric backend (rank " + std::to_string(rank_) +
+                                             "): no suitable provider for remote peers (only shm/udp/rxd found); set "
+                                             "STRATA_PROVIDER");
+    }
+    info_ = fi_dupinfo(pick);
+    fi_freeinfo(list);
+    provider_ = info_->fabric_attr->prov_name;
+    const std::uint64_t mr_mode = static_cast<std::uint64_t>(info_->domain_attr->mr_mode);
+    virt_addr_ = (mr_mode & FI_MR_VIRT_ADDR) != 0;
+    prov_key_ = (mr_mode & FI_MR_PROV_KEY) != 0;
+    mr_local_ = (mr_mode & FI_MR_LOCAL) != 0;
+    mr_endpoint_ = (mr_mode & FI_MR_ENDPOINT) != 0;
+    max_msg_ = info_->ep_attr->max_msg_size == 0 ? (std::size_t{1} << 30) : info_->ep_attr->max_msg_size;
+    max_msg_ = std::min<std::size_t>(max_msg_, std::size_t{1} << 30);
+    const bool has_source = (info_->caps & FI_SOURCE) != 0;
+    const bool waw = (info_->tx_attr->msg_order & FI_ORDER_WAW) != 0;
+    saw_ = (info_->tx_attr->msg_order & FI_ORDER_SAW) != 0;
+    raw_ = (info_->tx_attr->msg_order & FI_ORDER_RAW) != 0;
+    // CQ-data signals need the source of a remote write from fi_cq_readfrom.
+    // Measured with libfabric 1.17: shm reports it; tcp;ofi_rxm accepts
+    // FI_SOURCE but leaves src_addr unset for remote writes, so signals to it
+    // travel as messages. STRATA_FI_SIGNAL=cqdata|msg overrides.
+    const bool source_for_rma = provider_ == "shm" || env_is("STRATA_FI_SIGNAL", "cqdata");
+    if (has_source && source_for_rma && waw && info_->domain_attr->cq_data_size >= 8) local_flags_ |= kCanResolveSource;
+    // Delivery complete: requested per operation; fall back to a flushing read.
+    delivery_complete_ = !env_is("STRATA_FI_DELIVERY", "flush") || !raw_;
+
+    auto check = [this](int rc, const char* what) {
+      if (rc != 0)
+        throw Error(Errc::transport_error, "fabric backend (rank " + std::to_string(rank_) + ", provider " + provider_ +
+                                               "): " + what + " failed: " + fi_err(rc));
+    };
+    check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+    check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_DATA;
+    cq_attr.size = 0;
+    // With libfabric 1.17 neither tcp;ofi_rxm nor shm wake a thread blocked on
+    // the CQ fd reliably when data arrives (measured: every wait ran to its
+    // timeout), so the fd is opt-in (STRATA_FI_WAIT=fd); the default is no
+    // wait object and wait_fd() == -1: the caller polls.
+    cq_attr.wait_obj = env_is("STRATA_FI_WAIT", "fd") ? FI_WAIT_FD : FI_WAIT_NONE;
+    if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) {
+      cq_attr.wait_obj = FI_WAIT_NONE;
+      check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+    }
+    if (cq_attr.wait_obj == FI_WAIT_FD) {
+      int fd = -1;
+      if (fi_control(&cq_->fid, FI_GETWAIT, &fd) == 0) cq_fd_ = fd;
+    }
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
+    check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+    check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+    check(fi_enable(ep_), "fi_enable");
+    std::array<char, 256> name{};
+    std::size_t name_len = name.size();
+    check(fi_getname(&ep_->fid, name.data(), &name_len), "fi_getname");
+    ep_name_.assign(name.data(), name.data() + name_len);
+
+    if ((info_->caps & FI_ATOMIC) != 0) {
+      std::size_t count = 0;
+      if (fi_fetch_atomicvalid(ep_, FI_UINT64, FI_SUM, &count) == 0 && count >= 1) local_flags_ |= kNativeAtomics;
+    }
+
+    // Registered slabs: send slots, receive slots, signal landing region.
+    send_slab_.resize(kSendSlots);
+    recv_slab_.resize(kRecvSlots);
+    landing_.resize(1);
+    int rc = 0;
+    auto reg = [this](MrEntry& me) { return reg_mr(me); };
+    send_mr_ = cache_.acquire(reinterpret_cast<std::uintptr_t>(send_slab_.data()), kSendSlots * kMsgSize, reg, &rc);
+    if (send_mr_ == nullptr) check(rc, "fi_mr_reg(send slots)");
+    ++send_mr_->pinned;
+    recv_mr_ = cache_.acquire(reinterpret_cast<std::uintptr_t>(recv_slab_.data()), kRecvSlots * kMsgSize, reg, &rc);
+    if (recv_mr_ == nullptr) check(rc, "fi_mr_reg(receive slots)");
+    ++recv_mr_->pinned;
+    landing_mr_ = cache_.acquire(reinterpret_cast<std::uintptr_t>(landing_.data()), kMsgSize, reg, &rc);
+    if (landing_mr_ == nullptr) check(rc, "fi_mr_reg(landing)");
+    ++landing_mr_->pinned;
+    landing_rma_addr_ = virt_addr_ ? reinterpret_cast<std::uintptr_t>(landing_.data()) : 0;
+    for (std::size_t i = 0; i < kSendSlots; ++i) free_slots_.push_back(static_cast<int>(kSendSlots - 1 - i));
+    recv_ops_.resize(kRecvSlots);
+    for (std::size_t i = 0; i < kRecvSlots; ++i) {
+      recv_ops_[i] = std::make_unique<Op>();
+      recv_ops_[i]->kind = Kind::recv;
+      recv_ops_[i]->slot = static_cast<int>(i);
+      int prc = post_recv(static_cast<int>(i));
+      check(prc, "fi_recv (pre-posting)");
+    }
+    opened_ = true;
+  }
+
+  int reg_mr(MrEntry& me) {
+    std::uint64_t requested = prov_key_ ? 0 : next_key_++;
+    fid_mr* mr = nullptr;
+    int rc = fi_mr_reg(domain_, reinterpret_cast<void*>(me.base), me.len, kMrAccess, 0, requested, 0, &mr, nullptr);
+    if (rc != 0) return rc;
+    if (mr_endpoint_) {
+      rc = fi_mr_bind(mr, &ep_->fid, 0);
+      if (rc == 0) rc = fi_mr_enable(mr);
+      if (rc != 0) {
+        fi_close(&mr->fid);
+        return rc;
+      }
+    }
+    me.mr = mr;
+    me.desc = fi_mr_desc(mr);
+    me.key = fi_mr_key(mr);
+    return 0;
+  }
+
+  void close_all() {
+    if (ep_ != nullptr) fi_close(&ep_->fid);
+    ep_ = nullptr;
+    cache_.clear();
+    send_mr_ = recv_mr_ = landing_mr_ = nullptr;
+    if (av_ != nullptr) fi_close(&av_->fid);
+    av_ = nullptr;
+    if (cq_ != nullptr) fi_close(&cq_->fid);
+    cq_ = nullptr;
+    cq_fd_ = -1;
+    if (domain_ != nullptr) fi_close(&domain_->fid);
+    domain_ = nullptr;
+    if (fabric_ != nullptr) fi_close(&fabric_->fid);
+    fabric_ = nullptr;
+    if (info_ != nullptr) fi_freeinfo(info_);
+    info_ = nullptr;
+    for (auto& kv : ops_) kv.second->local_mr = nullptr;
+    ops_.clear();
+    opened_ = false;
+  }
+
+  void warm_up() {
+    std::vector<int> targets;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      // The lower rank connects first and the higher one answers: rxm
+      // resolves simultaneous connects, but measured here the pair then ran
+      // one to two orders of magnitude slower than after a one-sided connect.
+      for (int p = 0; p < size_; ++p) {
+        if (!peers_[static_cast<std::size_t>(p)].served) continue;
+        targets.push_back(p);
+        if (p > rank_) send_hello(p);
+      }
+    }
+    const auto deadline = Clock::now() + opts_.timeout;
+    for (;;) {
+      int missing = -1;
+      bool sends_pending = false;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        progress_locked();
+        for (int p : targets) {
+          const PeerState& ps = peers_[static_cast<std::size_t>(p)];
+          if (!ps.dead.is_ok())
+            throw Error(ps.dead.code(), "fabric backend (rank " + std::to_string(rank_) +
+                                            "): warming the connection to rank " + std::to_string(p) +
+                                            " failed: " + ps.dead.message());
+          if (!ps.hello_seen && missing < 0) missing = p;
+        }
+        sends_pending = !ops_.empty();
+      }
+      if (missing < 0 && !sends_pending) break;
+      if (Clock::now() > deadline)
+        throw Error(Errc::timeout, "fabric backend (rank " + std::to_string(rank_) + "): rank " +
+                                       std::to_string(missing < 0 ? targets.front() : missing) +
+                                       " did not answer the start-up hello within " +
+                                       std::to_string(opts_.timeout.count()) + " ms");
+      wait_for_event(std::chrono::microseconds(1000));
+    }
+    // Events produced while warming (none owed to the user) are dropped.
+    std::lock_guard<std::mutex> lk(mu_);
+    events_.clear();
+  }
+
+  // ------------------------------------------------------------ validation
+  Status check_peer(const char* what, int peer) const {
+    if (shut_) return err(Errc::shutdown, std::string(what) + " after shutdown");
+    if (peer < 0 || peer >= size_)
+      return err(Errc::unknown_peer,
+                 std::string(what) + ": peer " + std::to_string(peer) + " outside [0, " + std::to_string(size_) + ")");
+    const PeerState& ps = peers_[static_cast<std::size_t>(peer)];
+    if (!ps.served || !opened_)
+      return err(Errc::unknown_peer,
+                 std::string(what) + ": peer " + std::to_string(peer) + " is not served by the libfabric backend");
+    if (!ps.dead.is_ok()) return ps.dead;
+    return Status::ok();
+  }
+
+  Status check_key(const char* what, int peer, const RemoteKey& key, std::uint64_t offset, std::size_t len) const {
+    const std::string who = std::string(what) + " to rank " + std::to_string(peer);
+    if (!key.valid() || (key.flags & RemoteKey::kFabric) == 0)
+      return err(Errc::invalid_argument, who + ": remote key has no libfabric registration");
+    if (key.owner != peer)
+      return err(Errc::invalid_argument, who + ": remote key belongs to rank " + std::to_string(key.owner));
+    if (offset > key.len || len > key.len - offset)
+      return err(Errc::out_of_range, who + ": offset " + std::to_string(offset) + " + length " + std::to_string(len) +
+                                         " exceeds the registration of " + std::to_string(key.len) + " bytes");
+    return Status::ok();
+  }
+
+  Status post_rma(Kind kind, int peer, const void* src, void* dst, std::size_t len, const RemoteKey& key,
+                  std::uint64_t offset, std::uint64_t signal_value, void* context) {
+    const char* what = kind_name(kind);
+    std::unique_lock<std::mutex> lk(mu_);
+    if (Status s = check_peer(what, peer); !s) return s;
+    if (len > 0 && src == nullptr && kind != Kind::get)
+      return err(Errc::invalid_argument, std::string(what) + " to rank " + std::to_string(peer) + ": src is null");
+    if (len > 0 && dst == nullptr && kind == Kind::get)
+      return err(Errc::invalid_argument, std::string(what) + " from rank " + std::to_string(peer) + ": dst is null");
+    if (Status s = check_key(what, peer, key, offset, len); !s) return s;
+    auto op = new_op(kind, peer, context);
+    op->src = static_cast<const std::byte*>(src);
+    op->dst = static_cast<std::byte*>(dst);
+    op->len = len;
+    op->raddr = key.fi_base + offset;
+    op->rkey = key.fi_key;
+    op->data = signal_value;
+    if (len > 0 && mr_local_) {
+      auto a = reinterpret_cast<std::uintptr_t>(kind == Kind::get ? dst : src);
+      int rc = 0;
+      MrEntry* e = cache_.acquire(
+          a, len, [this](MrEntry& me) { return reg_mr(me); }, &rc);
+      if (e == nullptr)
+        return err(Errc::not_registered, std::string(what) + ": registering the local buffer failed: " + fi_err(rc));
+      ++e->inflight;
+      op->local_mr = e;
+    }
+    const PeerState& ps = peers_[static_cast<std::size_t>(peer)];
+    std::size_t chunks = len == 0 ? 0 : (len + max_msg_ - 1) / max_msg_;
+    if (kind == Kind::put_signal) {
+      if (ps.cq_signals) {
+        // chunks-1 plain writes, the last one carries the signal as CQ data.
+        op->nsteps = static_cast<int>(std::max<std::size_t>(chunks, 1));
+        if (len == 0) {
+          op->raddr = ps.landing_addr;
+          op->rkey = ps.landing_key;
+        }
+      } else {
+        op->nsteps = static_cast<int>(chunks) + 1;  // writes, then the signal message (FI_ORDER_SAW or flushed)
+        op->msg.type = static_cast<std::uint32_t>(MsgType::signal);
+        op->msg.a = signal_value;
+      }
+    } else {
+      op->nsteps = static_cast<int>(chunks);
+      // Without FI_DELIVERY_COMPLETE a read that follows the writes
+      // (FI_ORDER_RAW) completes only once they are visible at the target.
+      if (kind == Kind::put && chunks > 0 && !delivery_complete_) op->nsteps += 1;
+    }
+    if (op->nsteps == 0) {  // zero-length put/get: nothing to move
+      Op& ref = *op;
+      ops_.emplace(op.get(), std::move(op));
+      finish_user(ref, Status::ok());
+      reap();
+      lk.unlock();
+      dispatch();
+      return Status::ok();
+    }
+    submit(std::move(op));
+    return Status::ok();
+  }
+
+  // ------------------------------------------------------------ operations
+  std::unique_ptr<Op> new_op(Kind kind, int peer, void* ctx) {
+    auto op = std::make_unique<Op>();
+    op->kind = kind;
+    op->peer = peer;
+    op->user_ctx = ctx;
+    op->deadline = Clock::now() + opts_.timeout;
+    return op;
+  }
+
+  /// Takes ownership, posts as much as possible; keeps FIFO order behind queued ops.
+  void submit(std::unique_ptr<Op> op) {
+    Op* raw = op.get();
+    ops_.emplace(raw, std::move(op));
+    if (!retry_.empty() || !advance(*raw)) {
+      raw->queued = true;
+      retry_.push_back(raw);
+      return;
+    }
+    mark(*raw);
+    reap();
+  }
+
+  /// Notes that @p op may have become free-able.
+  void mark(Op& op) {
+    if (op.reap_listed) return;
+    op.reap_listed = true;
+    reap_list_.push_back(&op);
+  }
+
+  /// Posts the op's remaining steps. Returns false when it must wait (EAGAIN).
+  bool advance(Op& op) {
+    while (op.step < op.nsteps && !op.user_done) {
+      // Without FI_ORDER_SAW the signal message of a put_with_signal waits for
+      // its writes to complete (the op stays at the head of the FIFO queue).
+      if (op.kind == Kind::put_signal && !saw_ && op.step == op.nsteps - 1 && op.outstanding > 0 &&
+          !peers_[static_cast<std::size_t>(op.peer)].cq_signals)
+        return false;
+      int rc = post_step(op, op.step);
+      if (rc == -FI_EAGAIN) return false;
+      if (rc != 0) {
+        Status why = err(Errc::transport_error, std::string(kind_name(op.kind)) + " to rank " +
+                                                    std::to_string(op.peer) + ": posting failed: " + fi_err(rc));
+        finish_user(op, why);
+        if (connection_lost(-rc)) fail_peer_locked(op.peer, Status(Errc::peer_dead, why.message()));
+        return true;
+      }
+      ++op.outstanding;
+      ++op.step;
+    }
+    return true;
+  }
+
+  int acquire_slot(Op& op) {
+    if (op.slot >= 0) return 0;
+    if (free_slots_.empty()) return -FI_EAGAIN;
+    op.slot = free_slots_.back();
+    free_slots_.pop_back();
+    return 0;
+  }
+
+  int post_step(Op& op, int step) {
+    const PeerState& ps = peers_[static_cast<std::size_t>(op.peer)];
+    void* ctx = &op.fictx;
+    void* ldesc = op.local_mr != nullptr ? op.local_mr->desc : nullptr;
+    const std::uint64_t dc = delivery_complete_ ? FI_DELIVERY_COMPLETE : 0;
+    auto rma = [&](bool write, std::size_t off, std::size_t n, bool with_data, std::uint64_t flags) -> int {
+      iovec iov{};
+      iov.iov_base =
+          write ? static_cast<void*>(const_cast<std::byte*>(op.src + off)) : static_cast<void*>(op.dst + off);
+      iov.iov_len = n;
+      fi_rma_iov riov{};
+      riov.addr = op.raddr + off;
+      riov.len = n;
+      riov.key = op.rkey;
+      fi_msg_rma m{};
+      m.msg_iov = n > 0 ? &iov : nullptr;
+      m.desc = n > 0 ? &ldesc : nullptr;
+      m.iov_count = n > 0 ? 1 : 0;
+      m.addr = ps.addr;
+      m.rma_iov = &riov;
+      m.rma_iov_count = 1;
+      m.context = ctx;
+      m.data = with_data ? op.data : 0;
+      flags |= FI_COMPLETION | (with_data ? FI_REMOTE_CQ_DATA : 0);
+      return static_cast<int>(write ? fi_writemsg(ep_, &m, flags) : fi_readmsg(ep_, &m, flags));
+    };
+    auto chunk = [&](int i, std::size_t* off, std::size_t* n) {
+      *off = static_cast<std::size_t>(i) * max_msg_;
+      *n = std::min(max_msg_, op.len - *off);
+    };
+    std::size_t off = 0;
+    std::size_t n = 0;
+    switch (op.kind) {
+      case Kind::put:
+        if (!delivery_complete_ && step == op.nsteps - 1) {
+          if (int rc = acquire_slot(op); rc != 0) return rc;
+          Msg& s = send_slab_[static_cast<std::size_t>(op.slot)];
+          void* d = send_mr_->desc;
+          return static_cast<int>(
+              fi_read(ep_, &s, sizeof(std::uint64_t), d, ps.addr, ps.landing_addr, ps.landing_key, ctx));
+        }
+        chunk(step, &off, &n);
+        return rma(true, off, n, false, dc);
+      case Kind::get:
+        chunk(step, &off, &n);
+        return rma(false, off, n, false, 0);
+      case Kind::put_signal:
+        if (ps.cq_signals) {
+          // A bare signal needs no delivery-complete (nothing to make visible;
+          // shm never completes a 0-byte FI_DELIVERY_COMPLETE write).
+          if (op.len == 0) return rma(true, 0, 0, true, 0);
+          // Remote CQ data is written only after the data is placed, so the
+          // signal needs no delivery-complete round trip.
+          chunk(step, &off, &n);
+          return rma(true, off, n, step == op.nsteps - 1, 0);
+        }
+        if (step < op.nsteps - 1) {
+          chunk(step, &off, &n);
+          return rma(true, off, n, false, dc);
+        }
+        return send_msg(op);
+      case Kind::signal:
+        if (ps.cq_signals) return rma(true, 0, 0, true, 0);
+        return send_msg(op);
+      case Kind::fetch_add:
+        if (native_atomics_) {
+          if (int rc = acquire_slot(op); rc != 0) return rc;
+          Msg& s = send_slab_[static_cast<std::size_t>(op.slot)];
+          s.a = op.data;
+          s.b = 0;
+          fi_ioc ioc{&s.a, 1};
+          fi_ioc res{&s.b, 1};
+          fi_rma_ioc rioc{op.raddr, 1, op.rkey};
+          void* d = send_mr_->desc;
+          fi_msg_atomic m{};
+          m.msg_iov = &ioc;
+          m.desc = &d;
+          m.iov_count = 1;
+          m.addr = ps.addr;
+          m.rma_iov = &rioc;
+          m.rma_iov_count = 1;
+          m.datatype = FI_UINT64;
+          m.op = FI_SUM;
+          m.context = ctx;
+          return static_cast<int>(fi_fetch_atomicmsg(ep_, &m, &res, &d, 1, FI_COMPLETION));
+        }
+        return send_msg(op);
+      case Kind::internal_send:
+        return send_msg(op);
+      case Kind::recv:
+        break;
+    }
+    return -FI_EINVAL;
+  }
+
+  int send_msg(Op& op) {
+    if (int rc = acquire_slot(op); rc != 0) return rc;
+    Msg& s = send_slab_[static_cast<std::size_t>(op.slot)];
+    s = op.msg;
+    s.src = rank_;
+    const PeerState& ps = peers_[static_cast<std::size_t>(op.peer)];
+    return static_cast<int>(fi_send(ep_, &s, sizeof(Msg), send_mr_->desc, ps.addr, &op.fictx));
+  }
+
+  int post_recv(int slot) {
+    Op& r = *recv_ops_[static_cast<std::size_t>(slot)];
+    return static_cast<int>(fi_recv(ep_, &recv_slab_[static_cast<std::size_t>(slot)], sizeof(Msg), recv_mr_->desc,
+                                    FI_ADDR_UNSPEC, &r.fictx));
+  }
+
+  /// Delivers the user completion once (no-op if already delivered).
+  void finish_user(Op& op, const Status& st) {
+    if (op.user_done) return;
+    op.user_done = true;
+    op.awaiting_resp = false;
+    mark(op);
+    if (op.kind == Kind::fetch_add) atomic_reqs_.erase(op.msg.d);
+    if (op.internal) return;
+    Event ev;
+    ev.type = Event::completion;
+    ev.ctx = op.user_ctx;
+    ev.status = st;
+    events_.push_back(std::move(ev));
+  }
+
+  /// Frees ops that the user and the provider are both done with.
+  void reap() {
+    std::vector<Op*> list;
+    list.swap(reap_list_);
+    for (Op* op : list) {
+      op->reap_listed = false;
+      if (op->user_done && op->outstanding == 0 && !op->queued) {
+        release_resources(*op);
+        ops_.erase(op);
+      }
+    }
+  }
+
+  void release_resources(Op& op) {
+    if (op.slot >= 0) free_slots_.push_back(op.slot);
+    op.slot = -1;
+    if (op.local_mr != nullptr) cache_.release(op.local_mr);
+    op.local_mr = nullptr;
+  }
+
+  // ------------------------------------------------------------ progress
+  std::size_t progress_locked() {
+    if (!opened_) return 0;
+    std::size_t n = 0;
+    std::array<fi_cq_data_entry, 32> ent{};
+    std::array<fi_addr_t, 32> src{};
+    src.fill(FI_ADDR_NOTAVAIL);
+    for (int round = 0; round < 8; ++round) {
+      ssize_t got = fi_cq_readfrom(cq_, ent.data(), ent.size(), src.data());
+      if (got == -FI_EAGAIN) break;
+      if (got == -FI_EAVAIL) {
+        handle_cq_error();
+        ++n;
+        continue;
+      }
+      if (got < 0) {
+        if (debug_)
+          std::fprintf(stderr, "fabric rank %d: fi_cq_readfrom: %s\n", rank_, fi_err(static_cast<int>(got)).c_str());
+        break;
+      }
+      for (ssize_t i = 0; i < got; ++i) handle_cqe(ent[static_cast<std::size_t>(i)], src[static_cast<std::size_t>(i)]);
+      n += static_cast<std::size_t>(got);
+      if (static_cast<std::size_t>(got) < ent.size()) break;
+    }
+    // Retry queued posts in order.
+    bool progressed = false;
+    while (!retry_.empty()) {
+      Op* op = retry_.front();
+      if (!advance(*op)) break;
+      retry_.pop_front();
+      op->queued = false;
+      mark(*op);
+      progressed = true;
+    }
+    for (std::size_t i = 0; i < repost_.size();) {
+      if (post_recv(repost_[i]) == -FI_EAGAIN) {
+        ++i;
+      } else {
+        repost_[i] = repost_.back();
+        repost_.pop_back();
+      }
+    }
+    // Deadlines, at most every millisecond.
+    const auto now = Clock::now();
+    if (now >= next_deadline_check_) {
+      next_deadline_check_ = now + std::chrono::milliseconds(1);
+      for (auto& kv : ops_) {
+        Op& op = *kv.second;
+        if (op.user_done || op.internal || now < op.deadline) continue;
+        Status why(Errc::timeout, "fabric (rank " + std::to_string(rank_) + "): " + kind_name(op.kind) + " to rank " +
+                                      std::to_string(op.peer) + " did not complete within " +
+                                      std::to_string(opts_.timeout.count()) + " ms");
+        fail_peer_locked(op.peer, why);
+      }
+    }
+    if (progressed || n > 0 || !reap_list_.empty()) reap();
+    return n + events_.size();
+  }
+
+  void handle_cqe(const fi_cq_data_entry& e, fi_addr_t from) {
+    if (debug_)
+      std::fprintf(stderr, "fabric rank %d: %lld us: cqe flags %#llx len %zu from %llu ctx %p\n", rank_,
+                   static_cast<long long>(
+                       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count() %
+                       100000000),
+                   static_cast<unsigned long long>(e.flags), e.len, static_cast<unsigned long long>(from),
+                   e.op_context);
+    if ((e.flags & FI_REMOTE_CQ_DATA) != 0 && (e.flags & FI_RECV) == 0) {
+      // Remote write with data: a signal from 'from'.
+      int src = (from != FI_ADDR_NOTAVAIL && from < addr_to_rank_.size()) ? addr_to_rank_[from] : -1;
+      push_signal(src, e.data);
+      return;
+    }
+    if (e.op_context == nullptr) return;
+    Op& op = *static_cast<Op*>(e.op_context);
+    if (op.kind == Kind::recv) {
+      handle_msg(op.slot);
+      return;
+    }
+    --op.outstanding;
+    mark(op);
+    if (op.kind == Kind::fetch_add && native_atomics_ && op.outstanding == 0 && op.step == op.nsteps && !op.user_done) {
+      *op.fetched = send_slab_[static_cast<std::size_t>(op.slot)].b;
+    }
+    if (op.outstanding == 0 && op.step == op.nsteps && !op.awaiting_resp) finish_user(op, Status::ok());
+    // freed by reap()
+  }
+
+  void handle_cq_error() {
+    fi_cq_err_entry ee{};
+    if (fi_cq_readerr(cq_, &ee, 0) < 0) return;
+    std::array<char, 256> buf{};
+    const char* msg = fi_cq_strerror(cq_, ee.prov_errno, ee.err_data, buf.data(), buf.size());
+    std::string pmsg = msg != nullptr ? msg : fi_strerror(ee.err);
+    if (ee.op_context == nullptr) return;
+    Op& op = *static_cast<Op*>(ee.op_context);
+    if (op.kind == Kind::recv) {
+      if (ee.err != FI_ECANCELED && opened_ && !shut_) post_recv(op.slot);
+      return;
+    }
+    --op.outstanding;
+    mark(op);
+    Status why(Errc::transport_error, "fabric (rank " + std::to_string(rank_) + "): " + kind_name(op.kind) +
+                                          " to rank " + std::to_string(op.peer) + " failed: " + pmsg + " (" +
+                                          fi_strerror(ee.err) + ")");
+    finish_user(op, why);
+    // strata never cancels operations: a cancelled transmit means the
+    // provider dropped the connection (rxm: ENOTCONN once the peer died).
+    if (connection_lost(ee.err) || (ee.err == FI_ECANCELED && !shut_))
+      fail_peer_locked(op.peer, Status(Errc::peer_dead, why.message()));
+  }
+
+  void handle_msg(int slot) {
+    Msg m = recv_slab_[static_cast<std::size_t>(slot)];
+    if (!shut_ && post_recv(slot) == -FI_EAGAIN) repost_.push_back(slot);
+    if (m.src < 0 || m.src >= size_) return;
+    switch (static_cast<MsgType>(m.type)) {
+      case MsgType::hello: {
+        PeerState& ps = peers_[static_cast<std::size_t>(m.src)];
+        if (!ps.hello_seen && m.src < rank_ && ps.served) send_hello(m.src);
+        ps.hello_seen = true;
+        break;
+      }
+      case MsgType::signal:
+        push_signal(m.src, m.a);
+        break;
+      case MsgType::atomic_req:
+        serve_atomic(m);
+        break;
+      case MsgType::atomic_resp: {
+        auto it = atomic_reqs_.find(m.a);
+        if (it == atomic_reqs_.end()) break;
+        Op& op = *it->second;
+        op.awaiting_resp = false;
+        if (m.c == 0) {
+          *op.fetched = m.b;
+          if (op.outstanding == 0)
+            finish_user(op, Status::ok());
+          else
+            atomic_reqs_.erase(it);  // completes when the request send completes
+        } else {
+          finish_user(op, err(static_cast<Errc>(m.c), "fetch_add to rank " + std::to_string(op.peer) +
+                                                          ": the target rejected the address (not registered)"));
+        }
+        break;
+      }
+    }
+  }
+
+  void send_hello(int peer) {
+    auto op = new_op(Kind::internal_send, peer, nullptr);
+    op->internal = true;
+    op->msg.type = static_cast<std::uint32_t>(MsgType::hello);
+    submit(std::move(op));
+  }
+
+  void serve_atomic(const Msg& m) {
+    auto op = new_op(Kind::internal_send, m.src, nullptr);
+    op->internal = true;
+    op->msg.type = static_cast<std::uint32_t>(MsgType::atomic_resp);
+    op->msg.a = m.d;
+    MrEntry* e = cache_.find_key(m.b);
+    std::uint64_t local = 0;
+    bool ok = false;
+    if (e != nullptr && e->pinned > 0) {
+      std::uint64_t off = virt_addr_ ? m.a - e->base : m.a;
+      if (virt_addr_ && m.a < e->base) off = e->len;  // force out of range
+      if (off <= e->len && sizeof(std::uint64_t) <= e->len - off) {
+        local = e->base + off;
+        ok = local % alignof(std::uint64_t) == 0;
+      }
+    }
+    if (ok) {
+      auto* word = reinterpret_cast<std::uint64_t*>(local);
+      op->msg.b = __atomic_fetch_add(word, m.c, __ATOMIC_SEQ_CST);
+      op->msg.c = 0;
+    } else {
+      op->msg.c = static_cast<std::uint64_t>(Errc::out_of_range);
+    }
+    PeerState& ps = peers_[static_cast<std::size_t>(m.src)];
+    if (!ps.served || !ps.dead.is_ok()) return;
+    op->step = 0;
+    op->nsteps = 1;
+    submit(std::move(op));
+  }
+
+  void push_signal(int src, std::uint64_t payload) {
+    Event ev;
+    ev.type = Event::signal;
+    ev.source = src;
+    ev.payload = payload;
+    events_.push_back(std::move(ev));
+  }
+
+  void fail_peer_locked(int peer, const Status& why) {
+    PeerState& ps = peers_[static_cast<std::size_t>(peer)];
+    if (!ps.dead.is_ok()) return;
+    ps.dead = why.is_ok() ? Status(Errc::peer_dead, "rank " + std::to_string(peer) + " failed") : why;
+    for (auto& kv : ops_) {
+      Op& op = *kv.second;
+      if (op.peer != peer || op.user_done) continue;
+      finish_user(op, ps.dead);
+    }
+    for (Op* o : retry_)
+      if (o->peer == peer) o->queued = false;
+    retry_.erase(std::remove_if(retry_.begin(), retry_.end(), [peer](Op* o) { return o->peer == peer; }), retry_.end());
+    Event ev;
+    ev.type = Event::peer_failed;
+    ev.source = peer;
+    ev.status = ps.dead;
+    events_.push_back(std::move(ev));
+  }
+
+  /// Runs handlers outside mu_, one dispatcher at a time, in event order.
+  /// Signals wait (in order) until a signal handler is installed.
+  void dispatch() {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (dispatching_) return;
+    dispatching_ = true;
+    for (;;) {
+      std::deque<Event> batch;
+      batch.swap(events_);
+      lk.unlock();
+      {
+        std::lock_guard<std::mutex> hk(handler_mu_);
+        if (on_signal_) {
+          while (!held_.empty()) {
+            Event h = std::move(held_.front());
+            held_.pop_front();
+            on_signal_(h.source, h.payload);
+          }
+        }
+        for (auto& ev : batch) {
+          switch (ev.type) {
+            case Event::completion:
+              if (on_complete_) on_complete_(ev.ctx, ev.status);
+              break;
+            case Event::signal:
+              if (on_signal_ && held_.empty())
+                on_signal_(ev.source, ev.payload);
+              else
+                held_.push_back(std::move(ev));
+              break;
+            case Event::peer_failed:
+              if (on_peer_failed_) on_peer_failed_(ev.source, ev.status);
+              break;
+          }
+        }
+      }
+      lk.lock();
+      if (events_.empty()) break;
+    }
+    dispatching_ = false;
+  }
+
+  // ------------------------------------------------------------ state
+  int rank_;
+  int size_;
+  TransportOptions opts_;
+  mutable std::mutex mu_;
+  std::mutex handler_mu_;
+  CompletionHandler on_complete_;
+  SignalHandler on_signal_;
+  PeerFailureHandler on_peer_failed_;
+  std::deque<Event> held_;  // signals waiting for a handler (handler_mu_)
+
+  std::vector<PeerState> peers_;
+  std::vector<int> addr_to_rank_;
+  MrCache cache_;
+  std::unordered_map<Op*, std::unique_ptr<Op>> ops_;
+  std::deque<Op*> retry_;
+  std::vector<Op*> reap_list_;
+  std::vector<int> repost_;
+  std::unordered_map<std::uint64_t, Op*> atomic_reqs_;
+  std::uint64_t next_req_id_ = 1;
+  std::deque<Event> events_;
+  bool dispatching_ = false;
+  bool shut_ = false;
+  Clock::time_point next_deadline_check_{};
+
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  int cq_fd_ = -1;
+  int wake_fd_ = -1;
+  bool opened_ = false;
+  std::string provider_;
+  std::string ep_name_;
+  std::uint32_t local_flags_ = 0;
+  bool virt_addr_ = false;
+  bool prov_key_ = false;
+  bool mr_local_ = false;
+  bool mr_endpoint_ = false;
+  bool delivery_complete_ = true;
+  bool saw_ = false;
+  bool debug_ = std::getenv("STRATA_FI_DEBUG") != nullptr;
+  bool raw_ = false;
+  bool native_atomics_ = false;
+  std::size_t max_msg_ = std::size_t{1} << 30;
+  std::uint64_t next_key_ = 1;
+
+  std::vector<Msg> send_slab_;
+  std::vector<Msg> recv_slab_;
+  std::vector<Msg> landing_;
+  std::vector<int> free_slots_;
+  std::vector<std::unique_ptr<Op>> recv_ops_;
+  MrEntry* send_mr_ = nullptr;
+  MrEntry* recv_mr_ = nullptr;
+  MrEntry* landing_mr_ = nullptr;
+  std::uint64_t landing_rma_addr_ = 0;
+};
+
+}  // namespace
+}  // namespace fabric
+
+std::unique_ptr<Backend> make_fabric_backend(Bootstrap& boot, const Hierarchy& hier, const std::vector<bool>& serve,
+                                             const TransportOptions& opts) {
+  return std::make_unique<fabric::FabricBackend>(boot, hier, serve, opts);
+}
+
+}  // namespace strata::transport::detail
