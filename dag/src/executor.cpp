@@ -141,7 +141,8 @@ struct Executor::Impl {
       arena = opts.arena;
     } else {
       own_arena = opts.threads > 0 ? std::make_unique<tbb::task_arena>(opts.threads, 0)
-                                   : std::make_unique<tbb::task_arena>(tbb::task_arena::automatic, 1);
+                                   : std::make_unique<tbb::task_arena>(int{tbb::task_arena::automatic},
+                                                                       1);  // int{}: no ODR-use (Debug links)
       arena = own_arena.get();
     }
     arena->initialize();

@@ -1,0 +1,54 @@
+// strata-bench: options shared by every mode and the entry point of each mode.
+//
+// Each mode lives in its own file (mode_<name>.cpp) and returns an exit status:
+// 0 measured (and, with --check, verified), 1 a measurement or check failed,
+// 2 bad usage or a mode this build cannot run.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/bench_util.hpp"
+
+namespace strata::bench {
+
+/// @brief Command line of strata-bench (see main.cpp's usage text).
+struct Options {
+  std::string mode;                ///< transport | memcpy | idle | engine | coll
+  std::vector<std::string> colls;  ///< --coll NAME[,NAME] or all
+  std::vector<std::size_t> sizes;  ///< --sizes, default per mode
+  int iters = 0;                   ///< --iters (0: sized to the message, iterations_for())
+  int warmup = -1;                 ///< --warmup (-1: max(2, iters / 10))
+  int window = 8;                  ///< --window: outstanding puts in the bandwidth test
+  bool off_cache = false;          ///< --off-cache: rotate buffers through a region larger than the LLC
+  bool check = false;              ///< --check: verify transferred bytes
+  bool with_memcpy = true;         ///< --no-memcpy skips the ceiling beside --transport
+  std::string json;                ///< --json FILE (written by rank 0)
+  std::string backend;             ///< --backend shm|fabric (overrides STRATA_INTRA)
+  std::string provider;            ///< --provider NAME (overrides STRATA_PROVIDER)
+  int progress_threads = -1;       ///< --progress-threads N (-1: STRATA_PROGRESS_THREADS)
+  double idle_seconds = 0;         ///< --idle SECONDS
+  bool quiet = false;              ///< --quiet: no per-size progress lines on stderr
+};
+
+/// Exit status of a mode that cannot run in this build or with these options.
+constexpr int kUnavailable = 2;
+
+/// --transport: put_with_signal and get latency, put bandwidth between ranks 0 and 1.
+int run_transport(const Options& o, std::vector<Record>& out);
+/// --idle SECONDS: process CPU time of an idle transport + progress servers.
+int run_idle(const Options& o, std::vector<Record>& out);
+/// --memcpy: the single-process memcpy ceiling alone (no launcher needed).
+int run_memcpy(const Options& o, std::vector<Record>& out);
+
+/// @brief Hot and off-cache memcpy of every size in one process.
+/// Appends records library "memcpy", collective "memcpy", variant "hot" /
+/// "off-cache", ranks 1, times per copy. Progress lines go to stderr unless
+/// @p quiet.
+std::vector<Record> memcpy_ceiling(const std::vector<std::size_t>& sizes, int iters, bool quiet);
+
+/// Default sizes of the transport and memcpy modes: 8 B ... 64 MiB.
+inline std::vector<std::size_t> default_transport_sizes() { return parse_sizes("8:64M"); }
+
+}  // namespace strata::bench
