@@ -151,6 +151,46 @@ struct CommImpl {
     }
   }
 
+  // STRATA_CHECK=1: every member compares the call's signature (collective,
+  // root, datatype, op, and count for the non-v collectives) with an allreduce
+  // of (sig, ~sig) under max before the call; a mismatch fails on every rank
+  // (a rank with sig < max sees max(sig) != sig, the one with the max sees
+  // max(~sig) != ~sig). This serializes calls: a debugging aid.
+  void check_signature(const coll::Call& c) {
+    static thread_local bool inside = false;
+    if (inside) return;
+    const bool v = c.kind == coll::Kind::gatherv || c.kind == coll::Kind::scatterv ||
+                   c.kind == coll::Kind::allgatherv || c.kind == coll::Kind::alltoallv ||
+                   c.kind == coll::Kind::reduce_scatter;
+    std::uint64_t sig = 1469598103934665603ull;
+    auto mix = [&sig](std::uint64_t x) { sig = (sig ^ x) * 1099511628211ull; };
+    mix(static_cast<std::uint64_t>(c.kind));
+    mix(static_cast<std::uint64_t>(c.root));
+    mix(static_cast<std::uint64_t>(c.dtype));
+    mix(static_cast<std::uint64_t>(c.op));
+    mix(c.user_op ? c.user_op->elem_size : 0);
+    if (!v) mix(c.count);
+    std::uint64_t mine[2] = {sig, ~sig}, all[2] = {0, 0};
+    coll::Call k;
+    k.kind = coll::Kind::allreduce;
+    k.count = 2;
+    k.dtype = dag::DataType::u64;
+    k.op = dag::ReduceOp::max;
+    inside = true;
+    try {
+      submit(k, mine, all).get();
+    } catch (...) {
+      inside = false;
+      throw;
+    }
+    inside = false;
+    if (all[0] != mine[0] || all[1] != mine[1])
+      throw Error(Errc::invalid_argument, std::string(coll::to_string(c.kind)) + " on rank " + std::to_string(rank()) +
+                                              " (comm " + std::to_string(id) +
+                                              "): ranks disagree on this call's count, root, datatype or op "
+                                              "(detected by STRATA_CHECK=1)");
+  }
+
   // Frees a slot: starts the next queued instance for it, if any.
   void release(std::size_t slot) {
     std::function<void()> next;
@@ -185,6 +225,7 @@ struct CommImpl {
   Future<void> submit(const coll::Call& c, const void* send, void* recv,
                       std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys = nullptr) {
     throw_if_error(core->check_alive(coll::to_string(c.kind)));
+    if (core->opts.check) check_signature(c);
     std::uint32_t seq = 0;
     {
       std::lock_guard<std::mutex> lk(mu);
@@ -199,6 +240,10 @@ struct CommImpl {
         << c.algo.name << c.algo.hierarchical << '/' << c.algo.host.kind << c.algo.host.radix << c.algo.numa.kind
         << c.algo.numa.radix << c.algo.core.kind << c.algo.core.radix << c.algo.single.kind << c.algo.single.radix
         << '/' << c.algo.fragment << '/' << c.algo.halves_threshold << '/' << c.direct << '/' << slot;
+      for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) {
+        k << '|';
+        for (std::size_t x : *v) k << x << ',';
+      }
       key = k.str();
     }
     auto plan = plan_for(c, slot, key);

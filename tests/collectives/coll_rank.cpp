@@ -41,6 +41,9 @@ struct M2 {
 M2 mul(const M2& x, const M2& y) {
   return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
 }
+bool same(const std::vector<M2>& x, const std::vector<M2>& y) {
+  return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(M2)) == 0);
+}
 M2 mat(int rank, std::size_t i) {
   const auto r = static_cast<std::uint32_t>(rank + 2);
   const auto k = static_cast<std::uint32_t>(i % 5);
@@ -52,6 +55,7 @@ M2 mat(int rank, std::size_t i) {
 int main(int argc, char** argv) {
   strata::CollOptions opts;
   bool quick = false;
+  bool check_mismatch = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick")
@@ -64,6 +68,8 @@ int main(int argc, char** argv) {
       opts.fragment = argv[++i];
     else if (a == "--strict")
       opts.sync = strata::Sync::strict();
+    else if (a == "--check-mismatch")
+      check_mismatch = true;
     else {
       std::fprintf(stderr, "coll_rank: unknown argument '%s'\n", a.c_str());
       return 2;
@@ -148,13 +154,11 @@ int main(int argc, char** argv) {
         for (int root = 0; root < n; ++root) {
           std::vector<M2> r(count, M2{0, 0, 0, 0});
           world.reduce(s.data(), r.data(), count, op, root, opts).get();
-          if (me == root)
-            EXPECT(std::memcmp(r.data(), want.data(), count * sizeof(M2)) == 0, "matmul reduce count %zu root %d",
-                   count, root);
+          if (me == root) EXPECT(same(r, want), "matmul reduce count %zu root %d", count, root);
         }
         std::vector<M2> r(count, M2{0, 0, 0, 0});
         world.allreduce(s.data(), r.data(), count, op, opts).get();
-        EXPECT(std::memcmp(r.data(), want.data(), count * sizeof(M2)) == 0, "matmul allreduce count %zu", count);
+        EXPECT(same(r, want), "matmul allreduce count %zu", count);
       }
     }
 
@@ -272,6 +276,17 @@ int main(int argc, char** argv) {
         threw = e.errc() == strata::Errc::unsupported;
       }
       EXPECT(threw, "bxor on float error");
+    }
+    // STRATA_CHECK=1: ranks that disagree on the root get an error on every rank.
+    if (check_mismatch && n > 1) {
+      std::int32_t z = 0;
+      bool threw = false;
+      try {
+        world.broadcast(&z, 1, strata::Datatype::int32, me == 0 ? 1 : 0).get();
+      } catch (const strata::Error& e) {
+        threw = std::string(e.what()).find("disagree") != std::string::npos;
+      }
+      EXPECT(threw, "STRATA_CHECK mismatch detected");
     }
     world.barrier().get();
   } catch (const std::exception& e) {

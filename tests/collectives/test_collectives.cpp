@@ -16,9 +16,9 @@ std::string bin() {
 }
 
 // Runs a command with a hard timeout (strata-run --timeout), returns exit status and output.
-int run(const std::string& launcher_args, const std::string& rank_args, std::string* out) {
-  const std::string cmd =
-      bin() + "/strata-run " + launcher_args + " --timeout 240 -- " + bin() + "/coll_rank " + rank_args + " 2>&1";
+int run(const std::string& env, const std::string& launcher_args, const std::string& rank_args, std::string* out) {
+  const std::string cmd = "env " + env + " " + bin() + "/strata-run " + launcher_args + " --timeout 240 -- " + bin() +
+                          "/coll_rank " + rank_args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return -1;
   char buf[4096];
@@ -30,13 +30,14 @@ int run(const std::string& launcher_args, const std::string& rank_args, std::str
 struct Case {
   const char* launcher;
   const char* args;
+  const char* env = "";  ///< extra environment, e.g. "STRATA_CHECK=1"
 };
 
 class CollectivesOverProcesses : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CollectivesOverProcesses, MatchSequentialReference) {
   std::string out;
-  const int rc = run(GetParam().launcher, GetParam().args, &out);
+  const int rc = run(GetParam().env, GetParam().launcher, GetParam().args, &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("coll_rank: OK"), std::string::npos) << out;
 }
@@ -48,6 +49,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"-n 8 --topology 'package:2 numa:2 core:2 pu:1'", "--quick"},
                       Case{"-n 3", "--quick --tree single:chain --fragment fixed:4096"},
                       Case{"-n 4", "--quick --tree host:flat,numa:binary,core:3 --fragment halves:8192"},
-                      Case{"-n 3 --hosts 2", "--quick --strict"}, Case{"-n 11 --hosts 3", "--quick"}));
+                      Case{"-n 3 --hosts 2", "--quick --strict"}, Case{"-n 11 --hosts 3", "--quick"},
+                      Case{"-n 3 --hosts 2", "--quick --check-mismatch", "STRATA_CHECK=1"}));
 
 }  // namespace

@@ -1,0 +1,355 @@
+// Communicator::allgather / allgatherv / alltoall / alltoallv /
+// reduce_scatter_block / reduce_scatter: argument checks (before anything
+// moves), algorithm selection ("ring", "rd", "bruck", "pairwise", "rh"), then
+// submit (compilers in collectives/src/compile_symmetric.cpp).
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm.hpp"
+#include "strata/engine.hpp"
+
+namespace strata {
+
+namespace {
+
+using namespace detail;  // NOLINT: argument checks and algorithm choice (comm.hpp)
+
+// Algorithm names per collective family; "" = automatic (the compiler decides).
+const char* algo_names(coll::Kind k) {
+  switch (k) {
+    case coll::Kind::allgather:
+    case coll::Kind::allgatherv:
+      return "ring | rd | bruck";
+    case coll::Kind::alltoall:
+      return "pairwise | bruck";
+    case coll::Kind::alltoallv:
+      return "pairwise";
+    default:
+      return "ring | rh | pairwise";
+  }
+}
+
+bool known_algo(coll::Kind k, const std::string& a) {
+  switch (k) {
+    case coll::Kind::allgather:
+    case coll::Kind::allgatherv:
+      return a == "ring" || a == "rd" || a == "bruck";
+    case coll::Kind::alltoall:
+      return a == "pairwise" || a == "bruck";
+    case coll::Kind::alltoallv:
+      return a == "pairwise";
+    default:
+      return a == "ring" || a == "rh" || a == "rd" || a == "halving" || a == "pairwise";
+  }
+}
+
+// The family name without the v / _block suffix (STRATA_ALGO_ALLGATHER also covers allgatherv).
+const char* family(coll::Kind k) {
+  switch (k) {
+    case coll::Kind::allgatherv:
+      return "allgather";
+    case coll::Kind::alltoallv:
+      return "alltoall";
+    case coll::Kind::reduce_scatter_block:
+      return "reduce_scatter";
+    default:
+      return coll::to_string(k);
+  }
+}
+
+// Resolves the algorithm: CollOptions::algorithm, STRATA_ALGO_<COLL>, STRATA_ALGO_<FAMILY>.
+// Tree names ("tree", "single", "hierarchical", "auto") mean automatic (options are often
+// shared between calls). Fragmentation options go through choose().
+coll::Algorithm resolve(coll::Kind kind, const CollOptions& o, const CommImpl& impl) {
+  std::string name = env_or(o.algorithm, "STRATA_ALGO_" + upper(coll::to_string(kind)));
+  name = env_or(name, "STRATA_ALGO_" + upper(family(kind)));
+  if (name == "tree" || name == "single" || name == "hierarchical" || name == "auto") name.clear();
+  if (!name.empty() && !known_algo(kind, name))
+    throw Error(Errc::invalid_argument, std::string(coll::to_string(kind)) + " on rank " + std::to_string(impl.rank()) +
+                                            ": algorithm '" + name + "' unknown (" + algo_names(kind) + ")");
+  CollOptions tree_opts = o;
+  tree_opts.algorithm = "tree";  // choose() knows tree names only; it still parses fragment / tree options
+  coll::Algorithm a = choose(kind, tree_opts);
+  a.name = name.empty() ? "auto" : name;
+  return a;
+}
+
+void check_vec(const char* n, const CommImpl& c, const char* name, const std::vector<std::size_t>& v) {
+  if (v.size() != static_cast<std::size_t>(c.size()))
+    bad(n, c,
+        std::string("argument '") + name + "' has " + std::to_string(v.size()) + " entries, the communicator has " +
+            std::to_string(c.size()) + " ranks");
+}
+
+// Blocks [displs[i], displs[i] + counts[i]) of one buffer: checks sizes and
+// overflow, rejects overlapping nonempty blocks; returns the extent in elements.
+std::size_t check_blocks(const char* n, const CommImpl& c, const char* cname, const char* dname,
+                         const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs,
+                         std::size_t esize, bool allow_overlap) {
+  check_vec(n, c, cname, counts);
+  check_vec(n, c, dname, displs);
+  std::vector<std::pair<std::size_t, std::size_t>> iv;
+  std::size_t extent = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    check_count(n, c, counts[i], esize);
+    check_count(n, c, displs[i], esize);
+    if (counts[i] == 0) continue;
+    extent = std::max(extent, displs[i] + counts[i]);
+    iv.emplace_back(displs[i], i);
+  }
+  check_count(n, c, extent, esize);
+  if (!allow_overlap) {
+    std::sort(iv.begin(), iv.end());
+    for (std::size_t k = 1; k < iv.size(); ++k) {
+      const std::size_t a = iv[k - 1].second, b = iv[k].second;
+      if (displs[a] + counts[a] > displs[b])
+        bad(n, c,
+            std::string("blocks ") + std::to_string(a) + " and " + std::to_string(b) +
+                " of the receive buffer overlap ('" + cname + "' / '" + dname + "')");
+    }
+  }
+  return extent;
+}
+
+// CommImpl::submit with the v-variant counts in the plan-cache key (the key of
+// comm.hpp does not include them yet).
+Future<void> submit_v(CommImpl& impl, const coll::Call& c, const void* send, void* recv) {
+  throw_if_error(impl.core->check_alive(coll::to_string(c.kind)));
+  if (impl.core->opts.check) impl.check_signature(c);
+  std::uint32_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lk(impl.mu);
+    seq = impl.next_seq++;
+  }
+  const int slot = static_cast<int>(seq % static_cast<std::uint32_t>(impl.group.credits));
+  std::string key;
+  if (!c.user_op) {
+    std::ostringstream k;
+    k << "v/" << static_cast<int>(c.kind) << '/' << c.count << '/' << static_cast<int>(c.dtype) << '/'
+      << static_cast<int>(c.op) << '/' << c.in_place << c.entry_all << c.exit_all << '/' << c.algo.name << '/'
+      << c.algo.fragment << '/' << c.algo.halves_threshold << '/' << slot;
+    for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) {
+      k << '|';
+      for (std::size_t x : *v) k << x << ',';
+    }
+    key = k.str();
+  }
+  auto plan = impl.plan_for(c, slot, key);
+  Promise<void> promise(impl.core->fctx);
+  Future<void> fut = promise.get_future();
+  char* slot_base = static_cast<char*>(impl.window->p) + static_cast<std::size_t>(slot) * impl.group.slot_bytes;
+  CommImpl* self = &impl;
+  auto start = [self, plan, send, recv, slot_base, seq, slot, promise]() mutable {
+    dag::Bindings b;
+    b.inputs = {send};
+    b.outputs = {recv, slot_base};
+    b.peers = self->peers;
+    const Status st = self->core->exec->start(plan, b, self->id, seq, [self, slot, promise](const Status& s) mutable {
+      promise.set(s);
+      self->release(static_cast<std::size_t>(slot));
+    });
+    if (!st.is_ok()) {
+      promise.set_error(st);
+      self->release(static_cast<std::size_t>(slot));
+    }
+  };
+  bool run_now = false;
+  {
+    std::lock_guard<std::mutex> lk(impl.mu);
+    if (!impl.slot_busy[static_cast<std::size_t>(slot)]) {
+      impl.slot_busy[static_cast<std::size_t>(slot)] = true;
+      run_now = true;
+    } else {
+      impl.pending[static_cast<std::size_t>(slot)].push_back(std::move(start));
+    }
+  }
+  if (run_now) start();
+  detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, impl.id,
+                         c.algo.name, plan->size());
+  return fut;
+}
+
+void check_op(const char* n, const CommImpl& c, dag::ReduceOp op, dag::DataType dt) {
+  if (dag::reduce_kernel(op, dt) == nullptr)
+    throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(c.rank()) + ": argument 'op' " +
+                                       dag::to_string(op) + " is not defined on " + dag::to_string(dt));
+}
+
+Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind kind, const void* send, void* recv,
+                               std::size_t count, const std::vector<std::size_t>* counts, dag::DataType dt,
+                               dag::ReduceOp op, std::shared_ptr<const dag::UserReduce> u, std::size_t esize,
+                               const CollOptions& opts) {
+  const char* n = coll::to_string(kind);
+  need(impl, n);
+  const CommImpl& c = *impl;
+  const auto nn = static_cast<std::size_t>(c.size());
+  std::size_t total = 0, mine = 0;
+  if (counts) {
+    check_vec(n, c, "counts", *counts);
+    for (std::size_t x : *counts) {
+      check_count(n, c, x, esize);
+      total += x;
+    }
+    check_count(n, c, total, esize);
+    mine = (*counts)[static_cast<std::size_t>(c.rank())];
+  } else {
+    check_count(n, c, count, esize);
+    check_count(n, c, count * nn, esize);
+    total = count * nn;
+    mine = count;
+  }
+  if (send == in_place) bad(n, c, "argument 'send' is strata::in_place, which this collective does not support");
+  check_buffer(n, c, "send", send, total * esize);
+  check_buffer(n, c, "recv", recv, mine * esize);
+  check_overlap(n, c, send, total * esize, recv, mine * esize);
+  if (!u) check_op(n, c, op, dt);
+  coll::Call call;
+  call.kind = kind;
+  call.count = counts ? mine : count;
+  if (counts) call.counts = *counts;
+  call.dtype = dt;
+  call.op = op;
+  call.user_op = std::move(u);
+  call.algo = resolve(kind, opts, c);
+  apply_sync(call, opts);
+  if (call.user_op && !call.user_op->commutative && call.algo.name != "auto" && call.algo.name != "pairwise")
+    throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(c.rank()) + ": algorithm '" +
+                                       call.algo.name +
+                                       "' does not keep rank order; a non-commutative op needs algorithm 'pairwise'");
+  return submit_v(*impl, call, send, recv);
+}
+
+}  // namespace
+
+Future<void> Communicator::allgather(const void* send, std::size_t count, void* recv, Datatype type,
+                                     const CollOptions& opts) {
+  const char* n = "allgather";
+  need(impl_, n);
+  const CommImpl& c = *impl_;
+  const std::size_t es = size_of(type);
+  const auto nn = static_cast<std::size_t>(c.size());
+  check_count(n, c, count, es);
+  check_count(n, c, count * nn, es);
+  const bool inplace = send == in_place;
+  if (!inplace) check_buffer(n, c, "send", send, count * es);
+  check_buffer(n, c, "recv", recv, count * nn * es);
+  if (!inplace) check_overlap(n, c, send, count * es, recv, count * nn * es);
+  coll::Call call;
+  call.kind = coll::Kind::allgather;
+  call.count = count;
+  call.dtype = detail::to_dag(type);
+  call.in_place = inplace;
+  call.algo = resolve(call.kind, opts, c);
+  apply_sync(call, opts);
+  return submit_v(*impl_, call, inplace ? nullptr : send, recv);
+}
+
+Future<void> Communicator::allgatherv(const void* send, std::size_t count, void* recv,
+                                      const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs,
+                                      Datatype type, const CollOptions& opts) {
+  const char* n = "allgatherv";
+  need(impl_, n);
+  const CommImpl& c = *impl_;
+  const std::size_t es = size_of(type);
+  check_count(n, c, count, es);
+  const std::size_t extent = check_blocks(n, c, "counts", "displs", counts, displs, es, false);
+  const auto me = static_cast<std::size_t>(c.rank());
+  const bool inplace = send == in_place;
+  if (!inplace && count != counts[me])
+    bad(n, c,
+        "argument 'count' = " + std::to_string(count) + " differs from counts[" + std::to_string(me) +
+            "] = " + std::to_string(counts[me]));
+  if (!inplace) check_buffer(n, c, "send", send, count * es);
+  check_buffer(n, c, "recv", recv, extent * es);
+  if (!inplace) check_overlap(n, c, send, count * es, recv, extent * es);
+  coll::Call call;
+  call.kind = coll::Kind::allgatherv;
+  call.count = counts[me];
+  call.counts = counts;
+  call.displs = displs;
+  call.dtype = detail::to_dag(type);
+  call.in_place = inplace;
+  call.algo = resolve(call.kind, opts, c);
+  apply_sync(call, opts);
+  return submit_v(*impl_, call, inplace ? nullptr : send, recv);
+}
+
+Future<void> Communicator::alltoall(const void* send, void* recv, std::size_t count, Datatype type,
+                                    const CollOptions& opts) {
+  const char* n = "alltoall";
+  need(impl_, n);
+  const CommImpl& c = *impl_;
+  const std::size_t es = size_of(type);
+  const auto nn = static_cast<std::size_t>(c.size());
+  check_count(n, c, count, es);
+  check_count(n, c, count * nn, es);
+  if (send == in_place) bad(n, c, "argument 'send' is strata::in_place, which alltoall does not support");
+  check_buffer(n, c, "send", send, count * nn * es);
+  check_buffer(n, c, "recv", recv, count * nn * es);
+  check_overlap(n, c, send, count * nn * es, recv, count * nn * es);
+  coll::Call call;
+  call.kind = coll::Kind::alltoall;
+  call.count = count;
+  call.dtype = detail::to_dag(type);
+  call.algo = resolve(call.kind, opts, c);
+  apply_sync(call, opts);
+  return submit_v(*impl_, call, send, recv);
+}
+
+Future<void> Communicator::alltoallv(const void* send, const std::vector<std::size_t>& send_counts,
+                                     const std::vector<std::size_t>& send_displs, void* recv,
+                                     const std::vector<std::size_t>& recv_counts,
+                                     const std::vector<std::size_t>& recv_displs, Datatype type,
+                                     const CollOptions& opts) {
+  const char* n = "alltoallv";
+  need(impl_, n);
+  const CommImpl& c = *impl_;
+  const std::size_t es = size_of(type);
+  if (send == in_place) bad(n, c, "argument 'send' is strata::in_place, which alltoallv does not support");
+  const std::size_t sext = check_blocks(n, c, "send_counts", "send_displs", send_counts, send_displs, es, true);
+  const std::size_t rext = check_blocks(n, c, "recv_counts", "recv_displs", recv_counts, recv_displs, es, false);
+  const auto me = static_cast<std::size_t>(c.rank());
+  if (send_counts[me] != recv_counts[me])
+    bad(n, c,
+        "send_counts[" + std::to_string(me) + "] = " + std::to_string(send_counts[me]) + " differs from recv_counts[" +
+            std::to_string(me) + "] = " + std::to_string(recv_counts[me]) + " (this rank's block to itself)");
+  check_buffer(n, c, "send", send, sext * es);
+  check_buffer(n, c, "recv", recv, rext * es);
+  check_overlap(n, c, send, sext * es, recv, rext * es);
+  coll::Call call;
+  call.kind = coll::Kind::alltoallv;
+  call.count = recv_counts[me];
+  call.counts = send_counts;
+  call.displs = send_displs;
+  call.rcounts = recv_counts;
+  call.rdispls = recv_displs;
+  call.dtype = detail::to_dag(type);
+  call.algo = resolve(call.kind, opts, c);
+  apply_sync(call, opts);
+  return submit_v(*impl_, call, send, recv);
+}
+
+Future<void> Communicator::reduce_scatter_block(const void* send, void* recv, std::size_t count, Datatype type, Op op,
+                                                const CollOptions& opts) {
+  return do_reduce_scatter(impl_, coll::Kind::reduce_scatter_block, send, recv, count, nullptr, detail::to_dag(type),
+                           detail::to_dag(op), nullptr, size_of(type), opts);
+}
+
+Future<void> Communicator::reduce_scatter_block(const void* send, void* recv, std::size_t count, const UserOp& op,
+                                                const CollOptions& opts) {
+  need(impl_, "reduce_scatter_block");
+  return do_reduce_scatter(impl_, coll::Kind::reduce_scatter_block, send, recv, count, nullptr, dag::DataType::u8,
+                           dag::ReduceOp::sum, wrap(op, "reduce_scatter_block", *impl_), op.elem_size, opts);
+}
+
+Future<void> Communicator::reduce_scatter(const void* send, void* recv, const std::vector<std::size_t>& counts,
+                                          Datatype type, Op op, const CollOptions& opts) {
+  return do_reduce_scatter(impl_, coll::Kind::reduce_scatter, send, recv, 0, &counts, detail::to_dag(type),
+                           detail::to_dag(op), nullptr, size_of(type), opts);
+}
+
+}  // namespace strata

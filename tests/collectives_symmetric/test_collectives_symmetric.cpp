@@ -1,0 +1,58 @@
+// Allgather(v), alltoall(v), reduce-scatter(_block) over real processes: runs
+// sym_rank under strata-run (hard timeout) for several rank counts, hosts,
+// a synthetic multi-NUMA topology, fragmentations, a tiny window and strict sync.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+std::string bin() {
+  const char* b = std::getenv("STRATA_BIN");
+  return b ? b : STRATA_BINARY_DIR "/bin";
+}
+
+int run(const std::string& env, const std::string& launcher_args, const std::string& rank_args, std::string* out) {
+  const std::string cmd = env + " " + bin() + "/strata-run " + launcher_args + " --timeout 280 -- " + bin() +
+                          "/sym_rank " + rank_args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out->append(buf);
+  const int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+struct Case {
+  const char* name;
+  const char* env;
+  const char* launcher;
+  const char* args;
+};
+
+class SymmetricOverProcesses : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SymmetricOverProcesses, MatchSequentialReference) {
+  std::string out;
+  const int rc = run(GetParam().env, GetParam().launcher, GetParam().args, &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("sym_rank: OK"), std::string::npos) << out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, SymmetricOverProcesses,
+                         ::testing::Values(Case{"n1", "", "-n 1", ""}, Case{"n2", "", "-n 2", ""},
+                                           Case{"n3", "", "-n 3", ""}, Case{"n5", "", "-n 5", ""},
+                                           Case{"n8_numa", "", "-n 8 --topology 'package:2 numa:2 core:2 pu:1'",
+                                                "--quick"},
+                                           Case{"n4_hosts2", "", "-n 4 --hosts 2", "--quick"},
+                                           Case{"n3_hosts2_strict", "", "-n 3 --hosts 2", "--quick --strict"},
+                                           Case{"n3_fixed4096", "", "-n 3", "--quick --fragment fixed:4096"},
+                                           Case{"n5_halves8192", "", "-n 5", "--quick --fragment halves:8192"},
+                                           Case{"n4_slot8192", "STRATA_SLOT_BYTES=8192", "-n 4", "--quick"}),
+                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+}  // namespace

@@ -1,0 +1,358 @@
+// Allgather(v), alltoall(v), reduce-scatter(_block) compilers without processes:
+// every rank's slice compiled and validated across ranks (signals match waits),
+// and executed over the fake transport (random release order) against a
+// sequential reference.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/collectives/compile.hpp"
+#include "strata/dag/executor.hpp"
+#include "strata/transport/fake.hpp"
+
+using strata::coll::Call;
+using strata::coll::Group;
+using strata::coll::Kind;
+namespace dag = strata::dag;
+using strata::transport::FakeMode;
+using strata::transport::FakeWorld;
+
+namespace {
+
+Group group(int n, std::size_t slot_bytes) {
+  Group g;
+  g.world_size = n;
+  for (int r = 0; r < n; ++r) {
+    g.world.push_back(r);
+    g.host.push_back(0);
+    g.numa.push_back(0);
+  }
+  g.slot_bytes = slot_bytes;
+  g.credits = 2;
+  return g;
+}
+
+// Counts with zeros and different sizes per rank.
+std::vector<std::size_t> vcounts(int n, std::size_t count, int salt) {
+  std::vector<std::size_t> c;
+  for (int r = 0; r < n; ++r)
+    c.push_back((r + salt) % 3 == 1 ? 0 : count + static_cast<std::size_t>((r * 5 + salt) % 7));
+  return c;
+}
+
+// Displacements in reverse rank order with gaps of 3 elements.
+std::vector<std::size_t> rdispls(const std::vector<std::size_t>& counts) {
+  std::vector<std::size_t> d(counts.size());
+  std::size_t at = 1;
+  for (std::size_t i = counts.size(); i-- > 0;) {
+    d[i] = at;
+    at += counts[i] + 3;
+  }
+  return d;
+}
+
+std::size_t extent(const std::vector<std::size_t>& c, const std::vector<std::size_t>& d) {
+  std::size_t e = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) e = std::max(e, c[i] + d[i]);
+  return e;
+}
+
+Call make(Kind k, int n, std::size_t count, const std::string& algo, int me_for_a2av = -1) {
+  Call c;
+  c.kind = k;
+  c.count = count;
+  c.dtype = dag::DataType::i32;
+  c.algo.name = algo;
+  if (k == Kind::allgatherv) {
+    c.counts = vcounts(n, count, 0);
+    c.displs = rdispls(c.counts);
+  } else if (k == Kind::reduce_scatter) {
+    c.counts = vcounts(n, count, 1);
+  }
+  (void)me_for_a2av;
+  return c;
+}
+
+struct AlgoCase {
+  Kind kind;
+  const char* algo;
+};
+
+const AlgoCase kCases[] = {
+    {Kind::allgather, "ring"},
+    {Kind::allgather, "rd"},
+    {Kind::allgather, "bruck"},
+    {Kind::allgather, "auto"},
+    {Kind::allgatherv, "ring"},
+    {Kind::allgatherv, "rd"},
+    {Kind::allgatherv, "bruck"},
+    {Kind::alltoall, "pairwise"},
+    {Kind::alltoall, "bruck"},
+    {Kind::alltoall, "auto"},
+    {Kind::reduce_scatter_block, "ring"},
+    {Kind::reduce_scatter_block, "rh"},
+    {Kind::reduce_scatter_block, "pairwise"},
+    {Kind::reduce_scatter, "ring"},
+    {Kind::reduce_scatter, "rh"},
+    {Kind::reduce_scatter, "pairwise"},
+};
+
+std::vector<const dag::Plan*> raw(const std::vector<std::shared_ptr<const dag::Plan>>& p) {
+  std::vector<const dag::Plan*> r;
+  for (const auto& x : p) r.push_back(x.get());
+  return r;
+}
+
+TEST(SymmetricCompile, AllSlicesValidateAcrossRanks) {
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 16}) {
+    for (const AlgoCase& ac : kCases) {
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+        for (std::size_t slot : {std::size_t{4096}, std::size_t{1} << 20}) {
+          const Group g = group(n, slot);
+          const Call c = make(ac.kind, n, count, ac.algo);
+          std::vector<std::shared_ptr<const dag::Plan>> plans;
+          ASSERT_NO_THROW(plans = strata::coll::compile_all(g, c, 1))
+              << strata::coll::to_string(ac.kind) << " " << ac.algo << " n=" << n << " count=" << count;
+          const strata::Status st = dag::validate(raw(plans));
+          EXPECT_TRUE(st.is_ok()) << strata::coll::to_string(ac.kind) << " " << ac.algo << " n=" << n
+                                  << " count=" << count << " slot=" << slot << ": " << st.message();
+        }
+      }
+    }
+  }
+}
+
+TEST(SymmetricCompile, RefusesNonCommutativeWhereOrderIsLost) {
+  const Group g = group(4, 1 << 20);
+  auto u = std::make_shared<dag::UserReduce>();
+  u->fn = [](const void*, const void*, void*, std::size_t) {};
+  u->elem_size = 4;
+  u->commutative = false;
+  u->name = "nc";
+  for (const char* algo : {"ring", "rh"}) {
+    Call c = make(Kind::reduce_scatter_block, 4, 5, algo);
+    c.user_op = u;
+    try {
+      (void)strata::coll::compile(g, c, 0);
+      ADD_FAILURE() << algo << " accepted a non-commutative op";
+    } catch (const strata::Error& e) {
+      EXPECT_EQ(e.errc(), strata::Errc::unsupported);
+      EXPECT_NE(std::string(e.what()).find(algo), std::string::npos) << e.what();
+    }
+  }
+  for (const char* algo : {"pairwise", "auto"}) {
+    Call c = make(Kind::reduce_scatter_block, 4, 5, algo);
+    c.user_op = u;
+    EXPECT_NO_THROW((void)strata::coll::compile_all(g, c, 0)) << algo;
+  }
+  Call bad = make(Kind::allgatherv, 4, 5, "ring");
+  bad.counts.pop_back();
+  EXPECT_THROW((void)strata::coll::compile(g, bad, 0), strata::Error);
+}
+
+// ---------------------------------------------------------------- execution over the fake transport
+struct Sim {
+  int n;
+  std::size_t slot_bytes;
+  tbb::task_arena arena{2, 0};
+  FakeWorld world;
+  std::vector<std::unique_ptr<dag::Executor>> ex;
+  std::vector<std::vector<char>> win;
+  std::vector<strata::transport::RemoteKey> keys;
+  Sim(int nranks, std::size_t slot, std::uint64_t seed)
+      : n(nranks), slot_bytes(slot), world(nranks, FakeMode::manual, seed) {
+    keys.resize(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      dag::ExecutorOptions o;
+      o.arena = &arena;
+      ex.push_back(std::make_unique<dag::Executor>(world.endpoint(r), o));
+      win.emplace_back(slot * 2, 0);
+      EXPECT_TRUE(
+          world.endpoint(r).register_memory(win.back().data(), slot * 2, &keys[static_cast<std::size_t>(r)]).is_ok());
+    }
+  }
+  ~Sim() {
+    for (int r = 0; r < n; ++r)
+      world.endpoint(r).deregister_memory(win[static_cast<std::size_t>(r)].data(), slot_bytes * 2);
+  }
+  // Runs every rank's slice of c with per-rank send / recv buffers.
+  bool run(const Call& c, std::vector<std::vector<std::int32_t>>& send, std::vector<std::vector<std::int32_t>>& recv,
+           std::uint32_t seq) {
+    const auto plans = strata::coll::compile_all(group(n, slot_bytes), c, 1);
+    std::atomic<int> finished{0}, failed{0};
+    for (int r = n - 1; r >= 0; --r) {
+      dag::Bindings b;
+      b.inputs = {c.in_place ? nullptr : send[static_cast<std::size_t>(r)].data()};
+      b.outputs = {recv[static_cast<std::size_t>(r)].data(), win[static_cast<std::size_t>(r)].data() + slot_bytes};
+      for (int q = 0; q < n; ++q) b.peers.push_back({q, 0, keys[static_cast<std::size_t>(q)]});
+      const strata::Status st = ex[static_cast<std::size_t>(r)]->start(plans[static_cast<std::size_t>(r)], b, 0, seq,
+                                                                       [&](const strata::Status& s) {
+                                                                         if (!s.is_ok()) failed.fetch_add(1);
+                                                                         finished.fetch_add(1);
+                                                                       });
+      if (!st.is_ok()) {
+        ADD_FAILURE() << st.message();
+        return false;
+      }
+    }
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (finished.load() < n) {
+      if (std::chrono::steady_clock::now() > limit) return false;
+      const bool moved = world.release_random();
+      if (world.progress_all() == 0 && !moved) std::this_thread::yield();
+    }
+    return failed.load() == 0;
+  }
+};
+
+std::int32_t val(int r, std::size_t i) { return static_cast<std::int32_t>(r * 1000 + static_cast<int>(i % 977) + 1); }
+
+struct SimCase {
+  int n;
+  std::size_t slot;
+};
+
+class SymmetricSim : public ::testing::TestWithParam<SimCase> {};
+
+TEST_P(SymmetricSim, MatchesSequentialReference) {
+  const int n = GetParam().n;
+  const auto nn = static_cast<std::size_t>(n);
+  Sim sim(n, GetParam().slot, 7 + static_cast<std::uint64_t>(n));
+  std::uint32_t seq = 0;
+  for (const AlgoCase& ac : kCases) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{5003}}) {
+      for (int inplace = 0; inplace < (ac.kind == Kind::allgather || ac.kind == Kind::allgatherv ? 2 : 1); ++inplace) {
+        const std::string what = std::string(strata::coll::to_string(ac.kind)) + " " + ac.algo +
+                                 " n=" + std::to_string(n) + " count=" + std::to_string(count) +
+                                 (inplace ? " in-place" : "");
+        Call c = make(ac.kind, n, count, ac.algo);
+        c.in_place = inplace != 0;
+        std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+        if (ac.kind == Kind::allgather || ac.kind == Kind::allgatherv) {
+          std::vector<std::size_t> cnt(nn, count), dsp(nn);
+          for (std::size_t r = 0; r < nn; ++r) dsp[r] = r * count;
+          if (ac.kind == Kind::allgatherv) {
+            cnt = c.counts;
+            dsp = c.displs;
+          }
+          const std::size_t ext = extent(cnt, dsp);
+          for (std::size_t r = 0; r < nn; ++r) {
+            for (std::size_t i = 0; i < cnt[r]; ++i) send[r].push_back(val(static_cast<int>(r), i));
+            recv[r].assign(ext, -1);
+            want[r].assign(ext, -1);
+            for (std::size_t q = 0; q < nn; ++q)
+              for (std::size_t i = 0; i < cnt[q]; ++i) want[r][dsp[q] + i] = val(static_cast<int>(q), i);
+            if (inplace)
+              for (std::size_t i = 0; i < cnt[r]; ++i) recv[r][dsp[r] + i] = val(static_cast<int>(r), i);
+          }
+        } else if (ac.kind == Kind::alltoall) {
+          for (std::size_t r = 0; r < nn; ++r) {
+            recv[r].assign(nn * count, -1);
+            for (std::size_t j = 0; j < nn; ++j)
+              for (std::size_t i = 0; i < count; ++i) {
+                send[r].push_back(val(static_cast<int>(r * nn + j), i));
+                want[r].push_back(val(static_cast<int>(j * nn + r), i));
+              }
+          }
+        } else {
+          std::vector<std::size_t> cnt(nn, count);
+          if (ac.kind == Kind::reduce_scatter) cnt = c.counts;
+          std::size_t tot = 0;
+          for (std::size_t x : cnt) tot += x;
+          std::vector<std::int32_t> sum(tot, 0);
+          for (std::size_t r = 0; r < nn; ++r)
+            for (std::size_t i = 0; i < tot; ++i) {
+              send[r].push_back(val(static_cast<int>(r), i * 3));
+              sum[i] += send[r][i];
+            }
+          std::size_t at = 0;
+          for (std::size_t r = 0; r < nn; ++r) {
+            recv[r].assign(cnt[r], -1);
+            want[r].assign(sum.begin() + static_cast<std::ptrdiff_t>(at),
+                           sum.begin() + static_cast<std::ptrdiff_t>(at + cnt[r]));
+            at += cnt[r];
+          }
+        }
+        ASSERT_TRUE(sim.run(c, send, recv, seq++)) << what;
+        for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(recv[r], want[r]) << what << " rank " << r;
+      }
+    }
+  }
+  // alltoallv: counts between every pair differ (zeros included), reversed / gapped displacements.
+  for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{2000}}) {
+    auto pair = [count](std::size_t a, std::size_t b) -> std::size_t {
+      return (a + 2 * b) % 4 == 1 ? 0 : count + (a * 3 + b) % 5;
+    };
+    std::vector<Call> calls(nn);
+    std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+    for (std::size_t r = 0; r < nn; ++r) {
+      Call& c = calls[r];
+      c.kind = Kind::alltoallv;
+      c.dtype = dag::DataType::i32;
+      c.algo.name = "pairwise";
+      for (std::size_t j = 0; j < nn; ++j) {
+        c.counts.push_back(pair(r, j));
+        c.rcounts.push_back(pair(j, r));
+      }
+      c.displs = rdispls(c.counts);
+      c.rdispls = rdispls(c.rcounts);
+      send[r].assign(extent(c.counts, c.displs), -2);
+      for (std::size_t j = 0; j < nn; ++j)
+        for (std::size_t i = 0; i < c.counts[j]; ++i) send[r][c.displs[j] + i] = val(static_cast<int>(r * nn + j), i);
+      recv[r].assign(extent(c.rcounts, c.rdispls), -1);
+      want[r] = recv[r];
+      for (std::size_t j = 0; j < nn; ++j)
+        for (std::size_t i = 0; i < c.rcounts[j]; ++i) want[r][c.rdispls[j] + i] = val(static_cast<int>(j * nn + r), i);
+    }
+    // Per-rank calls differ: compile each rank's slice from its own call.
+    std::vector<std::shared_ptr<const dag::Plan>> plans;
+    for (std::size_t r = 0; r < nn; ++r) {
+      Group g = group(n, sim.slot_bytes);
+      g.rank = static_cast<int>(r);
+      plans.push_back(strata::coll::compile(g, calls[r], 1));
+    }
+    ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << dag::validate(raw(plans)).message();
+    std::atomic<int> finished{0}, failed{0};
+    for (int r = n - 1; r >= 0; --r) {
+      dag::Bindings b;
+      b.inputs = {send[static_cast<std::size_t>(r)].data()};
+      b.outputs = {recv[static_cast<std::size_t>(r)].data(),
+                   sim.win[static_cast<std::size_t>(r)].data() + sim.slot_bytes};
+      for (int q = 0; q < n; ++q) b.peers.push_back({q, 0, sim.keys[static_cast<std::size_t>(q)]});
+      ASSERT_TRUE(sim.ex[static_cast<std::size_t>(r)]
+                      ->start(plans[static_cast<std::size_t>(r)], b, 0, seq,
+                              [&](const strata::Status& s) {
+                                if (!s.is_ok()) failed.fetch_add(1);
+                                finished.fetch_add(1);
+                              })
+                      .is_ok());
+    }
+    ++seq;
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (finished.load() < n) {
+      ASSERT_LT(std::chrono::steady_clock::now(), limit) << "alltoallv hangs, count " << count;
+      const bool moved = sim.world.release_random();
+      if (sim.world.progress_all() == 0 && !moved) std::this_thread::yield();
+    }
+    ASSERT_EQ(failed.load(), 0);
+    for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(recv[r], want[r]) << "alltoallv count " << count << " rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SymmetricSim,
+                         ::testing::Values(SimCase{1, 1 << 20}, SimCase{2, 1 << 20}, SimCase{3, 4096},
+                                           SimCase{4, 1 << 20}, SimCase{5, 4096}, SimCase{6, 8192},
+                                           SimCase{8, 1 << 16}),
+                         [](const ::testing::TestParamInfo<SimCase>& i) {
+                           return "n" + std::to_string(i.param.n) + "_slot" + std::to_string(i.param.slot);
+                         });
+
+}  // namespace
