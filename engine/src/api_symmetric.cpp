@@ -115,62 +115,9 @@ std::size_t check_blocks(const char* n, const CommImpl& c, const char* cname, co
   return extent;
 }
 
-// CommImpl::submit with the v-variant counts in the plan-cache key (the key of
-// comm.hpp does not include them yet).
+// One-shot submission (the plan-cache key of CommImpl::submit covers the v-variant counts).
 Future<void> submit_v(CommImpl& impl, const coll::Call& c, const void* send, void* recv) {
-  throw_if_error(impl.core->check_alive(coll::to_string(c.kind)));
-  if (impl.core->opts.check) impl.check_signature(c);
-  std::uint32_t seq = 0;
-  {
-    std::lock_guard<std::mutex> lk(impl.mu);
-    seq = impl.next_seq++;
-  }
-  const int slot = static_cast<int>(seq % static_cast<std::uint32_t>(impl.group.credits));
-  std::string key;
-  if (!c.user_op) {
-    std::ostringstream k;
-    k << "v/" << static_cast<int>(c.kind) << '/' << c.count << '/' << static_cast<int>(c.dtype) << '/'
-      << static_cast<int>(c.op) << '/' << c.in_place << c.entry_all << c.exit_all << '/' << c.algo.name << '/'
-      << c.algo.fragment << '/' << c.algo.halves_threshold << '/' << slot;
-    for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) {
-      k << '|';
-      for (std::size_t x : *v) k << x << ',';
-    }
-    key = k.str();
-  }
-  auto plan = impl.plan_for(c, slot, key);
-  Promise<void> promise(impl.core->fctx);
-  Future<void> fut = promise.get_future();
-  char* slot_base = static_cast<char*>(impl.window->p) + static_cast<std::size_t>(slot) * impl.group.slot_bytes;
-  CommImpl* self = &impl;
-  auto start = [self, plan, send, recv, slot_base, seq, slot, promise]() mutable {
-    dag::Bindings b;
-    b.inputs = {send};
-    b.outputs = {recv, slot_base};
-    b.peers = self->peers;
-    const Status st = self->core->exec->start(plan, b, self->id, seq, [self, slot, promise](const Status& s) mutable {
-      promise.set(s);
-      self->release(static_cast<std::size_t>(slot));
-    });
-    if (!st.is_ok()) {
-      promise.set_error(st);
-      self->release(static_cast<std::size_t>(slot));
-    }
-  };
-  bool run_now = false;
-  {
-    std::lock_guard<std::mutex> lk(impl.mu);
-    if (!impl.slot_busy[static_cast<std::size_t>(slot)]) {
-      impl.slot_busy[static_cast<std::size_t>(slot)] = true;
-      run_now = true;
-    } else {
-      impl.pending[static_cast<std::size_t>(slot)].push_back(std::move(start));
-    }
-  }
-  if (run_now) start();
-  detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, impl.id,
-                         c.algo.name, plan->size());
-  return fut;
+  return impl.submit(c, send, recv);
 }
 
 void check_op(const char* n, const CommImpl& c, dag::ReduceOp op, dag::DataType dt) {

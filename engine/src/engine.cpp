@@ -435,9 +435,11 @@ Engine::~Engine() {
     detail::logger().warn("engine shutdown: barrier failed: {}", e.what());
   }
   core_->alive.store(false, std::memory_order_release);
-  world_ = Communicator();
+  // Servers first (joins them: no transport callback runs after this), then
+  // the executor (drains its tasks), then the communicators and the transport.
   core_->progress->stop();
   core_->exec.reset();
+  world_ = Communicator();
   core_->transport->shutdown();
 }
 

@@ -1,0 +1,246 @@
+// Communicator::gather / gatherv / scatter / scatterv: argument checks,
+// algorithm choice ("tree" | "single" | "flat" | "ring") and submission
+// (docs/collectives.md, "Gather and scatter").
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm.hpp"
+#include "strata/engine.hpp"
+
+namespace strata {
+
+namespace {
+
+using namespace detail;  // NOLINT: argument checks and algorithm choice (comm.hpp)
+
+bool is_v(coll::Kind k) { return k == coll::Kind::gatherv || k == coll::Kind::scatterv; }
+bool is_gather(coll::Kind k) { return k == coll::Kind::gather || k == coll::Kind::gatherv; }
+
+// Algorithm of one rooted call: per-call options, then STRATA_ALGO_<COLL>, then
+// the default (tree for gather / scatter; flat for the v-variants, whose tree
+// needs the counts on every rank first). choose() parses tree shapes and
+// fragmentation; it does not know flat / ring, so the name is resolved here.
+coll::Algorithm rooted_algorithm(const CommImpl& impl, coll::Kind kind, const CollOptions& o) {
+  const std::string cname = upper(coll::to_string(kind));
+  std::string algo = env_or(o.algorithm, "STRATA_ALGO_" + cname);
+  if (algo.empty() || algo == "auto") algo = is_v(kind) ? "flat" : "tree";
+  CollOptions rest = o;
+  const bool direct = algo == "flat" || algo == "ring";
+  if (!direct && algo != "tree" && algo != "hierarchical" && algo != "single" && algo != "flat-tree")
+    bad(coll::to_string(kind), impl,
+        "algorithm '" + algo + "' unknown (tree | single | flat | ring); see docs/collectives.md");
+  rest.algorithm = direct ? "tree" : algo;
+  coll::Algorithm a = choose(kind, rest);
+  if (direct) a.name = algo;
+  return a;
+}
+
+bool uses_tree(const coll::Algorithm& a) { return a.name != "flat" && a.name != "ring"; }
+
+// CommImpl::submit with the v-variants' counts and displacements in the plan
+// cache key (the shared key does not include them yet).
+Future<void> submit_rooted(CommImpl& impl, const coll::Call& c, const void* send, void* recv) {
+  throw_if_error(impl.core->check_alive(coll::to_string(c.kind)));
+  if (impl.core->opts.check) impl.check_signature(c);
+  std::uint32_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lk(impl.mu);
+    seq = impl.next_seq++;
+  }
+  const int slot = static_cast<int>(seq % static_cast<std::uint32_t>(impl.group.credits));
+  std::ostringstream k;
+  k << static_cast<int>(c.kind) << '/' << c.count << '/' << static_cast<int>(c.dtype) << '/' << c.root << '/'
+    << c.in_place << c.entry_all << c.exit_all << '/' << c.algo.name << c.algo.hierarchical << '/' << c.algo.host.kind
+    << c.algo.host.radix << c.algo.numa.kind << c.algo.numa.radix << c.algo.core.kind << c.algo.core.radix
+    << c.algo.single.kind << c.algo.single.radix << '/' << c.algo.fragment << '/' << c.algo.halves_threshold << '/'
+    << slot << "/v";
+  for (std::size_t x : c.counts) k << ',' << x;
+  k << '/';
+  for (std::size_t x : c.displs) k << ',' << x;
+  auto plan = impl.plan_for(c, slot, k.str());
+  Promise<void> promise(impl.core->fctx);
+  Future<void> fut = promise.get_future();
+  char* slot_base = static_cast<char*>(impl.window->p) + static_cast<std::size_t>(slot) * impl.group.slot_bytes;
+  CommImpl* self = &impl;
+  auto start = [self, plan, send, recv, slot_base, seq, slot, promise]() mutable {
+    dag::Bindings b;
+    b.inputs = {send};
+    b.outputs = {recv, slot_base};
+    b.peers = self->peers;
+    const Status st = self->core->exec->start(plan, b, self->id, seq, [self, slot, promise](const Status& s) mutable {
+      promise.set(s);
+      self->release(static_cast<std::size_t>(slot));
+    });
+    if (!st.is_ok()) {
+      promise.set_error(st);
+      self->release(static_cast<std::size_t>(slot));
+    }
+  };
+  bool run_now = false;
+  {
+    std::lock_guard<std::mutex> lk(impl.mu);
+    if (!impl.slot_busy[static_cast<std::size_t>(slot)]) {
+      impl.slot_busy[static_cast<std::size_t>(slot)] = true;
+      run_now = true;
+    } else {
+      impl.pending[static_cast<std::size_t>(slot)].push_back(std::move(start));
+    }
+  }
+  if (run_now) start();
+  detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, impl.id,
+                         c.algo.name, plan->size());
+  return fut;
+}
+
+// Checks counts / displacements at the root; returns the rooted buffer's extent in bytes.
+std::size_t check_layout(const char* n, const CommImpl& impl, const std::vector<std::size_t>& counts,
+                         const std::vector<std::size_t>& displs, std::size_t esize, bool gather) {
+  const auto un = static_cast<std::size_t>(impl.size());
+  if (counts.size() != un)
+    bad(n, impl,
+        "argument 'counts' has " + std::to_string(counts.size()) + " entries, the communicator " + std::to_string(un) +
+            " ranks");
+  if (displs.size() != un)
+    bad(n, impl,
+        "argument 'displs' has " + std::to_string(displs.size()) + " entries, the communicator " + std::to_string(un) +
+            " ranks");
+  std::size_t extent = 0;
+  std::vector<std::size_t> idx;
+  for (std::size_t r = 0; r < un; ++r) {
+    check_count(n, impl, counts[r], esize);
+    check_count(n, impl, displs[r], esize);
+    if (counts[r] == 0) continue;
+    idx.push_back(r);
+    extent = std::max(extent, (displs[r] + counts[r]) * esize);
+  }
+  if (gather) {
+    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return displs[a] < displs[b]; });
+    for (std::size_t i = 1; i < idx.size(); ++i)
+      if (displs[idx[i - 1]] + counts[idx[i - 1]] > displs[idx[i]])
+        bad(n, impl,
+            "argument 'displs': the blocks of ranks " + std::to_string(idx[i - 1]) + " and " + std::to_string(idx[i]) +
+                " overlap in 'recv'");
+  }
+  return extent;
+}
+
+// Tree v-variants: every rank needs every count and displacement; the root
+// broadcasts them (one small broadcast on the same communicator, waited for).
+void share_layout(Communicator& comm, CommImpl& impl, coll::Call& c, int root, const char* n) {
+  const auto un = static_cast<std::size_t>(impl.size());
+  std::vector<std::uint64_t> w(2 * un, 0);
+  if (impl.rank() == root)
+    for (std::size_t r = 0; r < un; ++r) {
+      w[r] = c.counts[r];
+      w[un + r] = c.displs[r];
+    }
+  CollOptions o;
+  o.algorithm = "tree";
+  comm.broadcast(w.data(), w.size(), Datatype::uint64, root, o).get();
+  if (impl.rank() == root) return;
+  c.counts.assign(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(un));
+  c.displs.assign(w.begin() + static_cast<std::ptrdiff_t>(un), w.end());
+  const std::size_t mine = c.counts[static_cast<std::size_t>(impl.rank())];
+  if (mine != c.count)
+    bad(n, impl,
+        "argument 'count' = " + std::to_string(c.count) + " differs from counts[" + std::to_string(impl.rank()) +
+            "] = " + std::to_string(mine) + " given at the root");
+}
+
+struct RootedArgs {
+  coll::Kind kind;
+  const void* send;
+  void* recv;
+  std::size_t count;
+  const std::vector<std::size_t>* counts;  // v-variants
+  const std::vector<std::size_t>* displs;
+  Datatype type;
+  int root;
+};
+
+Future<void> rooted(Communicator& comm, const std::shared_ptr<CommImpl>& impl, const RootedArgs& a,
+                    const CollOptions& opts) {
+  const char* n = coll::to_string(a.kind);
+  need(impl, n);
+  const std::size_t es = size_of(a.type);
+  const bool gather = is_gather(a.kind);
+  const bool v = is_v(a.kind);
+  const auto un = static_cast<std::size_t>(impl->size());
+  check_count(n, *impl, a.count, es);
+  check_root(n, *impl, a.root);
+  const bool root = impl->rank() == a.root;
+  // The user buffer that is in place at the root: send for gather, recv for scatter.
+  const bool inplace = gather ? a.send == in_place : a.recv == in_place;
+  if (root && !gather && a.send == in_place)
+    bad(n, *impl, "argument 'send' cannot be strata::in_place (use 'recv' at the root)");
+  if (root && gather && a.recv == in_place)
+    bad(n, *impl, "argument 'recv' cannot be strata::in_place (use 'send' at the root)");
+  if (inplace && !root)
+    bad(n, *impl,
+        std::string("argument '") + (gather ? "send" : "recv") +
+            "' is strata::in_place on a rank that is not the root");
+  coll::Call c;
+  c.kind = a.kind;
+  c.count = a.count;
+  c.dtype = detail::to_dag(a.type);
+  c.root = a.root;
+  c.in_place = inplace;
+  c.algo = rooted_algorithm(*impl, a.kind, opts);
+  apply_sync(c, opts);
+  const std::size_t mine = a.count * es;
+  if (root) {
+    std::size_t extent = un * mine;
+    if (v) {
+      extent = check_layout(n, *impl, *a.counts, *a.displs, es, gather);
+      if (!inplace && a.count != (*a.counts)[static_cast<std::size_t>(a.root)])
+        bad(n, *impl,
+            "argument 'count' = " + std::to_string(a.count) +
+                " differs from counts[root] = " + std::to_string((*a.counts)[static_cast<std::size_t>(a.root)]));
+      c.counts = *a.counts;
+      c.displs = *a.displs;
+    }
+    const void* rooted_buf = gather ? static_cast<const void*>(a.recv) : a.send;
+    check_buffer(n, *impl, gather ? "recv" : "send", rooted_buf, extent);
+    if (!inplace) {
+      const void* own = gather ? a.send : static_cast<const void*>(a.recv);
+      check_buffer(n, *impl, gather ? "send" : "recv", own, mine);
+      check_overlap(n, *impl, a.send, gather ? mine : extent, a.recv, gather ? extent : mine);
+    }
+  } else {
+    check_buffer(n, *impl, gather ? "send" : "recv", gather ? a.send : static_cast<const void*>(a.recv), mine);
+  }
+  if (v && uses_tree(c.algo)) share_layout(comm, *impl, c, a.root, n);
+  const void* send = gather ? (inplace ? nullptr : a.send) : (root ? a.send : nullptr);
+  void* recv = gather ? (root ? a.recv : nullptr) : (inplace ? nullptr : a.recv);
+  return submit_rooted(*impl, c, send, recv);
+}
+
+}  // namespace
+
+Future<void> Communicator::gather(const void* send, std::size_t count, void* recv, Datatype type, int root,
+                                  const CollOptions& opts) {
+  return rooted(*this, impl_, {coll::Kind::gather, send, recv, count, nullptr, nullptr, type, root}, opts);
+}
+
+Future<void> Communicator::gatherv(const void* send, std::size_t count, void* recv,
+                                   const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs,
+                                   Datatype type, int root, const CollOptions& opts) {
+  return rooted(*this, impl_, {coll::Kind::gatherv, send, recv, count, &counts, &displs, type, root}, opts);
+}
+
+Future<void> Communicator::scatter(const void* send, void* recv, std::size_t count, Datatype type, int root,
+                                   const CollOptions& opts) {
+  return rooted(*this, impl_, {coll::Kind::scatter, send, recv, count, nullptr, nullptr, type, root}, opts);
+}
+
+Future<void> Communicator::scatterv(const void* send, const std::vector<std::size_t>& counts,
+                                    const std::vector<std::size_t>& displs, void* recv, std::size_t count,
+                                    Datatype type, int root, const CollOptions& opts) {
+  return rooted(*this, impl_, {coll::Kind::scatterv, send, recv, count, &counts, &displs, type, root}, opts);
+}
+
+}  // namespace strata

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs one small application instance and checks its result.
+#   app_check.sh asp            -- COMMAND...  exit 0 and "asp: check: 0 mismatches ... OK"
+#   app_check.sh fft3d          -- COMMAND...  exit 0, "fft3d: check OK", every printed error < 1e-10
+#   app_check.sh 'error:REGEX'  -- COMMAND...  nonzero exit (not a timeout) and output matching REGEX
+# COMMAND carries its own timeout (strata-run --timeout, or timeout(1) for mpirun).
+set -u
+kind=$1
+shift
+[ "${1:-}" = "--" ] && shift
+out=$("$@" 2>&1)
+rc=$?
+printf '%s\n' "$out"
+fail() {
+  echo "app_check: FAILED: $*" >&2
+  exit 1
+}
+[ $rc -eq 124 ] && fail "timed out"
+case $kind in
+  asp)
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    grep -Eq '^asp: check: 0 mismatches .*: OK$' <<<"$out" || fail "no successful check line"
+    [ "$(grep -c '^asp: \(blocking\|pipelined\) ' <<<"$out")" -eq 2 ] || fail "expected timings of both modes"
+    ;;
+  fft3d)
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    grep -q '^fft3d: check OK' <<<"$out" || fail "no 'fft3d: check OK'"
+    lines=$(grep -E '^fft3d: check (blocking|overlap|pipelined) *:' <<<"$out")
+    [ "$(wc -l <<<"$lines")" -eq 3 ] || fail "expected a check line per transpose mode"
+    grep -q 'vs FFTW 3D' <<<"$lines" || fail "small grid not compared with the FFTW 3D reference"
+    # every error printed (numbers like 3.1e-16) must be below 1e-10
+    for e in $(grep -Eo '[0-9]\.[0-9]+e[-+][0-9]+' <<<"$lines"); do
+      awk -v e="$e" 'BEGIN { exit !(e + 0 < 1e-10) }' || fail "error $e is not below 1e-10"
+    done
+    ;;
+  error:*)
+    [ $rc -ne 0 ] || fail "expected a failure, got exit status 0"
+    grep -Eq "${kind#error:}" <<<"$out" || fail "output does not match '${kind#error:}'"
+    ;;
+  *) fail "unknown kind '$kind'" ;;
+esac
+echo "app_check: OK"
