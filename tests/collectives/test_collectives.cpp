@@ -53,3 +53,30 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"-n 3 --hosts 2", "--quick --check-mismatch", "STRATA_CHECK=1"}));
 
 }  // namespace
+
+namespace {
+
+int run_stream(const std::string& launcher_args, const std::string& rank_args, std::string* out) {
+  const std::string cmd =
+      bin() + "/strata-run " + launcher_args + " --timeout 250 -- " + bin() + "/stream_rank " + rank_args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out->append(buf);
+  const int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+TEST(CollectiveStreams, TenThousandMixedLooseCollectivesFromTwoThreadsOnTwoCommunicatorsAreAllCorrect) {
+  std::string out;
+  EXPECT_EQ(run_stream("-n 2", "--calls 10000", &out), 0) << out;
+  EXPECT_NE(out.find("stream_rank: OK (10000"), std::string::npos) << out;
+}
+
+TEST(CollectiveStreams, MixedStreamAcrossTwoVirtualHostsIsCorrect) {
+  std::string out;
+  EXPECT_EQ(run_stream("-n 3 --hosts 2", "--calls 1000", &out), 0) << out;
+  EXPECT_NE(out.find("stream_rank: OK"), std::string::npos) << out;
+}
+
+}  // namespace
