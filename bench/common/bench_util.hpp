@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -76,6 +77,36 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Busy work the compiler cannot drop: @p loops steps of a dependent
+/// floating-point chain (no memory traffic, no syscalls). A fixed amount of
+/// work, unlike a wall-clock-bounded loop: a compute phase that loses its core
+/// to a progress thread takes longer instead of silently doing less.
+inline double busy_loops(std::uint64_t loops) {
+  double x = 1.0;
+  for (std::uint64_t i = 0; i < loops; ++i) x = x * 1.0000001 + 1e-9;
+  volatile double sink = x;
+  return sink;
+}
+
+/// Steps of busy_loops() per microsecond on the calling core (the best of a
+/// few 2 ms samples, so a preempted sample does not lower it).
+inline double busy_loops_per_us() {
+  double best = 0;
+  for (int k = 0; k < 5; ++k) {
+    const std::uint64_t n = 1u << 16;
+    std::uint64_t done = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double us = 0;
+    while (us < 2000.0) {
+      busy_loops(n);
+      done += n;
+      us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    }
+    best = std::max(best, static_cast<double>(done) / us);
+  }
+  return best;
 }
 
 /// One measured point. Times in microseconds; per-rank medians reduced over ranks.

@@ -30,6 +30,12 @@ struct Options {
   int progress_threads = -1;       ///< --progress-threads N (-1: STRATA_PROGRESS_THREADS)
   double idle_seconds = 0;         ///< --idle SECONDS
   bool quiet = false;              ///< --quiet: no per-size progress lines on stderr
+  std::string algo;                ///< --algo NAME|auto (--coll; empty = auto)
+  std::string sync = "loose";      ///< --sync loose|strict (--coll)
+  bool persistent = false;         ///< --persistent: plan_* where strata has them (--coll)
+  bool overlap = false;            ///< --overlap: OSU overlap percentage (--coll)
+  int stream = 0;                  ///< --stream K: K back-to-back calls, loose vs strict (--coll)
+  int threads = 0;                 ///< --threads N: executor arena threads of --engine (0: CPUs allowed)
 };
 
 /// Exit status of a mode that cannot run in this build or with these options.
@@ -39,6 +45,10 @@ constexpr int kUnavailable = 2;
 int run_transport(const Options& o, std::vector<Record>& out);
 /// --idle SECONDS: process CPU time of an idle transport + progress servers.
 int run_idle(const Options& o, std::vector<Record>& out);
+/// --coll: collectives OSU-style (latency, --overlap, --stream K) beside the memcpy ceiling.
+int run_coll(const Options& o, std::vector<Record>& out);
+/// --engine: executor ns per node vs bare oneTBB, tiny collectives call to ready.
+int run_engine(const Options& o, std::vector<Record>& out);
 /// --memcpy: the single-process memcpy ceiling alone (no launcher needed).
 int run_memcpy(const Options& o, std::vector<Record>& out);
 

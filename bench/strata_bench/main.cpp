@@ -2,10 +2,11 @@
 //
 //   strata-run -n 2 --bind core -- strata-bench --transport [options]
 //   strata-run -n 2 --bind core -- strata-bench --idle SECONDS
+//   strata-run -n 2 --bind core -- strata-bench --coll NAME[,NAME]|all [options]
+//   strata-run -n 2 --bind core -- strata-bench --engine
 //   strata-bench --memcpy [--sizes ...]
 //
-// Each mode lives in its own file; modes this build cannot run yet (--engine,
-// --coll) are refused with exit status 2. Results: a table on stdout (rank 0),
+// Each mode lives in its own file. Results: a table on stdout (rank 0),
 // per-size progress lines on stderr, JSON records (bench_util) with --json.
 #include <cstdio>
 #include <cstdlib>
@@ -27,8 +28,10 @@ const char* const kUsage =
     "                       beside the memcpy ceiling of the same sizes (needs >= 2 ranks)\n"
     "  --idle SECONDS       CPU time of an idle transport + progress servers, as a fraction of wall time\n"
     "  --memcpy             the single-process memcpy ceiling alone (hot and off-cache)\n"
-    "  --engine             executor overhead (not available yet: needs the engine, issue 4)\n"
-    "  --coll NAME[,..]|all collectives (not available yet: needs the collectives)\n"
+    "  --engine             executor ns per node (chain, fan-out/fan-in, layered random DAG) beside bare\n"
+    "                       oneTBB (rank 0), and tiny collectives call to future ready (every rank)\n"
+    "  --coll NAME[,..]|all collectives OSU-style: bcast reduce allreduce allgather alltoall reduce_scatter\n"
+    "                       (default set), all adds gather scatter barrier; sizes as strata-mpi-bench\n"
     "options:\n"
     "  --sizes SPEC         8:64M (powers of two), a list 1K,3,5M, or one size; default 8:64M\n"
     "  --iters N            repetitions per size (default: sized to the message)\n"
@@ -40,6 +43,12 @@ const char* const kUsage =
     "  --backend shm|fabric same-host backend (overrides STRATA_INTRA)\n"
     "  --provider NAME      libfabric provider (overrides STRATA_PROVIDER), e.g. 'tcp;ofi_rxm' or shm\n"
     "  --progress-threads N progress server threads, 0 = inline (overrides STRATA_PROGRESS_THREADS)\n"
+    "  --algo NAME|auto     --coll: algorithm (CollOptions::algorithm), default auto\n"
+    "  --sync loose|strict  --coll: entry/exit synchronization, default loose\n"
+    "  --persistent         --coll: persistent plans (plan_*: bcast, reduce, allreduce, barrier)\n"
+    "  --overlap            --coll: nonblocking + compute + wait vs each alone (OSU overlap %)\n"
+    "  --stream K           --coll: K back-to-back calls then wait all, loose vs strict vs blocking\n"
+    "  --threads N          --engine: executor arena threads (default: CPUs this process may use)\n"
     "  --json FILE          write the records as JSON (rank 0)\n"
     "  --quiet              no progress lines on stderr\n";
 
@@ -104,6 +113,20 @@ Options parse(int argc, char** argv) {
           if (c == std::string::npos) break;
           s = c + 1;
         }
+      } else if (a == "--algo") {
+        o.algo = value();
+      } else if (a == "--sync") {
+        o.sync = value();
+        if (o.sync != "loose" && o.sync != "strict")
+          usage_error("--sync: expected loose or strict, got '" + o.sync + "'");
+      } else if (a == "--persistent") {
+        o.persistent = true;
+      } else if (a == "--overlap") {
+        o.overlap = true;
+      } else if (a == "--stream") {
+        o.stream = to_int(a, value(), 1);
+      } else if (a == "--threads") {
+        o.threads = to_int(a, value(), 1);
       } else if (a == "--sizes") {
         o.sizes = strata::bench::parse_sizes(value());
       } else if (a == "--iters") {
@@ -137,7 +160,12 @@ Options parse(int argc, char** argv) {
       usage_error(e.what());
     }
   }
-  if (o.mode.empty()) usage_error("no mode given: use --transport, --idle SECONDS, --memcpy (or --help)");
+  if (o.mode.empty())
+    usage_error("no mode given: use --coll NAME|all, --engine, --transport, --idle SECONDS, --memcpy (or --help)");
+  if ((o.overlap || o.stream > 0 || o.persistent || !o.algo.empty() || o.sync != "loose") && o.mode != "coll")
+    usage_error("--overlap, --stream, --persistent, --algo and --sync belong to --coll");
+  if (o.overlap && o.stream > 0) usage_error("choose one of --overlap and --stream");
+  if (o.persistent && (o.overlap || o.stream > 0)) usage_error("--persistent measures latency only");
   return o;
 }
 
@@ -155,9 +183,9 @@ int main(int argc, char** argv) {
     } else if (o.mode == "memcpy") {
       rc = strata::bench::run_memcpy(o, records);
     } else if (o.mode == "engine") {
-      usage_error("--engine is not available in this build: the executor benchmark needs the engine (issue 4)");
+      rc = strata::bench::run_engine(o, records);
     } else {
-      usage_error("--coll is not available in this build: no collective is implemented yet (issue 7 grows with them)");
+      rc = strata::bench::run_coll(o, records);
     }
   } catch (const strata::Error& e) {
     std::fprintf(stderr, "strata-bench: %s\n", e.what());
