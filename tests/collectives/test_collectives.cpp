@@ -52,8 +52,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"-n 4", "--quick --tree host:flat,numa:binary,core:3 --fragment halves:8192"},
                       Case{"-n 3 --hosts 2", "--quick --strict"}, Case{"-n 11 --hosts 3", "--quick"},
                       Case{"-n 3 --hosts 2", "--quick --check-mismatch", "STRATA_CHECK=1"}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string name = std::to_string(info.index) + "_" + info.param.launcher + "_" + info.param.args;
+    [](const ::testing::TestParamInfo<Case>& pi) {
+      std::string name = std::to_string(pi.index) + "_" + pi.param.launcher + "_" + pi.param.args;
       for (char& ch : name)
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return name;
