@@ -516,6 +516,16 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
     patterns::pairwise_alltoall(g.rank, n, s);
     e.run(s, k);
   }
+  // Application work in the graph: a compute node per source block that runs
+  // as soon as every node writing that block of recv is done (issue 4's hook).
+  if (c.on_block) {
+    for (std::size_t r = 0; r < nn; ++r) {
+      if (rb[r] == 0) continue;
+      const auto fn = c.on_block;
+      const int src = static_cast<int>(r);
+      x.b().on_fragment(dag::out(0, rat[r], rb[r]), [fn, src](const dag::ComputeArgs& a) { fn(src, a.data, a.len); });
+    }
+  }
   return done(x);
 }
 

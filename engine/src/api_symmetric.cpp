@@ -243,6 +243,7 @@ Future<void> Communicator::alltoall(const void* send, void* recv, std::size_t co
   call.count = count;
   call.dtype = detail::to_dag(type);
   call.algo = resolve(call.kind, opts, c);
+  call.on_block = opts.on_block;
   apply_sync(call, opts);
   return submit_v(*impl_, call, send, recv);
 }
@@ -276,6 +277,7 @@ Future<void> Communicator::alltoallv(const void* send, const std::vector<std::si
   call.rdispls = recv_displs;
   call.dtype = detail::to_dag(type);
   call.algo = resolve(call.kind, opts, c);
+  call.on_block = opts.on_block;
   apply_sync(call, opts);
   return submit_v(*impl_, call, send, recv);
 }

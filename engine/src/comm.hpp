@@ -233,7 +233,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     }
     const int slot = static_cast<int>(seq % static_cast<std::uint32_t>(group.credits));
     std::string key;
-    if (!c.user_op) {
+    if (!c.user_op && !c.on_block) {
       std::ostringstream k;
       k << static_cast<int>(c.kind) << '/' << c.count << '/' << static_cast<int>(c.dtype) << '/'
         << static_cast<int>(c.op) << '/' << c.root << '/' << c.in_place << c.entry_all << c.exit_all << '/'

@@ -80,6 +80,13 @@ struct CollOptions {
   std::string fragment;
   /// Direction per level for rooted collectives: "push" or "pull"; empty = default.
   std::string direction;
+  /// alltoall / alltoallv only: application work put into the collective's
+  /// graph. Runs as a compute node on the engine's executor with (source
+  /// rank, address of the block from that source in the receive buffer, its
+  /// bytes) as soon as that block has landed, while the rest of the exchange
+  /// goes on (e.g. transform each block of an FFT transpose on arrival). An
+  /// exception thrown by it fails the collective's future with its message.
+  std::function<void(int source, void* block, std::size_t bytes)> on_block;
 };
 
 }  // namespace strata

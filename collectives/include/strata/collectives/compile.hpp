@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -106,6 +107,10 @@ struct Call {
   /// bound as peer buffer (r, 1), so broadcast data goes straight into the
   /// receivers' buffers (single copy, no window staging).
   bool direct = false;
+  /// alltoall(v): called as a compute node of the DAG with (source rank,
+  /// block address, block bytes) as soon as the block from that source has
+  /// landed in the receive buffer; plans with it are not cached.
+  std::function<void(int source, void* data, std::size_t bytes)> on_block;
   Algorithm algo;
 };
 
