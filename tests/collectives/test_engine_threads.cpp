@@ -1,0 +1,67 @@
+// Engines with ranks as threads (in-process bootstrap): the whole stack in one
+// process, so ThreadSanitizer and AddressSanitizer see every rank at once.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "strata/strata.hpp"
+#include "strata/transport/bootstrap.hpp"
+
+namespace {
+
+void run_ranks(int n, int hosts, const std::function<void(strata::Engine&)>& body) {
+  auto boots = strata::make_inprocess_bootstraps(n, hosts);
+  std::vector<std::thread> ts;
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      try {
+        strata::EngineOptions o;
+        o.worker_threads = 1;
+        strata::Engine e(std::move(boots[static_cast<std::size_t>(r)]), o);
+        body(e);
+      } catch (const std::exception& ex) {
+        errors[static_cast<std::size_t>(r)] = ex.what();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+}
+
+TEST(EngineThreads, AllreduceBroadcastAndBarrierAreCorrectWithRanksAsThreads) {
+  run_ranks(3, 1, [](strata::Engine& e) {
+    strata::Communicator& w = e.world();
+    const int n = w.size();
+    for (std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{100000}}) {
+      std::vector<std::int64_t> x(count, w.rank() + 1), y(count, 0);
+      w.allreduce(x.data(), y.data(), count, strata::Datatype::int64, strata::Op::sum).get();
+      for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(y[i], n * (n + 1) / 2);
+      std::vector<std::int32_t> b(count, w.rank() == 1 ? 42 : 0);
+      w.broadcast(b.data(), count, strata::Datatype::int32, 1).get();
+      for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(b[i], 42);
+      w.barrier().get();
+    }
+  });
+}
+
+TEST(EngineThreads, LooseCollectivesInFlightTogetherAcrossTwoVirtualHosts) {
+  run_ranks(4, 2, [](strata::Engine& e) {
+    strata::Communicator& w = e.world();
+    const int k = 16;
+    std::vector<std::vector<std::int32_t>> in(k, std::vector<std::int32_t>(300)),
+        out(k, std::vector<std::int32_t>(300));
+    std::vector<strata::Future<void>> fs;
+    for (int j = 0; j < k; ++j) {
+      for (auto& v : in[static_cast<std::size_t>(j)]) v = j + w.rank();
+      fs.push_back(w.allreduce(in[static_cast<std::size_t>(j)].data(), out[static_cast<std::size_t>(j)].data(), 300,
+                               strata::Datatype::int32, strata::Op::sum));
+    }
+    strata::when_all(std::move(fs)).get();
+    for (int j = 0; j < k; ++j) ASSERT_EQ(out[static_cast<std::size_t>(j)][299], 4 * j + 6);
+  });
+}
+
+}  // namespace
