@@ -1,4 +1,4 @@
-// ThreadSanitizer suppressions for the dag tests. Debian's libtbb is not built
+// ThreadSanitizer suppressions linked into every test binary (tests/CMakeLists.txt). Debian's libtbb is not built
 // with TSan, so the construction, hand-off and destruction of oneTBB's own task
 // objects (enqueue_task / function_task, allocated from its uninstrumented
 // small-object pool) are invisible to it; reports whose stacks run through
