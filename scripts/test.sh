@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # README command 2: set up, build, run every test (CTest, each test with a timeout).
-#   STRATA_TEST_LABEL=... restricts to a CTest label regex.
+#   STRATA_TEST_LABEL=... restricts to a CTest label regex;
+#   STRATA_TEST_EXCLUDE=... excludes tests matching a regex.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir="${STRATA_BUILD_DIR:-$here/build}"
 bash "$here/scripts/setup.sh" --build-dir "$build_dir" -- "$@"
 args=(--test-dir "$build_dir" --output-on-failure --timeout 300 -j 2)
 [ -n "${STRATA_TEST_LABEL:-}" ] && args+=(-L "$STRATA_TEST_LABEL")
+[ -n "${STRATA_TEST_EXCLUDE:-}" ] && args+=(-E "$STRATA_TEST_EXCLUDE")
 exec ctest "${args[@]}"

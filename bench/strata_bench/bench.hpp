@@ -34,6 +34,7 @@ struct Options {
   std::string sync = "loose";      ///< --sync loose|strict (--coll)
   bool persistent = false;         ///< --persistent: plan_* where strata has them (--coll)
   bool overlap = false;            ///< --overlap: OSU overlap percentage (--coll)
+  double compute_factor = 1.0;     ///< --compute-factor F: --overlap computes F x t_pure (default 1, OSU)
   int stream = 0;                  ///< --stream K: K back-to-back calls, loose vs strict (--coll)
   int threads = 0;                 ///< --threads N: executor arena threads of --engine (0: CPUs allowed)
 };

@@ -47,6 +47,7 @@ const char* const kUsage =
     "  --sync loose|strict  --coll: entry/exit synchronization, default loose\n"
     "  --persistent         --coll: persistent plans (plan_*: bcast, reduce, allreduce, barrier)\n"
     "  --overlap            --coll: nonblocking + compute + wait vs each alone (OSU overlap %)\n"
+    "  --compute-factor F   --overlap: compute for F x the collective's time (default 1, as OSU)\n"
     "  --stream K           --coll: K back-to-back calls then wait all, loose vs strict vs blocking\n"
     "  --threads N          --engine: executor arena threads (default: CPUs this process may use)\n"
     "  --json FILE          write the records as JSON (rank 0)\n"
@@ -123,6 +124,12 @@ Options parse(int argc, char** argv) {
         o.persistent = true;
       } else if (a == "--overlap") {
         o.overlap = true;
+      } else if (a == "--compute-factor") {
+        const std::string v = value();
+        char* end = nullptr;
+        o.compute_factor = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !(o.compute_factor > 0))
+          usage_error("--compute-factor: expected a positive number, got '" + v + "'");
       } else if (a == "--stream") {
         o.stream = to_int(a, value(), 1);
       } else if (a == "--threads") {

@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
         for (const char* algo : {"pairwise", ""}) {
           std::vector<M2> recv(count, M2{0, 0, 0, 0});
           world.reduce_scatter_block(send.data(), recv.data(), count, op, opts(algo)).get();
-          EXPECT(std::memcmp(recv.data(), want.data(), count * sizeof(M2)) == 0,
+          EXPECT(count == 0 || std::memcmp(recv.data(), want.data(), count * sizeof(M2)) == 0,
                  "matmul reduce_scatter_block '%s' count %zu", algo, count);
         }
       }

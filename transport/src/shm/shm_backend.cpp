@@ -59,7 +59,11 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t kMagic = 0x31304d4853415453ULL;  // "STASHM01"
 constexpr std::uint64_t kDefaultRingBytes = 256 * 1024;
-constexpr std::size_t kDefaultCmaThreshold = 16 * 1024;  // measured: see docs/transport.md
+// Measured 2026-11-21 (docs/performance.md, transport): the pipelined two-copy
+// ring beats CMA at every size up to 64 MiB (1 MiB put: 37-55 GB/s vs 11 GB/s;
+// 16 MiB: 5.0 vs 1.8 GB/s; 64 MiB: 3.0 vs 2.7 GB/s), so single-copy CMA is
+// used only from 64 MiB on (STRATA_CMA_THRESHOLD overrides).
+constexpr std::size_t kDefaultCmaThreshold = std::size_t{64} << 20;
 constexpr int kBatch = 64;                               // records per ring per progress() call
 constexpr std::chrono::milliseconds kDeathCheck{200};    // stall after which a peer's pid is checked
 
@@ -751,7 +755,7 @@ bool ShmBackend::inject(Peer& p, OutOp& op) {
     switch (op.type) {
       case RecType::put:
       case RecType::get_data:
-        std::memcpy(r->payload(), op.src + op.done, chunk);
+        if (chunk > 0) std::memcpy(r->payload(), op.src + op.done, chunk);  // src may be null for 0 bytes
         r->addr = op.addr + op.done;
         r->a = op.a;
         r->b = op.b;
@@ -922,11 +926,10 @@ void ShmBackend::deliver(std::vector<Completion>& done) {
 
 std::size_t ShmBackend::progress() {
   if (served_.empty()) return 0;
-  if (hdr_->sleeping.load(std::memory_order_relaxed) != 0 && hdr_->sleeping.exchange(0) != 0) {
-    char buf[64];
-    while (::recv(sock_, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
-    }
-  }
+  // Whoever polls disarms the wake-up (peers stop sending datagrams). The
+  // datagrams already queued are drained by the sleeper after its poll (here
+  // in wait_for_event(), or by the router), so polling needs no system call.
+  if (hdr_->sleeping.load(std::memory_order_relaxed) != 0) hdr_->sleeping.store(0, std::memory_order_relaxed);
   std::vector<Completion> done;
   std::size_t events = 0;
   const std::size_t n = served_.size();
@@ -978,7 +981,11 @@ void ShmBackend::wait_for_event(std::chrono::microseconds timeout) {
   if (served_.empty() || !prepare_wait()) return;
   pollfd pfd{sock_, POLLIN, 0};
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout + std::chrono::microseconds(999));
-  (void)::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(ms.count(), 1 << 30)));
+  if (::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(ms.count(), 1 << 30))) > 0) {
+    char buf[64];
+    while (::recv(sock_, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+    }
+  }
 }
 
 // ----------------------------------------------------------------- failure

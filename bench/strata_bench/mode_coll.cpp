@@ -1,0 +1,439 @@
+// --coll: strata's collectives measured the way strata-mpi-bench measures MPI
+// (OSU style), so the two tables line up size for size:
+//
+//   latency (default)  per size: warm-up, repetitions sized to the message
+//                      (iterations_for), a barrier before every repetition,
+//                      the call + Future::get() timed; each rank's median,
+//                      reduced to min / median / max over ranks. --persistent
+//                      starts plan_* plans instead (bcast, reduce, allreduce,
+//                      barrier). The hot / off-cache memcpy ceiling of the same
+//                      sizes is measured first on rank 0 (unless --no-memcpy).
+//   --overlap          start, a fixed amount of compute as long as the
+//                      collective alone, wait; OSU's overlap percentage.
+//   --stream K         K back-to-back calls issued without waiting, then all
+//                      waited for: loose vs Sync::strict() (and blocking).
+//
+// Size convention (as strata-mpi-bench, docs/benchmarks.md): bcast, reduce,
+// allreduce and reduce_scatter take the whole vector's bytes; gather, scatter,
+// allgather and alltoall take the bytes of one rank's block. float32 sums.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "strata/strata.hpp"
+#include "strata_bench/bench.hpp"
+
+namespace strata::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+const std::vector<std::string>& default_colls() {
+  static const std::vector<std::string> v{"bcast", "reduce", "allreduce", "allgather", "alltoall", "reduce_scatter"};
+  return v;
+}
+const std::vector<std::string>& all_colls() {
+  static const std::vector<std::string> v{"bcast",          "reduce", "allreduce", "allgather", "alltoall",
+                                          "reduce_scatter", "gather", "scatter",   "barrier"};
+  return v;
+}
+
+bool has_plan(const std::string& c) { return c == "bcast" || c == "reduce" || c == "allreduce" || c == "barrier"; }
+
+float pattern(int rank, std::size_t i) { return static_cast<float>((rank + 1) * 3 + static_cast<int>(i % 97)); }
+
+struct Buffers {
+  std::vector<float> send, recv;
+  Plan plan;
+};
+
+/// One collective at one size on one communicator, with rotating buffer sets.
+class CollBench {
+ public:
+  CollBench(Communicator& comm, const Options& o, CollOptions copts)
+      : comm_(comm), o_(o), copts_(std::move(copts)), rank_(comm.rank()), size_(comm.size()) {}
+
+  /// Sizes the buffers of @p coll for @p bytes; @p min_sets buffer sets at least.
+  void prepare(const std::string& coll, std::size_t bytes, std::size_t min_sets, bool persistent) {
+    coll_ = coll;
+    elems_ = bytes / sizeof(float);
+    block_ = 0;
+    std::size_t send_elems = elems_, recv_elems = elems_;
+    const auto n = static_cast<std::size_t>(size_);
+    if (coll == "allgather" || coll == "gather") recv_elems = elems_ * n;
+    if (coll == "alltoall" || coll == "scatter") {
+      send_elems = elems_ * n;
+      recv_elems = coll == "scatter" ? elems_ : send_elems;
+    }
+    if (coll == "reduce_scatter") {
+      block_ = elems_ / n;
+      recv_elems = block_;
+    }
+    send_elems_ = send_elems;
+    const std::size_t footprint = (send_elems + recv_elems) * sizeof(float);
+    std::size_t sets = 1;
+    if (o_.off_cache && footprint > 0)
+      sets = std::min<std::size_t>(64, std::max<std::size_t>(1, (std::size_t{64} << 20) / footprint));
+    sets = std::max(sets, min_sets);
+    bufs_.clear();
+    bufs_.resize(sets);
+    for (auto& b : bufs_) {
+      b.send.resize(std::max<std::size_t>(send_elems, 1));
+      b.recv.assign(std::max<std::size_t>(recv_elems, 1), 0.0f);
+      for (std::size_t i = 0; i < send_elems; ++i) b.send[i] = pattern(rank_, i);
+      if (persistent) b.plan = make_plan(b);
+    }
+  }
+
+  std::size_t sets() const { return bufs_.size(); }
+
+  /// Starts the collective on buffer set @p it % sets (plan if prepared with persistent).
+  Future<void> start(int it, const CollOptions& copts) {
+    Buffers& b = buf(it);
+    if (b.plan.valid()) return b.plan.start();
+    const std::size_t n = elems_;
+    constexpr Datatype f32 = Datatype::float32;
+    if (coll_ == "bcast") return comm_.broadcast(b.send.data(), n, f32, 0, copts);
+    if (coll_ == "reduce") return comm_.reduce(b.send.data(), b.recv.data(), n, f32, Op::sum, 0, copts);
+    if (coll_ == "allreduce") return comm_.allreduce(b.send.data(), b.recv.data(), n, f32, Op::sum, copts);
+    if (coll_ == "allgather") return comm_.allgather(b.send.data(), n, b.recv.data(), f32, copts);
+    if (coll_ == "alltoall") return comm_.alltoall(b.send.data(), b.recv.data(), n, f32, copts);
+    if (coll_ == "gather") return comm_.gather(b.send.data(), n, b.recv.data(), f32, 0, copts);
+    if (coll_ == "scatter") return comm_.scatter(b.send.data(), b.recv.data(), n, f32, 0, copts);
+    if (coll_ == "reduce_scatter")
+      return comm_.reduce_scatter_block(b.send.data(), b.recv.data(), block_, f32, Op::sum, copts);
+    return comm_.barrier(copts);
+  }
+  Future<void> start(int it) { return start(it, copts_); }
+
+  /// Checks the result in buffer set @p it against the sequential reference.
+  bool verify(int it) {
+    Buffers& b = buf(it);
+    const std::size_t n = elems_;
+    auto near = [](float got, float want) { return std::fabs(got - want) <= 1e-3f * std::fabs(want) + 1e-3f; };
+    if (coll_ == "bcast") {
+      for (std::size_t i = 0; i < n; ++i)
+        if (b.send[i] != pattern(0, i)) return false;
+    } else if (coll_ == "allreduce" || (coll_ == "reduce" && rank_ == 0)) {
+      for (std::size_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int r = 0; r < size_; ++r) want += pattern(r, i);
+        if (!near(b.recv[i], want)) return false;
+      }
+    } else if (coll_ == "allgather" || (coll_ == "gather" && rank_ == 0)) {
+      for (int r = 0; r < size_; ++r)
+        for (std::size_t i = 0; i < n; ++i)
+          if (b.recv[static_cast<std::size_t>(r) * n + i] != pattern(r, i)) return false;
+    } else if (coll_ == "alltoall") {
+      for (int r = 0; r < size_; ++r)
+        for (std::size_t i = 0; i < n; ++i)
+          if (b.recv[static_cast<std::size_t>(r) * n + i] != pattern(r, static_cast<std::size_t>(rank_) * n + i))
+            return false;
+    } else if (coll_ == "scatter") {
+      for (std::size_t i = 0; i < n; ++i)
+        if (b.recv[i] != pattern(0, static_cast<std::size_t>(rank_) * n + i)) return false;
+    } else if (coll_ == "reduce_scatter") {
+      for (std::size_t i = 0; i < block_; ++i) {
+        const std::size_t g = static_cast<std::size_t>(rank_) * block_ + i;
+        float want = 0;
+        for (int r = 0; r < size_; ++r) want += pattern(r, g);
+        if (!near(b.recv[i], want)) return false;
+      }
+    }
+    return true;
+  }
+
+  /// Clears what the next call must write, so --check sees fresh data.
+  void reset_for_check(int it) {
+    Buffers& b = buf(it);
+    if (coll_ == "bcast" && rank_ != 0) std::fill(b.send.begin(), b.send.end(), -1.0f);
+    if (coll_ != "bcast") std::fill(b.recv.begin(), b.recv.end(), -1.0f);
+  }
+
+ private:
+  Buffers& buf(int it) { return bufs_[static_cast<std::size_t>(it) % bufs_.size()]; }
+
+  Plan make_plan(Buffers& b) {
+    constexpr Datatype f32 = Datatype::float32;
+    if (coll_ == "bcast") return comm_.plan_broadcast(b.send.data(), elems_, f32, 0, copts_);
+    if (coll_ == "reduce") return comm_.plan_reduce(b.send.data(), b.recv.data(), elems_, f32, Op::sum, 0, copts_);
+    if (coll_ == "allreduce") return comm_.plan_allreduce(b.send.data(), b.recv.data(), elems_, f32, Op::sum, copts_);
+    return comm_.plan_barrier(copts_);
+  }
+
+  Communicator& comm_;
+  const Options& o_;
+  CollOptions copts_;
+  int rank_, size_;
+  std::string coll_;
+  std::size_t elems_ = 0, block_ = 0, send_elems_ = 0;
+  std::vector<Buffers> bufs_;
+};
+
+/// Rank-level helpers over the world communicator (untimed).
+class Ranks {
+ public:
+  explicit Ranks(Communicator& c) : c_(c) {}
+  void barrier() { c_.barrier().get(); }
+  std::vector<double> allgather(double v) {
+    std::vector<double> all(static_cast<std::size_t>(c_.size()));
+    c_.allgather(&v, 1, all.data(), Datatype::float64).get();
+    return all;
+  }
+  double max(double v) {
+    double out = 0;
+    c_.allreduce(&v, &out, 1, Datatype::float64, Op::max).get();
+    return out;
+  }
+  bool all(bool ok) {
+    std::int32_t v = ok ? 1 : 0, out = 0;
+    c_.allreduce(&v, &out, 1, Datatype::int32, Op::min).get();
+    return out == 1;
+  }
+
+ private:
+  Communicator& c_;
+};
+
+Record make_record(Ranks& ranks, const std::string& coll, const std::string& variant, std::size_t bytes, int iters,
+                   double my_median_us, bool checked, bool ok) {
+  const auto all = ranks.allgather(my_median_us);
+  Record r;
+  r.library = "strata";
+  r.collective = coll;
+  r.variant = variant;
+  r.bytes = bytes;
+  r.ranks = static_cast<int>(all.size());
+  r.iters = iters;
+  r.checked = checked;
+  r.check_ok = ranks.all(ok);
+  r.min_us = *std::min_element(all.begin(), all.end());
+  r.max_us = *std::max_element(all.begin(), all.end());
+  r.median_us = median(all);
+  r.bandwidth_MBps = r.max_us > 0 ? static_cast<double>(bytes) / r.max_us : 0.0;
+  return r;
+}
+
+std::string variant_suffix(const Options& o) {
+  std::string s;
+  if (!o.algo.empty() && o.algo != "auto") s += "/" + o.algo;
+  if (o.sync == "strict") s += "/strict";
+  return s;
+}
+
+}  // namespace
+
+int run_coll(const Options& o, std::vector<Record>& out) {
+  if (!o.backend.empty()) setenv("STRATA_INTRA", o.backend.c_str(), 1);
+  if (!o.provider.empty()) setenv("STRATA_PROVIDER", o.provider.c_str(), 1);
+  EngineOptions eo = EngineOptions::from_environment();
+  if (o.progress_threads >= 0) eo.progress_threads = o.progress_threads;
+  Engine engine(eo);
+  Communicator& world = engine.world();
+  const int rank = world.rank();
+  const bool root = rank == 0;
+  const bool progress = root && !o.quiet;
+  Ranks ranks(world);
+
+  std::vector<std::string> colls = o.colls;
+  if (colls.empty()) colls = default_colls();
+  if (colls.size() == 1 && colls[0] == "all") colls = all_colls();
+  for (const auto& c : colls) {
+    if (std::find(all_colls().begin(), all_colls().end(), c) == all_colls().end()) {
+      if (root)
+        std::fprintf(stderr,
+                     "strata-bench: --coll: unknown collective '%s' (bcast, reduce, allreduce, allgather,\n"
+                     "alltoall, reduce_scatter, gather, scatter, barrier or all)\n",
+                     c.c_str());
+      return kUnavailable;
+    }
+  }
+  const std::vector<std::size_t> sizes = o.sizes.empty() ? parse_sizes("8:16M") : o.sizes;
+
+  CollOptions copts;
+  if (!o.algo.empty() && o.algo != "auto") copts.algorithm = o.algo;
+  copts.sync = o.sync == "strict" ? Sync::strict() : Sync::loose();
+
+  const std::string mode = o.overlap ? "overlap" : o.stream > 0 ? "stream" : "latency";
+  if (root)
+    std::fprintf(stderr, "# strata %s, %d ranks, transport %s, progress threads %d, mode %s%s%s\n", "bench",
+                 world.size(), engine.transport_name().c_str(), eo.progress_threads, mode.c_str(),
+                 o.persistent ? " (persistent)" : "", o.check ? ", checked" : "");
+
+  // The memcpy ceiling of the same sizes, measured while the others wait.
+  std::map<std::size_t, double> hot_MBps;
+  if (mode == "latency" && o.with_memcpy) {
+    if (root) {
+      auto recs = memcpy_ceiling(sizes, o.iters, o.quiet);
+      for (const Record& r : recs)
+        if (r.variant == "hot") hot_MBps[r.bytes] = r.bandwidth_MBps;
+      out.insert(out.end(), recs.begin(), recs.end());
+    }
+    ranks.barrier();
+  }
+  if (root) print_header(stdout);
+
+  CollBench bench(world, o, copts);
+  bool all_ok = true;
+  const double loops_per_us = mode == "overlap" ? busy_loops_per_us() : 0.0;
+  const std::string suffix = variant_suffix(o);
+
+  for (const std::string& coll : colls) {
+    if (o.persistent && !has_plan(coll)) {
+      if (root)
+        std::fprintf(stderr,
+                     "# %s: no persistent plan in strata (plan_* exists for bcast, reduce, "
+                     "allreduce, barrier); skipped\n",
+                     coll.c_str());
+      continue;
+    }
+    try {
+      for (std::size_t bytes : sizes) {
+        if (coll == "barrier" && bytes != sizes.front()) continue;
+        if (bytes % sizeof(float) != 0) continue;
+        if (coll == "reduce_scatter" && (bytes / sizeof(float)) % static_cast<std::size_t>(world.size()) != 0) continue;
+        const int iters = iterations_for(bytes, o.iters);
+        const int warm = o.warmup >= 0 ? o.warmup : std::max(2, iters / 10);
+        const std::size_t rec_bytes = coll == "barrier" ? 0 : bytes;
+
+        if (mode == "latency") {
+          bench.prepare(coll, bytes, 1, o.persistent);
+          std::vector<double> times;
+          times.reserve(static_cast<std::size_t>(iters));
+          bool ok = true;
+          for (int it = -warm; it < iters; ++it) {
+            const int idx = it < 0 ? it + warm : it;
+            if (o.check) bench.reset_for_check(idx);
+            ranks.barrier();
+            const auto t0 = Clock::now();
+            bench.start(idx).get();
+            const double us = us_since(t0);
+            if (it >= 0) times.push_back(us);
+            if (o.check && !bench.verify(idx)) ok = false;
+          }
+          const std::string variant = std::string(o.persistent ? "persistent" : "blocking") + suffix;
+          out.push_back(make_record(ranks, coll, variant, rec_bytes, iters, median(times), o.check, ok));
+        } else if (mode == "overlap") {
+          bench.prepare(coll, bytes, 1, false);
+          // OSU: t_pure = collective alone, t_cpu = compute alone (as long as
+          // t_pure, a fixed amount of work), t_ovl = start, compute, wait.
+          std::vector<double> in_call;  // time spent inside the call itself (start without wait)
+          auto measure = [&](std::uint64_t loops, bool with_coll) {
+            std::vector<double> ts;
+            in_call.clear();
+            for (int it = -warm; it < iters; ++it) {
+              const int idx = it < 0 ? it + warm : it;
+              ranks.barrier();
+              const auto t0 = Clock::now();
+              Future<void> f;
+              if (with_coll) {
+                f = bench.start(idx);
+                if (it >= 0) in_call.push_back(us_since(t0));
+              }
+              if (loops > 0) busy_loops(loops);
+              if (with_coll) f.get();
+              if (it >= 0) ts.push_back(us_since(t0));
+            }
+            return median(ts);
+          };
+          const double t_pure = ranks.max(measure(0, true));
+          const auto loops = static_cast<std::uint64_t>(t_pure * o.compute_factor * loops_per_us);
+          const double t_cpu = measure(loops, false);
+          const double t_ovl = measure(loops, true);
+          const double overlap =
+              std::min(100.0, t_cpu > 0 ? 100.0 * std::max(0.0, 1.0 - (t_ovl - t_cpu) / t_pure) : 0.0);
+          const double worst = ranks.max(-overlap);  // the smallest overlap over ranks, negated
+          Record r = make_record(ranks, coll, "overlap", rec_bytes, iters, t_ovl, false, true);
+          r.variant = "overlap=" + std::to_string(static_cast<int>(-worst + 0.5)) + "%" + suffix;
+          if (root)
+            std::fprintf(stdout,
+                         "# overlap %s %zu B: pure %.2f us, compute %.2f us, overlapped %.2f us -> %.1f%% "
+                         "(rank 0; min over ranks %.1f%%); inside the call %.2f us\n",
+                         coll.c_str(), bytes, t_pure, t_cpu, t_ovl, overlap, -worst, median(in_call));
+          out.push_back(r);
+        } else {  // stream
+          const int k = o.stream;
+          bench.prepare(coll, bytes, std::min<std::size_t>(static_cast<std::size_t>(k), 64), false);
+          CollOptions loose = copts, strict = copts;
+          loose.sync = Sync::loose();
+          strict.sync = Sync::strict();
+          std::map<std::string, double> per_op;
+          for (const char* kind : {"stream-loose", "stream-strict", "stream-blocking"}) {
+            const std::string kd = kind;
+            const CollOptions& co = kd == "stream-strict" ? strict : loose;
+            std::vector<double> ts;
+            bool ok = true;
+            for (int rep = -1; rep < 5; ++rep) {
+              if (o.check)
+                for (std::size_t s = 0; s < bench.sets(); ++s) bench.reset_for_check(static_cast<int>(s));
+              ranks.barrier();
+              const auto t0 = Clock::now();
+              if (kd == "stream-blocking") {
+                for (int i = 0; i < k; ++i) bench.start(i, co).get();
+              } else {
+                std::vector<Future<void>> fs;
+                fs.reserve(static_cast<std::size_t>(k));
+                for (int i = 0; i < k; ++i) fs.push_back(bench.start(i, co));
+                for (auto& f : fs) f.get();
+              }
+              if (rep >= 0) ts.push_back(us_since(t0) / k);
+              if (o.check)
+                for (std::size_t s = 0; s < bench.sets(); ++s) ok = ok && bench.verify(static_cast<int>(s));
+            }
+            out.push_back(make_record(ranks, coll, kd + suffix, rec_bytes, k, median(ts), o.check, ok));
+            per_op[kd] = out.back().median_us;
+            if (root) print_record(stdout, out.back());
+            all_ok = all_ok && out.back().check_ok;
+          }
+          if (root)
+            std::fprintf(stdout,
+                         "# stream %s %zu B x %d: loose %.2f us/op, strict %.2f us/op, blocking %.2f us/op; "
+                         "throughput loose/strict %.2fx\n",
+                         coll.c_str(), bytes, k, per_op["stream-loose"], per_op["stream-strict"],
+                         per_op["stream-blocking"],
+                         per_op["stream-loose"] > 0 ? per_op["stream-strict"] / per_op["stream-loose"] : 0.0);
+          if (progress) std::fprintf(stderr, "# %s %zu B stream done\n", coll.c_str(), bytes);
+          continue;
+        }
+        all_ok = all_ok && out.back().check_ok;
+        if (root) {
+          print_record(stdout, out.back());
+          std::fflush(stdout);
+        }
+        if (progress)
+          std::fprintf(stderr, "# %-14s %10zu B: median %10.2f us (ranks %.2f..%.2f), %d iters%s\n", coll.c_str(),
+                       bytes, out.back().median_us, out.back().min_us, out.back().max_us, iters,
+                       o.check ? (out.back().check_ok ? ", check ok" : ", CHECK FAILED") : "");
+      }
+    } catch (const Error& e) {
+      // An algorithm that does not exist for this collective is refused on
+      // every rank before anything moves: skip the collective, keep the run.
+      if (copts.algorithm.empty() || (e.errc() != Errc::invalid_argument && e.errc() != Errc::unsupported)) throw;
+      if (root) std::fprintf(stderr, "# %s: skipped: %s\n", coll.c_str(), e.what());
+    }
+  }
+
+  // Large messages as a fraction of the hot memcpy ceiling of the same run.
+  if (root && !hot_MBps.empty()) {
+    std::fprintf(stdout, "# fraction of hot memcpy (bytes / slowest rank's time over memcpy bandwidth), >= 64 KiB\n");
+    for (const Record& r : out) {
+      if (r.library != "strata" || r.bytes < (std::size_t{64} << 10)) continue;
+      const auto it = hot_MBps.find(r.bytes);
+      if (it == hot_MBps.end() || it->second <= 0) continue;
+      std::fprintf(stdout, "# %-15s %10zu B: %8.1f MB/s = %.3fx of hot memcpy (%.1f MB/s)\n", r.collective.c_str(),
+                   r.bytes, r.bandwidth_MBps, r.bandwidth_MBps / it->second, it->second);
+    }
+  }
+  if (root && !all_ok) std::fprintf(stderr, "strata-bench: a --check failed\n");
+  if (!root) out.clear();  // rank 0 writes the JSON
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace strata::bench
