@@ -3,6 +3,7 @@
 // argument checks / algorithm choice of the public calls. Not installed.
 #pragma once
 
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+
 #include <unordered_map>
 #include <vector>
 
@@ -234,17 +236,28 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     const int slot = static_cast<int>(seq % static_cast<std::uint32_t>(group.credits));
     std::string key;
     if (!c.user_op && !c.on_block) {
-      std::ostringstream k;
-      k << static_cast<int>(c.kind) << '/' << c.count << '/' << static_cast<int>(c.dtype) << '/'
-        << static_cast<int>(c.op) << '/' << c.root << '/' << c.in_place << c.entry_all << c.exit_all << '/'
-        << c.algo.name << c.algo.hierarchical << '/' << c.algo.host.kind << c.algo.host.radix << c.algo.numa.kind
-        << c.algo.numa.radix << c.algo.core.kind << c.algo.core.radix << c.algo.single.kind << c.algo.single.radix
-        << '/' << c.algo.fragment << '/' << c.algo.halves_threshold << '/' << c.direct << '/' << slot;
-      for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) {
-        k << '|';
-        for (std::size_t x : *v) k << x << ',';
+      // Binary key: the call's fields as raw bytes (cheap on the hot path).
+      key.reserve(96);
+      auto put = [&key](auto v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+      put(c.kind);
+      put(c.count);
+      put(c.dtype);
+      put(c.op);
+      put(c.root);
+      put(static_cast<std::uint8_t>(c.in_place | c.entry_all << 1 | c.exit_all << 2 | c.direct << 3 |
+                                    c.algo.hierarchical << 4));
+      for (const coll::Shape& sh : {c.algo.host, c.algo.numa, c.algo.core, c.algo.single}) {
+        put(sh.kind);
+        put(sh.radix);
       }
-      key = k.str();
+      put(c.algo.fragment);
+      put(c.algo.halves_threshold);
+      put(slot);
+      for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) {
+        put(v->size());
+        key.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(std::size_t));
+      }
+      key += c.algo.name;
     }
     auto plan = plan_for(c, slot, key);
     Promise<void> promise(core->fctx);
@@ -330,10 +343,26 @@ inline coll::Shape parse_shape(const std::string& s, const std::string& what) {
   return {coll::Shape::knomial, static_cast<int>(k)};
 }
 
+// The STRATA_* selection variables, read once (first use) instead of a
+// getenv per call; changing them after the first collective has no effect.
+inline const std::unordered_map<std::string, std::string>& strata_env() {
+  static const std::unordered_map<std::string, std::string> env = [] {
+    std::unordered_map<std::string, std::string> m;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      const std::string kv = *e;
+      const std::size_t eq = kv.find('=');
+      if (kv.rfind("STRATA_", 0) == 0 && eq != std::string::npos) m.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    return m;
+  }();
+  return env;
+}
+
 inline std::string env_or(const std::string& v, const std::string& var) {
   if (!v.empty()) return v;
-  const char* e = std::getenv(var.c_str());
-  return e ? std::string(e) : std::string();
+  const auto& env = strata_env();
+  const auto it = env.find(var);
+  return it == env.end() ? std::string() : it->second;
 }
 
 inline std::string upper(std::string s) {
