@@ -41,59 +41,9 @@ coll::Algorithm rooted_algorithm(const CommImpl& impl, coll::Kind kind, const Co
 
 bool uses_tree(const coll::Algorithm& a) { return a.name != "flat" && a.name != "ring"; }
 
-// CommImpl::submit with the v-variants' counts and displacements in the plan
-// cache key (the shared key does not include them yet).
+// One-shot submission (the plan-cache key of CommImpl::submit covers the v-variant counts).
 Future<void> submit_rooted(CommImpl& impl, const coll::Call& c, const void* send, void* recv) {
-  throw_if_error(impl.core->check_alive(coll::to_string(c.kind)));
-  if (impl.core->opts.check) impl.check_signature(c);
-  std::uint32_t seq = 0;
-  {
-    std::lock_guard<std::mutex> lk(impl.mu);
-    seq = impl.next_seq++;
-  }
-  const int slot = static_cast<int>(seq % static_cast<std::uint32_t>(impl.group.credits));
-  std::ostringstream k;
-  k << static_cast<int>(c.kind) << '/' << c.count << '/' << static_cast<int>(c.dtype) << '/' << c.root << '/'
-    << c.in_place << c.entry_all << c.exit_all << '/' << c.algo.name << c.algo.hierarchical << '/' << c.algo.host.kind
-    << c.algo.host.radix << c.algo.numa.kind << c.algo.numa.radix << c.algo.core.kind << c.algo.core.radix
-    << c.algo.single.kind << c.algo.single.radix << '/' << c.algo.fragment << '/' << c.algo.halves_threshold << '/'
-    << slot << "/v";
-  for (std::size_t x : c.counts) k << ',' << x;
-  k << '/';
-  for (std::size_t x : c.displs) k << ',' << x;
-  auto plan = impl.plan_for(c, slot, k.str());
-  Promise<void> promise(impl.core->fctx);
-  Future<void> fut = promise.get_future();
-  char* slot_base = static_cast<char*>(impl.window->p) + static_cast<std::size_t>(slot) * impl.group.slot_bytes;
-  CommImpl* self = &impl;
-  auto start = [self, plan, send, recv, slot_base, seq, slot, promise]() mutable {
-    dag::Bindings b;
-    b.inputs = {send};
-    b.outputs = {recv, slot_base};
-    b.peers = self->peers;
-    const Status st = self->core->exec->start(plan, b, self->id, seq, [self, slot, promise](const Status& s) mutable {
-      promise.set(s);
-      self->release(static_cast<std::size_t>(slot));
-    });
-    if (!st.is_ok()) {
-      promise.set_error(st);
-      self->release(static_cast<std::size_t>(slot));
-    }
-  };
-  bool run_now = false;
-  {
-    std::lock_guard<std::mutex> lk(impl.mu);
-    if (!impl.slot_busy[static_cast<std::size_t>(slot)]) {
-      impl.slot_busy[static_cast<std::size_t>(slot)] = true;
-      run_now = true;
-    } else {
-      impl.pending[static_cast<std::size_t>(slot)].push_back(std::move(start));
-    }
-  }
-  if (run_now) start();
-  detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, impl.id,
-                         c.algo.name, plan->size());
-  return fut;
+  return impl.submit(c, send, recv);
 }
 
 // Checks counts / displacements at the root; returns the rooted buffer's extent in bytes.

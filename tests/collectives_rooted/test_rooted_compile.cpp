@@ -1,0 +1,396 @@
+// Gather(v) / scatter(v) compilers without processes: every rank's slice is
+// compiled and validated across ranks (every signal has its wait, counts
+// match), for several group shapes (flat, hierarchical, cyclic placement),
+// algorithms, fragmentations and roots; a subset is executed over the fake
+// transport (random release order) and checked against a sequential reference.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/collectives/compile.hpp"
+#include "strata/dag/executor.hpp"
+#include "strata/transport/fake.hpp"
+
+namespace {
+
+using strata::coll::Call;
+using strata::coll::Group;
+using strata::coll::Kind;
+namespace dag = strata::dag;
+
+enum class Place { one, numa4, hosts2, cyclic };
+
+Group make_group(int n, Place p, std::size_t slot_bytes) {
+  Group g;
+  g.world_size = n;
+  for (int r = 0; r < n; ++r) {
+    g.world.push_back(r);
+    switch (p) {
+      case Place::one:
+        g.host.push_back(0);
+        g.numa.push_back(0);
+        break;
+      case Place::numa4:  // package:2 numa:2 core:2 style: one host, NUMA region r/2
+        g.host.push_back(0);
+        g.numa.push_back(r / 2);
+        break;
+      case Place::hosts2:  // block placement over two hosts
+        g.host.push_back(r * 2 / n);
+        g.numa.push_back(r % 2);
+        break;
+      case Place::cyclic:  // cyclic placement: subtrees are not rank-contiguous
+        g.host.push_back(r % 2);
+        g.numa.push_back((r / 2) % 2);
+        break;
+    }
+  }
+  g.slot_bytes = slot_bytes;
+  g.credits = 2;
+  return g;
+}
+
+struct Algo {
+  const char* name;  // compiler algorithm name
+  bool hierarchical;
+  strata::coll::Shape single;
+  const char* label;
+};
+
+const Algo kAlgos[] = {
+    {"tree", true, {strata::coll::Shape::knomial, 2}, "tree"},
+    {"single", false, {strata::coll::Shape::knomial, 2}, "single:binomial"},
+    {"single", false, {strata::coll::Shape::knomial, 1}, "single:chain"},
+    {"single", false, {strata::coll::Shape::binary, 0}, "single:binary"},
+    {"single", false, {strata::coll::Shape::knomial, 3}, "single:3"},
+    {"flat", false, {strata::coll::Shape::knomial, 2}, "flat"},
+    {"ring", false, {strata::coll::Shape::knomial, 2}, "ring"},
+};
+
+bool is_v(Kind k) { return k == Kind::gatherv || k == Kind::scatterv; }
+bool is_gather(Kind k) { return k == Kind::gather || k == Kind::gatherv; }
+
+// Counts with zeros and different sizes per rank.
+std::vector<std::size_t> vcounts(int n, std::size_t count, int salt) {
+  std::vector<std::size_t> c;
+  for (int r = 0; r < n; ++r)
+    c.push_back((r + salt) % 3 == 1 ? 0 : count + static_cast<std::size_t>((r * 5 + salt) % 7));
+  return c;
+}
+
+// Displacements in reverse rank order with gaps.
+std::vector<std::size_t> vdispls(const std::vector<std::size_t>& counts) {
+  std::vector<std::size_t> d(counts.size());
+  std::size_t at = 2;
+  for (std::size_t i = counts.size(); i-- > 0;) {
+    d[i] = at;
+    at += counts[i] + 3;
+  }
+  return d;
+}
+
+// One rank's call: v-variants carry counts at the root, and on every rank for
+// the tree (the engine broadcasts them); a non-root of flat / ring knows only its count.
+Call make_call(Kind k, int n, int rank, int root, std::size_t count, const Algo& a, bool in_place) {
+  Call c;
+  c.kind = k;
+  c.dtype = dag::DataType::i32;
+  c.root = root;
+  c.in_place = in_place && rank == root;
+  c.algo.name = a.name;
+  c.algo.hierarchical = a.hierarchical;
+  c.algo.single = a.single;
+  c.count = count;
+  if (is_v(k)) {
+    const auto counts = vcounts(n, count, root);
+    c.count = counts[static_cast<std::size_t>(rank)];
+    const bool direct = std::string(a.name) == "flat" || std::string(a.name) == "ring";
+    if (rank == root || !direct) {
+      c.counts = counts;
+      c.displs = vdispls(counts);
+    }
+  }
+  return c;
+}
+
+std::vector<std::shared_ptr<const dag::Plan>> compile_ranks(const Group& g0, Kind k, int root, std::size_t count,
+                                                            const Algo& a, bool in_place, std::size_t fragment,
+                                                            std::size_t halves) {
+  std::vector<std::shared_ptr<const dag::Plan>> plans;
+  Group g = g0;
+  for (int r = 0; r < g.size(); ++r) {
+    g.rank = r;
+    Call c = make_call(k, g.size(), r, root, count, a, in_place);
+    c.algo.fragment = fragment;
+    c.algo.halves_threshold = halves;
+    plans.push_back(strata::coll::compile(g, c, 1));
+  }
+  return plans;
+}
+
+std::vector<const dag::Plan*> raw(const std::vector<std::shared_ptr<const dag::Plan>>& p) {
+  std::vector<const dag::Plan*> r;
+  for (const auto& x : p) r.push_back(x.get());
+  return r;
+}
+
+const Kind kKinds[] = {Kind::gather, Kind::scatter, Kind::gatherv, Kind::scatterv};
+
+TEST(RootedCompile, AllSlicesValidateAcrossRanks) {
+  struct Shape {
+    int n;
+    Place p;
+  };
+  const Shape shapes[] = {{1, Place::one},   {2, Place::one},    {3, Place::one},    {5, Place::hosts2},
+                          {8, Place::numa4}, {8, Place::cyclic}, {7, Place::hosts2}, {11, Place::cyclic}};
+  int checked = 0;
+  for (const Shape& s : shapes) {
+    for (std::size_t slot : {std::size_t{4096}, std::size_t{1} << 20}) {
+      const Group g = make_group(s.n, s.p, slot);
+      for (Kind k : kKinds)
+        for (const Algo& a : kAlgos)
+          for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}})
+            for (int root : {0, 1, s.n / 2, s.n - 1}) {
+              if (root >= s.n) continue;
+              const std::string what = std::string(strata::coll::to_string(k)) + " " + a.label +
+                                       " n=" + std::to_string(s.n) + " place=" + std::to_string(static_cast<int>(s.p)) +
+                                       " slot=" + std::to_string(slot) + " count=" + std::to_string(count) +
+                                       " root=" + std::to_string(root);
+              std::vector<std::shared_ptr<const dag::Plan>> plans;
+              ASSERT_NO_THROW(plans = compile_ranks(g, k, root, count, a, root % 2 == 1, 0, 0)) << what;
+              const strata::Status st = dag::validate(raw(plans));
+              ASSERT_TRUE(st.is_ok()) << what << ": " << st.message();
+              // Every put lands inside the instance's window slot (slot 1) of its peer.
+              for (const auto& p : plans) {
+                for (const dag::Node& nd : p->nodes()) {
+                  if (nd.kind != dag::NodeKind::put_with_signal && nd.kind != dag::NodeKind::put) continue;
+                  ASSERT_TRUE(nd.dst.offset >= slot && nd.dst.offset + nd.dst.len <= 2 * slot)
+                      << what << ": put outside the slot at " << nd.dst.offset << "+" << nd.dst.len;
+                }
+              }
+              ++checked;
+            }
+    }
+  }
+  EXPECT_GT(checked, 500);
+}
+
+TEST(RootedCompile, UniformCallsThroughCompileAll) {
+  // compile_all: one Call for every rank (counts known everywhere), strict sync, fragmentations.
+  for (int n : {1, 3, 8}) {
+    const Group g = make_group(n, Place::numa4, 1 << 16);
+    for (Kind k : kKinds)
+      for (const Algo& a : kAlgos)
+        for (int frag = 0; frag < 3; ++frag) {
+          Call c;
+          c.kind = k;
+          c.dtype = dag::DataType::f64;
+          c.count = 5003;
+          c.root = n - 1;
+          c.entry_all = c.exit_all = frag == 1;
+          c.algo.name = a.name;
+          c.algo.hierarchical = a.hierarchical;
+          c.algo.single = a.single;
+          if (frag == 1) c.algo.fragment = 4096;
+          if (frag == 2) c.algo.halves_threshold = 8192;
+          if (is_v(k)) {
+            c.counts.assign(static_cast<std::size_t>(n), 5003);
+            c.displs = vdispls(c.counts);
+          }
+          std::vector<std::shared_ptr<const dag::Plan>> plans;
+          ASSERT_NO_THROW(plans = strata::coll::compile_all(g, c, 0)) << a.label;
+          const strata::Status st = dag::validate(raw(plans));
+          EXPECT_TRUE(st.is_ok()) << strata::coll::to_string(k) << " " << a.label << " n=" << n << ": " << st.message();
+        }
+  }
+}
+
+TEST(RootedCompile, RejectsBadLayouts) {
+  const Group g = make_group(4, Place::one, 1 << 20);
+  Call c;
+  c.kind = Kind::gatherv;
+  c.dtype = dag::DataType::i32;
+  c.count = 2;
+  c.counts = {2, 2, 2};
+  c.displs = {0, 2, 4};
+  auto message = [&](const Call& call) {
+    try {
+      (void)strata::coll::compile(g, call, 0);
+    } catch (const strata::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(c).find("'counts'"), std::string::npos) << message(c);
+  c.counts = {2, 2, 2, 2};
+  EXPECT_NE(message(c).find("'displs'"), std::string::npos) << message(c);
+  c.displs = {0, 2, 3, 6};  // ranks 1 and 2 overlap
+  EXPECT_NE(message(c).find("overlap"), std::string::npos) << message(c);
+  c.displs = {0, 2, 4, 6};
+  EXPECT_EQ(message(c), "no error");
+  c.root = 4;
+  EXPECT_NE(message(c).find("'root'"), std::string::npos) << message(c);
+  c.root = 0;
+  c.counts.clear();
+  c.displs.clear();
+  EXPECT_NE(message(c).find("'counts'"), std::string::npos) << message(c);  // the root must know them
+  Group g1 = g;
+  g1.rank = 2;
+  c.algo.name = "tree";
+  try {
+    (void)strata::coll::compile(g1, c, 0);
+    ADD_FAILURE() << "tree gatherv without counts at a non-root accepted";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
+  }
+  c.algo.name = "flat";
+  EXPECT_NO_THROW((void)strata::coll::compile(g1, c, 0));
+}
+
+// ---------------------------------------------------------------- execution over the fake transport
+
+class FakeRun {
+ public:
+  FakeRun(int n, std::size_t slot, std::uint64_t seed)
+      : n_(n), slot_(slot), world_(n, strata::transport::FakeMode::manual, seed) {
+    keys_.resize(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      dag::ExecutorOptions o;
+      o.arena = &arena_;
+      ex_.push_back(std::make_unique<dag::Executor>(world_.endpoint(r), o));
+      win_.emplace_back(2 * slot, 0);
+      EXPECT_TRUE(world_.endpoint(r)
+                      .register_memory(win_.back().data(), 2 * slot, &keys_[static_cast<std::size_t>(r)])
+                      .is_ok());
+    }
+  }
+  ~FakeRun() {
+    for (int r = 0; r < n_; ++r)
+      world_.endpoint(r).deregister_memory(win_[static_cast<std::size_t>(r)].data(), 2 * slot_);
+  }
+  FakeRun(const FakeRun&) = delete;
+  FakeRun& operator=(const FakeRun&) = delete;
+
+  // Runs the slices; send[r] / recv[r] empty means "not bound" (nullptr).
+  bool run(const std::vector<std::shared_ptr<const dag::Plan>>& plans, std::vector<std::vector<std::int32_t>>& send,
+           std::vector<std::vector<std::int32_t>>& recv) {
+    std::atomic<int> finished{0}, failed{0};
+    const std::uint32_t seq = seq_++;
+    for (int r = n_ - 1; r >= 0; --r) {
+      const auto ur = static_cast<std::size_t>(r);
+      dag::Bindings b;
+      b.inputs = {send[ur].empty() ? nullptr : send[ur].data()};
+      b.outputs = {recv[ur].empty() ? nullptr : recv[ur].data(), win_[ur].data() + slot_};
+      for (int q = 0; q < n_; ++q) b.peers.push_back({q, 0, keys_[static_cast<std::size_t>(q)]});
+      const strata::Status st = ex_[ur]->start(plans[ur], b, 0, seq, [&](const strata::Status& s) {
+        if (!s.is_ok()) failed.fetch_add(1);
+        finished.fetch_add(1);
+      });
+      if (!st.is_ok()) {
+        ADD_FAILURE() << st.message();
+        return false;
+      }
+    }
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (finished.load() < n_) {
+      if (std::chrono::steady_clock::now() > limit) {
+        ADD_FAILURE() << "instance did not finish";
+        return false;
+      }
+      const bool moved = world_.release_random();
+      if (world_.progress_all() == 0 && !moved) std::this_thread::yield();
+    }
+    return failed.load() == 0;
+  }
+
+ private:
+  int n_;
+  std::size_t slot_;
+  tbb::task_arena arena_{2, 0};
+  strata::transport::FakeWorld world_;
+  std::vector<std::unique_ptr<dag::Executor>> ex_;
+  std::vector<std::vector<char>> win_;
+  std::vector<strata::transport::RemoteKey> keys_;
+  std::uint32_t seq_ = 0;
+};
+
+std::int32_t val(int r, std::size_t i) {
+  return static_cast<std::int32_t>(r * 100000 + static_cast<int>(i % 9973) + 1);
+}
+
+struct SimCase {
+  int n;
+  Place place;
+  std::size_t slot;
+};
+
+class RootedSim : public ::testing::TestWithParam<SimCase> {};
+
+TEST_P(RootedSim, MatchesSequentialReference) {
+  const int n = GetParam().n;
+  const auto nn = static_cast<std::size_t>(n);
+  const Group g = make_group(n, GetParam().place, GetParam().slot);
+  FakeRun sim(n, GetParam().slot, 11 + static_cast<std::uint64_t>(n));
+  for (Kind k : kKinds)
+    for (const Algo& a : kAlgos)
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{3001}})
+        for (int root = 0; root < n; ++root) {
+          const bool in_place = (root + static_cast<int>(count)) % 2 == 1;
+          const std::size_t frag = count == 3001 && root == 0 ? 1024 : 0;
+          const std::string what = std::string(strata::coll::to_string(k)) + " " + a.label + " n=" + std::to_string(n) +
+                                   " count=" + std::to_string(count) + " root=" + std::to_string(root) +
+                                   (in_place ? " in-place" : "");
+          const auto plans = compile_ranks(g, k, root, count, a, in_place, frag, 0);
+          ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what;
+          // Layout of the rooted buffer.
+          std::vector<std::size_t> cnt(nn, count), dsp(nn);
+          for (std::size_t r = 0; r < nn; ++r) dsp[r] = r * count;
+          if (is_v(k)) {
+            cnt = vcounts(n, count, root);
+            dsp = vdispls(cnt);
+          }
+          std::size_t ext = 0;
+          for (std::size_t r = 0; r < nn; ++r) ext = std::max(ext, cnt[r] + dsp[r]);
+          const auto ur = static_cast<std::size_t>(root);
+          std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+          if (is_gather(k)) {
+            for (std::size_t r = 0; r < nn; ++r)
+              for (std::size_t i = 0; i < cnt[r]; ++i) send[r].push_back(val(static_cast<int>(r), i));
+            recv[ur].assign(ext + 1, -1);  // +1: never empty at the root
+            want[ur] = recv[ur];
+            for (std::size_t r = 0; r < nn; ++r)
+              for (std::size_t i = 0; i < cnt[r]; ++i) want[ur][dsp[r] + i] = val(static_cast<int>(r), i);
+            if (in_place) {
+              for (std::size_t i = 0; i < cnt[ur]; ++i) recv[ur][dsp[ur] + i] = val(root, i);
+              send[ur].clear();
+            }
+          } else {
+            send[ur].assign(ext + 1, -2);
+            for (std::size_t r = 0; r < nn; ++r)
+              for (std::size_t i = 0; i < cnt[r]; ++i) send[ur][dsp[r] + i] = val(static_cast<int>(r), i);
+            for (std::size_t r = 0; r < nn; ++r) {
+              recv[r].assign(cnt[r], -1);
+              for (std::size_t i = 0; i < cnt[r]; ++i) want[r].push_back(val(static_cast<int>(r), i));
+            }
+            if (in_place) {
+              recv[ur].clear();
+              want[ur].clear();
+            }
+          }
+          ASSERT_TRUE(sim.run(plans, send, recv)) << what;
+          for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(recv[r], want[r]) << what << " rank " << r;
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, RootedSim,
+                         ::testing::Values(SimCase{1, Place::one, 1 << 20}, SimCase{2, Place::one, 1 << 20},
+                                           SimCase{3, Place::one, 4096}, SimCase{5, Place::hosts2, 8192},
+                                           SimCase{8, Place::numa4, 1 << 16}, SimCase{8, Place::cyclic, 4096},
+                                           SimCase{6, Place::cyclic, 1 << 20}));
+
+}  // namespace
