@@ -1,5 +1,5 @@
 // The collective compiler: see strata/collectives/compile.hpp for the window
-// protocol and docs/collectives.md for each algorithm's cost.
+// protocol and docs/algorithms.md for each algorithm's cost.
 #include "strata/collectives/compile.hpp"
 
 #include <algorithm>

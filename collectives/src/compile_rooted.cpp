@@ -1,4 +1,4 @@
-// Gather, scatter and their v-variants (docs/collectives.md, "Gather and scatter").
+// Gather, scatter and their v-variants (docs/algorithms.md, "Gather and scatter").
 //
 // Three algorithms, all over the window / RTR protocol:
 //  - tree (default for gather / scatter; "single" = the single-level tree):

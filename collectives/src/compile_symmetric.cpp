@@ -1,6 +1,6 @@
 // Allgather(v), alltoall(v), reduce-scatter(_block): the step schedules of
 // patterns/schedule.hpp compiled to DAG slices with the window/RTR protocol
-// (docs/collectives.md, "Allgather, alltoall, reduce-scatter").
+// (docs/algorithms.md, "Allgather, alltoall, reduce-scatter").
 //
 // Every schedule step moves at most one message out of and one message into
 // each rank. A message is the concatenation of the blocks of the step's block

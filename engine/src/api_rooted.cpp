@@ -1,6 +1,6 @@
 // Communicator::gather / gatherv / scatter / scatterv: argument checks,
 // algorithm choice ("tree" | "single" | "flat" | "ring") and submission
-// (docs/collectives.md, "Gather and scatter").
+// (docs/algorithms.md, "Gather and scatter").
 #include <algorithm>
 #include <cstdint>
 #include <sstream>
@@ -32,7 +32,7 @@ coll::Algorithm rooted_algorithm(const CommImpl& impl, coll::Kind kind, const Co
   const bool direct = algo == "flat" || algo == "ring";
   if (!direct && algo != "tree" && algo != "hierarchical" && algo != "single" && algo != "flat-tree")
     bad(coll::to_string(kind), impl,
-        "algorithm '" + algo + "' unknown (tree | single | flat | ring); see docs/collectives.md");
+        "algorithm '" + algo + "' unknown (tree | single | flat | ring); see docs/algorithms.md");
   rest.algorithm = direct ? "tree" : algo;
   coll::Algorithm a = choose(kind, rest);
   if (direct) a.name = algo;

@@ -4,7 +4,7 @@
 // Data moves through per-communicator *windows*: every member registers one
 // window of `credits * slot_bytes` bytes at communicator creation and every
 // member knows every other member's key. Instance `seq` of the communicator
-// uses slot `seq % credits` of every window. Protocol (docs/collectives.md):
+// uses slot `seq % credits` of every window. Protocol (docs/algorithms.md):
 //  - push with ready-to-receive: a receiver signals RTR for a window region
 //    when the region is free (at instance start, or after it consumed the
 //    fragment that used the region before); the sender waits for RTR, then
@@ -92,7 +92,7 @@ struct Algorithm {
 /// @brief One call's arguments.
 struct Call {
   Kind kind = Kind::barrier;
-  std::size_t count = 0;  ///< elements per rank (see docs/collectives.md per kind)
+  std::size_t count = 0;  ///< elements per rank (see docs/algorithms.md per kind)
   dag::DataType dtype = dag::DataType::u8;
   dag::ReduceOp op = dag::ReduceOp::sum;
   std::shared_ptr<const dag::UserReduce> user_op;  ///< non-null: overrides op
