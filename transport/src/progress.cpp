@@ -2,12 +2,15 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "shm/sync.hpp"
 
 namespace strata::transport {
 namespace {
@@ -59,6 +62,9 @@ ProgressOptions ProgressOptions::from_environment() {
   if (const char* v = get("STRATA_PROGRESS_SPIN")) {
     o.spin_polls = static_cast<int>(parse_int("STRATA_PROGRESS_SPIN", v, 0, 1 << 24));
   }
+  if (const char* v = get("STRATA_PROGRESS_WAIT_SPIN")) {
+    o.wait_spin = std::chrono::microseconds(parse_int("STRATA_PROGRESS_WAIT_SPIN", v, 0, 1000000));
+  }
   return o;
 }
 
@@ -68,6 +74,10 @@ ProgressServer::ProgressServer(Transport& transport, ProgressOptions opts) : t_(
                                             " is negative (rank " + std::to_string(t_.rank()) + ")");
   }
   if (opts_.max_block.count() <= 0) opts_.max_block = std::chrono::microseconds(50000);
+  if (opts_.wait_spin.count() < 0) opts_.wait_spin = std::chrono::microseconds(0);
+  // Servers step aside for polling waiters only when the transport can re-arm
+  // their wake-up cheaply (the routed transport); otherwise they keep polling.
+  arm_ = dynamic_cast<detail::WakeArm*>(&t_);
   running_.store(opts_.threads);
   threads_.reserve(static_cast<std::size_t>(opts_.threads));
   for (int i = 0; i < opts_.threads; ++i) {
@@ -105,17 +115,37 @@ void ProgressServer::stop() {
 }
 
 void ProgressServer::notify_waiters() {
-  if (waiters_.load() > 0) {
-    std::lock_guard<std::mutex> g(mu_);
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ++gen_;
+    }
     cv_.notify_all();
   }
 }
 
 void ProgressServer::serve(int /*index*/) {
+  // Short naps (a polled libfabric backend asks for ~20 us while busy) should
+  // not be stretched by the default 50 us timer slack.
+  (void)::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   const int spin = opts_.spin_polls;
   const int yield_end = opts_.spin_polls + opts_.yield_polls;
   int idle = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
+    if (arm_ != nullptr && pollers_.load(std::memory_order_seq_cst) > 0) {
+      // A waiter polls the transport itself: do not compete with it for the
+      // core (with --bind core both share one). Block; the last waiter to
+      // stop polling re-arms the wake-up (leave_polling()).
+      blocked_.fetch_add(1, std::memory_order_seq_cst);
+      blocks_.fetch_add(1, std::memory_order_relaxed);
+      t_.wait_for_event(opts_.max_block);
+      blocked_.fetch_sub(1, std::memory_order_seq_cst);
+      // wait_for_event() returns at once while work is pending: let the
+      // polling waiter take it rather than spin against it.
+      if (pollers_.load(std::memory_order_relaxed) > 0) std::this_thread::yield();
+      idle = 0;
+      continue;
+    }
     const std::size_t n = t_.progress();
     polls_.fetch_add(1, std::memory_order_relaxed);
     if (n > 0) {
@@ -131,7 +161,9 @@ void ProgressServer::serve(int /*index*/) {
       std::this_thread::yield();
     } else {
       blocks_.fetch_add(1, std::memory_order_relaxed);
+      blocked_.fetch_add(1, std::memory_order_seq_cst);
       t_.wait_for_event(opts_.max_block);
+      blocked_.fetch_sub(1, std::memory_order_seq_cst);
       idle = 0;
     }
   }
@@ -140,7 +172,51 @@ void ProgressServer::serve(int /*index*/) {
 
 ProgressServer::Stats ProgressServer::stats() const noexcept {
   return {polls_.load(std::memory_order_relaxed), events_.load(std::memory_order_relaxed),
-          blocks_.load(std::memory_order_relaxed)};
+          blocks_.load(std::memory_order_relaxed), hits_.load(std::memory_order_relaxed),
+          sleeps_.load(std::memory_order_relaxed)};
+}
+
+void ProgressServer::leave_polling() {
+  if (pollers_.fetch_sub(1, std::memory_order_seq_cst) != 1) return;  // another waiter still polls
+  if (arm_ == nullptr || blocked_.load(std::memory_order_seq_cst) == 0) return;
+  // A server sleeps with its wake-up disarmed by our polls: re-arm it. When
+  // work is pending, take it ourselves and retry; hand over if it persists.
+  for (int i = 0; i < 4; ++i) {
+    if (arm_->arm_wakeup()) return;
+    if (t_.progress() > 0) notify_waiters();
+  }
+  t_.wake();
+}
+
+bool ProgressServer::spin_phase(const std::function<bool()>& done, std::chrono::steady_clock::time_point end) {
+  pollers_.fetch_add(1, std::memory_order_seq_cst);
+  bool ok = false;
+  for (unsigned i = 1;; ++i) {
+    if (t_.progress() > 0) {
+      notify_waiters();  // events may concern waiters asleep on cv_
+      if ((ok = done())) break;
+      continue;
+    }
+    if ((ok = done())) break;
+    cpu_relax();
+    if ((i & 15U) == 0 && std::chrono::steady_clock::now() >= end) break;
+  }
+  leave_polling();
+  return ok;
+}
+
+bool ProgressServer::spin_until(const std::function<bool()>& done, std::chrono::microseconds budget) {
+  if (done()) return true;
+  if (budget.count() <= 0 || stop_.load(std::memory_order_relaxed)) return false;
+  if (inline_mode()) {
+    const auto end = std::chrono::steady_clock::now() + budget;
+    for (unsigned i = 1;; ++i) {
+      if (t_.progress() == 0) cpu_relax();
+      if (done()) return true;
+      if ((i & 15U) == 0 && std::chrono::steady_clock::now() >= end) return false;
+    }
+  }
+  return spin_phase(done, std::chrono::steady_clock::now() + budget);
 }
 
 bool ProgressServer::wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
@@ -168,19 +244,39 @@ bool ProgressServer::wait_until(const std::function<bool()>& done, std::chrono::
       }
     }
   }
-  waiters_.fetch_add(1);
-  bool ok = done();
-  while (!ok) {
+  // Servers running. Poll the transport ourselves for up to wait_spin: an
+  // imminent answer then costs no cross-thread wake-up (the servers step
+  // aside meanwhile, see serve()). Then sleep until a server reports events,
+  // and poll again: events mean activity, and a stream of them (a peer's gets,
+  // a window of puts) is then handled here instead of costing a wake-up each.
+  for (bool first = true;; first = false) {
+    if (done()) {
+      if (!first) sleeps_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
     const auto now = Clock::now();
-    if (now >= deadline) break;
-    if (t_.progress() > 0) notify_waiters();
-    if ((ok = done())) break;
+    if (now >= deadline) return done();
+    if (opts_.wait_spin.count() > 0 && !stop_.load(std::memory_order_relaxed)) {
+      if (spin_phase(done, std::min(deadline, now + opts_.wait_spin))) {
+        (first ? hits_ : sleeps_).fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+    } else {
+      pollers_.fetch_add(1, std::memory_order_seq_cst);
+      const bool got = t_.progress() > 0;
+      leave_polling();
+      if (got) notify_waiters();
+      if (done()) return true;
+    }
+    // Sleep until a server (or another waiter) reports events, or max_block.
     std::unique_lock<std::mutex> lk(mu_);
-    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
-    ok = cv_.wait_for(lk, std::min(left, opts_.max_block), done);
+    const std::uint64_t gen = gen_;
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+    cv_.wait_for(lk, std::min(std::max(left, std::chrono::microseconds(0)), opts_.max_block),
+                 [&] { return gen_ != gen || done(); });
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
   }
-  waiters_.fetch_sub(1);
-  return ok || done();
 }
 
 }  // namespace strata::transport

@@ -4,6 +4,7 @@
 // (both are collective over the bootstrap), even if one serves no peer.
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,7 +26,7 @@ namespace {
 
 using detail::Backend;
 
-class Router final : public Transport {
+class Router final : public Transport, public detail::WakeArm {
  public:
   Router(Bootstrap& boot, const Hierarchy& hier, const TransportOptions& opts) : boot_(boot) {
     rank_ = boot.rank();
@@ -56,6 +58,7 @@ class Router final : public Transport {
       ::close(wake_fd_);
       throw;
     }
+    fab_hint_ = dynamic_cast<detail::PollHint*>(fab_.get());
     route_.resize(static_cast<std::size_t>(size_));
     for (int p = 0; p < size_; ++p) {
       route_[static_cast<std::size_t>(p)] = serve_shm[static_cast<std::size_t>(p)] ? shm_.get() : fab_.get();
@@ -160,37 +163,17 @@ class Router final : public Transport {
     return n;
   }
 
-  void wait_for_event(std::chrono::microseconds timeout) override {
-    if (shm_uses_ && !shm_->prepare_wait()) return;
-    if (fab_uses_ && !fab_->prepare_wait()) return;
-    pollfd fds[4];
-    nfds_t n = 0;
-    bool poll_only = false;
-    for (Backend* b : {shm_uses_ ? shm_.get() : nullptr, fab_uses_ ? fab_.get() : nullptr}) {
-      if (b == nullptr) continue;
-      const int fd = b->wait_fd();
-      if (fd < 0) {
-        poll_only = true;
-      } else {
-        fds[n++] = {fd, POLLIN, 0};
-      }
-    }
-    const nfds_t wake_index = n;
-    fds[n++] = {wake_fd_, POLLIN, 0};
-    const int boot_fd = boot_.event_fd();
-    const nfds_t boot_index = n;
-    if (boot_fd >= 0) fds[n++] = {boot_fd, POLLIN, 0};
-    // A backend without a wait object is polled at least every millisecond.
-    auto limit = poll_only ? std::min(timeout, std::chrono::microseconds(1000)) : timeout;
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit + std::chrono::microseconds(999));
-    const int rc = ::poll(fds, n, static_cast<int>(std::min<std::int64_t>(ms.count(), 1 << 30)));
-    if (rc <= 0) return;
-    if ((fds[wake_index].revents & POLLIN) != 0) {
-      std::uint64_t v = 0;
-      (void)!::read(wake_fd_, &v, sizeof(v));
-    }
-    if (boot_fd >= 0 && fds[boot_index].revents != 0) launcher_event_.store(true, std::memory_order_release);
+  void wait_for_event(std::chrono::microseconds timeout) override { wait_impl(timeout, false); }
+
+  // ------------------------------------------------------------ WakeArm
+  bool arm_wakeup() override {
+    if (shm_uses_ && !shm_->prepare_wait()) return false;
+    // A polled backend (no fd) cannot be armed: while it is busy, bring a
+    // server blocked in wait_aside() back to its short polling interval.
+    if (fab_uses_ && fab_->wait_fd() < 0 && poll_interval() < kIdlePoll) wake();
+    return true;
   }
+  void wait_aside(std::chrono::microseconds timeout) override { wait_impl(timeout, true); }
 
   void wake() override {
     const std::uint64_t one = 1;
@@ -214,6 +197,57 @@ class Router final : public Transport {
   Status bad_peer(const char* op, int peer) const {
     return {Errc::unknown_peer, std::string(op) + ": peer " + std::to_string(peer) + " outside [0, " +
                                     std::to_string(size_) + ") (rank " + std::to_string(rank_) + ")"};
+  }
+
+  /// A backend without a wait object is polled at least every kIdlePoll, and
+  /// at its own (shorter) interval while it is busy.
+  static constexpr std::chrono::microseconds kIdlePoll{1000};
+  [[nodiscard]] std::chrono::microseconds poll_interval() const {
+    return fab_hint_ != nullptr ? std::min(fab_hint_->poll_interval(), kIdlePoll) : kIdlePoll;
+  }
+
+  void wait_impl(std::chrono::microseconds timeout, bool aside) {
+    if (shm_uses_ && !shm_->prepare_wait()) return;
+    if (fab_uses_ && !fab_->prepare_wait()) return;
+    pollfd fds[4];
+    nfds_t n = 0;
+    bool poll_only = false;
+    nfds_t shm_index = 4;
+    for (Backend* b : {shm_uses_ ? shm_.get() : nullptr, fab_uses_ ? fab_.get() : nullptr}) {
+      if (b == nullptr) continue;
+      const int fd = b->wait_fd();
+      if (fd < 0) {
+        poll_only = true;
+      } else {
+        if (b == shm_.get()) shm_index = n;
+        fds[n++] = {fd, POLLIN, 0};
+      }
+    }
+    const nfds_t wake_index = n;
+    fds[n++] = {wake_fd_, POLLIN, 0};
+    const int boot_fd = boot_.event_fd();
+    const nfds_t boot_index = n;
+    if (boot_fd >= 0) fds[n++] = {boot_fd, POLLIN, 0};
+    std::chrono::microseconds limit = timeout;
+    if (poll_only) limit = std::min(limit, aside ? kIdlePoll : poll_interval());
+    if (limit.count() < 0) limit = std::chrono::microseconds(0);
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(std::min<std::int64_t>(limit.count() / 1000000, 1 << 30));
+    ts.tv_nsec = static_cast<long>((limit.count() % 1000000) * 1000);
+    const int rc = ::ppoll(fds, n, &ts, nullptr);
+    if (rc <= 0) return;
+    if (shm_index < n && (fds[shm_index].revents & POLLIN) != 0) {
+      // Wake-up datagrams are drained here, not in progress(): a poller that
+      // clears the sleeping flag then pays no system call.
+      char buf[64];
+      while (::recv(fds[shm_index].fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+      }
+    }
+    if ((fds[wake_index].revents & POLLIN) != 0) {
+      std::uint64_t v = 0;
+      (void)!::read(wake_fd_, &v, sizeof(v));
+    }
+    if (boot_fd >= 0 && fds[boot_index].revents != 0) launcher_event_.store(true, std::memory_order_release);
   }
 
   /// Forwards the launcher's death reports to the backend serving each rank.
@@ -250,6 +284,7 @@ class Router final : public Transport {
   std::unique_ptr<Backend> shm_;
   std::unique_ptr<Backend> fab_;
   std::vector<Backend*> route_;
+  detail::PollHint* fab_hint_ = nullptr;
   int wake_fd_ = -1;
   detail::SpinLock launcher_mu_;
   std::atomic<bool> launcher_event_{false};

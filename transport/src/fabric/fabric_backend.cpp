@@ -34,6 +34,7 @@
 
 #include "backend.hpp"
 #include "fabric/fabric_mr_cache.hpp"
+#include "shm/sync.hpp"
 
 namespace strata::transport::detail {
 namespace fabric {
@@ -186,7 +187,7 @@ bool env_is(const char* name, const char* value) {
   return v != nullptr && std::strcmp(v, value) == 0;
 }
 
-class FabricBackend final : public Backend {
+class FabricBackend final : public Backend, public PollHint {
  public:
   FabricBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector<bool>& serve, const TransportOptions& opts)
       : rank_(boot.rank()), size_(boot.size()), opts_(opts), cache_(opts.mr_cache_entries) {
@@ -402,9 +403,27 @@ class FabricBackend final : public Backend {
     {
       std::lock_guard<std::mutex> lk(mu_);
       n = progress_locked();
+      live_ops_.store(ops_.size(), std::memory_order_relaxed);
     }
+    if (n > 0) last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     dispatch();
     return n;
+  }
+
+  // ------------------------------------------------------------ PollHint
+  /// Without a CQ wait object a sleeping thread must come back on its own.
+  /// Every provider here needs the target to progress for RMA to complete,
+  /// and a passive target sees no CQ entry for it (FI_RMA_EVENT gives none),
+  /// so the interval follows this rank's own activity (posts and events):
+  /// kBusyPoll while operations are in flight or within kHotWindow of the
+  /// last activity, kWarmPoll within kWarmWindow, a millisecond when idle.
+  [[nodiscard]] std::chrono::microseconds poll_interval() const override {
+    if (cq_fd_ >= 0) return std::chrono::microseconds(1000);
+    if (live_ops_.load(std::memory_order_relaxed) > 0) return kBusyPoll;
+    const auto since = Clock::now().time_since_epoch().count() - last_activity_.load(std::memory_order_relaxed);
+    if (since < std::chrono::duration_cast<Clock::duration>(kHotWindow).count()) return kBusyPoll;
+    if (since < std::chrono::duration_cast<Clock::duration>(kWarmWindow).count()) return kWarmPoll;
+    return std::chrono::microseconds(1000);
   }
 
   void wait_for_event(std::chrono::microseconds timeout) override {
@@ -507,45 +526,51 @@ class FabricBackend final : public Backend {
         FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
     const std::uint64_t tries[] = {base | FI_ATOMIC | FI_SOURCE, base | FI_SOURCE, base | FI_ATOMIC, base};
     const std::string& want = opts_.provider;
-    fi_info* list = nullptr;
     // Providers report the ordering that was asked for: ask for what the
     // signal paths can use (WAW: CQ-data signals after earlier writes; SAW:
     // a signal message right behind its write; RAW: flush reads), then less.
     const std::uint64_t orders[] = {FI_ORDER_SAS | FI_ORDER_WAW | FI_ORDER_SAW | FI_ORDER_RAW, FI_ORDER_SAS};
+    // Pick: the requested provider, else the best-ranked one over ALL the
+    // capability tiers (a provider that lacks atomics or RAW ordering, like
+    // tcp;ofi_rxm, must still beat `sockets`, which offers everything but is
+    // ~4 ms per operation here); within a provider the richest tier wins, and
+    // a non-loopback domain is preferred.
+    fi_info* pick = nullptr;
+    int best = 1 << 30;
+    bool any = false;
     for (std::uint64_t order : orders) {
       for (std::uint64_t caps : tries) {
-        list = get_info(caps, order, want);
-        if (list != nullptr) break;
+        fi_info* list = get_info(caps, order, want);
+        if (list == nullptr) continue;
+        any = true;
+        for (fi_info* i = list; i != nullptr; i = i->next) {
+          std::string prov = i->fabric_attr->prov_name != nullptr ? i->fabric_attr->prov_name : "";
+          int r = want.empty() ? provider_rank(prov) : 0;
+          if (r < 0) continue;
+          bool lo = i->domain_attr->name != nullptr && std::strcmp(i->domain_attr->name, "lo") == 0;
+          r = r * 2 + (lo ? 1 : 0);
+          if (r < best) {
+            best = r;
+            if (pick != nullptr) fi_freeinfo(pick);
+            pick = fi_dupinfo(i);
+          }
+        }
+        fi_freeinfo(list);
+        if (!want.empty() && pick != nullptr) break;  // the requested provider at its richest tier
       }
-      if (list != nullptr) break;
+      if (!want.empty() && pick != nullptr) break;
     }
-    if (list == nullptr)
+    if (!any)
       throw Error(Errc::transport_error,
                   "fabric backend (rank " + std::to_string(rank_) + "): no libfabric provider " +
                       (want.empty() ? std::string("with FI_RDM + FI_RMA + FI_MSG") : "'" + want + "'") +
                       " available (check STRATA_PROVIDER and fi_info)");
-    // Pick: the requested provider, else the best-ranked; prefer a non-loopback domain.
-    fi_info* pick = nullptr;
-    int best = 1 << 30;
-    for (fi_info* i = list; i != nullptr; i = i->next) {
-      std::string prov = i->fabric_attr->prov_name != nullptr ? i->fabric_attr->prov_name : "";
-      int r = want.empty() ? provider_rank(prov) : 0;
-      if (r < 0) continue;
-      bool lo = i->domain_attr->name != nullptr && std::strcmp(i->domain_attr->name, "lo") == 0;
-      r = r * 2 + (lo ? 1 : 0);
-      if (r < best) {
-        best = r;
-        pick = i;
-      }
-    }
     if (pick == nullptr) {
-      fi_freeinfo(list);
       throw Error(Errc::transport_error, "fabric backend (rank " + std::to_string(rank_) +
                                              "): no suitable provider for remote peers (only shm/udp/rxd found); set "
                                              "STRATA_PROVIDER");
     }
-    info_ = fi_dupinfo(pick);
-    fi_freeinfo(list);
+    info_ = pick;
     provider_ = info_->fabric_attr->prov_name;
     const std::uint64_t mr_mode = static_cast<std::uint64_t>(info_->domain_attr->mr_mode);
     virt_addr_ = (mr_mode & FI_MR_VIRT_ADDR) != 0;
@@ -819,6 +844,8 @@ class FabricBackend final : public Backend {
   void submit(std::unique_ptr<Op> op) {
     Op* raw = op.get();
     ops_.emplace(raw, std::move(op));
+    live_ops_.store(ops_.size(), std::memory_order_relaxed);
+    last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     if (!retry_.empty() || !advance(*raw)) {
       raw->queued = true;
       retry_.push_back(raw);
@@ -1299,6 +1326,12 @@ class FabricBackend final : public Backend {
   fid_ep* ep_ = nullptr;
   int cq_fd_ = -1;
   int wake_fd_ = -1;
+  static constexpr std::chrono::microseconds kBusyPoll{20};
+  static constexpr std::chrono::microseconds kWarmPoll{100};
+  static constexpr std::chrono::milliseconds kHotWindow{2};
+  static constexpr std::chrono::milliseconds kWarmWindow{100};
+  std::atomic<std::size_t> live_ops_{0};      // ops_.size(), readable without mu_
+  std::atomic<Clock::rep> last_activity_{0};  // steady time of the last post or event
   bool opened_ = false;
   std::string provider_;
   std::string ep_name_;

@@ -64,8 +64,8 @@ constexpr std::uint64_t kDefaultRingBytes = 256 * 1024;
 // 16 MiB: 5.0 vs 1.8 GB/s; 64 MiB: 3.0 vs 2.7 GB/s), so single-copy CMA is
 // used only from 64 MiB on (STRATA_CMA_THRESHOLD overrides).
 constexpr std::size_t kDefaultCmaThreshold = std::size_t{64} << 20;
-constexpr int kBatch = 64;                               // records per ring per progress() call
-constexpr std::chrono::milliseconds kDeathCheck{200};    // stall after which a peer's pid is checked
+constexpr int kBatch = 64;                             // records per ring per progress() call
+constexpr std::chrono::milliseconds kDeathCheck{200};  // stall after which a peer's pid is checked
 
 /// First bytes of every segment (shared memory).
 struct alignas(shm::kCacheLine) SegHeader {

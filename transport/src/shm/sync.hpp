@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,46 @@ class SpinLock {
 
  private:
   std::atomic<bool> locked_{false};
+};
+
+/// @brief Implemented by the routed transport for the progress servers
+/// (transport/src/progress.cpp): re-arms the wake-up path of a thread blocked
+/// in Transport::wait_for_event() without a system call.
+///
+/// A thread that polls Transport::progress() disarms the backends' "sleeping"
+/// flags (peers then send no wake-ups); when it stops polling while a server
+/// is blocked, the server must be re-armed, or later arrivals would not wake it.
+class WakeArm {
+ public:
+  /// Arms every backend's wake-up (the same check as before sleeping).
+  /// Returns false, arming nothing, when work is already pending: the caller
+  /// must then progress (or wake() a server) itself.
+  virtual bool arm_wakeup() = 0;
+  /// Transport::wait_for_event() for a server that steps aside while a waiter
+  /// polls: backends that can only be polled are revisited at their idle
+  /// interval, not their busy one (the waiter polls them meanwhile).
+  virtual void wait_aside(std::chrono::microseconds timeout) = 0;
+
+ protected:
+  WakeArm() = default;
+  WakeArm(const WakeArm&) = default;
+  WakeArm& operator=(const WakeArm&) = default;
+  ~WakeArm() = default;
+};
+
+/// @brief Implemented by a backend without a wait object (libfabric providers
+/// whose CQ has no usable fd): how soon a sleeping progress thread must poll
+/// it again. Short while operations are in flight or events came recently,
+/// long when idle.
+class PollHint {
+ public:
+  [[nodiscard]] virtual std::chrono::microseconds poll_interval() const = 0;
+
+ protected:
+  PollHint() = default;
+  PollHint(const PollHint&) = default;
+  PollHint& operator=(const PollHint&) = default;
+  ~PollHint() = default;
 };
 
 /// @brief A handler that may be replaced while other threads call it.

@@ -7,6 +7,14 @@
 // briefly, then yields, then blocks in Transport::wait_for_event() until work
 // arrives (an idle engine uses next to no CPU). With 0 threads (inline mode)
 // no thread is started and whoever waits drives progress (wait_until()).
+//
+// Waiting with servers running: wait_until() first polls Transport::progress()
+// itself for a bounded time (ProgressOptions::wait_spin), so an answer that
+// is imminent costs no cross-thread wake-up; meanwhile the servers step aside
+// (they block instead of competing for the core, and the transport's wake-up
+// path stays disarmed so peers send no wake-ups either). Only a waiter whose
+// answer takes longer than wait_spin falls back to sleeping until a server
+// reports events.
 #pragma once
 
 #include <atomic>
@@ -22,6 +30,10 @@
 
 namespace strata::transport {
 
+namespace detail {
+class WakeArm;  // internal: implemented by the routed transport
+}  // namespace detail
+
 /// @brief Knobs of the progress servers.
 struct ProgressOptions {
   /// STRATA_PROGRESS_THREADS: number of server threads; 0 = inline mode.
@@ -33,11 +45,14 @@ struct ProgressOptions {
   int spin_polls = 256;
   /// Empty polls with sched_yield() before a server blocks.
   int yield_polls = 64;
+  /// STRATA_PROGRESS_WAIT_SPIN (microseconds): with servers running, how long
+  /// wait_until() polls the transport itself before sleeping (0 = never).
+  std::chrono::microseconds wait_spin{50};
   /// Longest single block in wait_for_event(); bounds how late a silent peer's
   /// timeout (STRATA_TIMEOUT) is noticed and how late stop() is seen.
   std::chrono::microseconds max_block{50000};
 
-  /// Reads STRATA_PROGRESS_THREADS / _CPUS / _SPIN over the defaults; throws
+  /// Reads STRATA_PROGRESS_THREADS / _CPUS / _SPIN / _WAIT_SPIN over the defaults; throws
   /// strata::Error naming the variable on a malformed value.
   static ProgressOptions from_environment();
 };
@@ -57,9 +72,11 @@ class ProgressServer {
  public:
   /// Counters (monotonic, approximate under concurrency).
   struct Stats {
-    std::uint64_t polls = 0;   ///< progress() calls by servers
-    std::uint64_t events = 0;  ///< events those calls handled
-    std::uint64_t blocks = 0;  ///< times a server blocked in wait_for_event()
+    std::uint64_t polls = 0;          ///< progress() calls by servers
+    std::uint64_t events = 0;         ///< events those calls handled
+    std::uint64_t blocks = 0;         ///< times a server blocked in wait_for_event()
+    std::uint64_t waiter_hits = 0;    ///< wait_until() calls done within their first polling spell
+    std::uint64_t waiter_sleeps = 0;  ///< wait_until() calls that slept at least once
   };
 
   /// Starts opts.threads servers (none in inline mode). Throws strata::Error
@@ -79,23 +96,40 @@ class ProgressServer {
 
   /// Waits until @p done returns true or @p timeout passes; returns done().
   /// In inline mode the caller drives progress itself (with the same back-off);
-  /// with servers it also polls once per round, then sleeps until a server
-  /// reports events. @p done is evaluated on the calling thread.
+  /// with servers it polls the transport itself for up to opts.wait_spin (the
+  /// servers step aside meanwhile), then sleeps until a server reports events.
+  /// @p done is evaluated on the calling thread.
   bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout);
+
+  /// Polls the transport on the calling thread until @p done returns true or
+  /// @p budget passes (servers step aside meanwhile, as in wait_until());
+  /// returns done(). Never sleeps: for waits that block elsewhere afterwards
+  /// (e.g. a future's condition variable) but want an imminent answer cheaply.
+  bool spin_until(const std::function<bool()>& done, std::chrono::microseconds budget);
+  [[nodiscard]] const ProgressOptions& options() const noexcept { return opts_; }
 
  private:
   void serve(int index);
   void notify_waiters();
+  /// A waiter stops polling: when it was the last one and servers are blocked,
+  /// re-arms the transport's wake-up path (no system call unless work is pending).
+  void leave_polling();
+  /// Polls as a waiter (pollers_ counted) until done() or @p end.
+  bool spin_phase(const std::function<bool()>& done, std::chrono::steady_clock::time_point end);
 
   Transport& t_;
   ProgressOptions opts_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::atomic<int> running_{0};
-  std::atomic<int> waiters_{0};
+  std::atomic<int> waiters_{0};     ///< waiters sleeping on cv_
+  std::atomic<int> pollers_{0};     ///< waiters polling the transport themselves
+  std::atomic<int> blocked_{0};     ///< servers inside wait_for_event()
+  detail::WakeArm* arm_ = nullptr;  ///< the transport's re-arm hook (null: servers never step aside)
   std::mutex mu_;
   std::condition_variable cv_;
-  std::atomic<std::uint64_t> polls_{0}, events_{0}, blocks_{0};
+  std::uint64_t gen_ = 0;  ///< guarded by mu_: bumped by notify_waiters()
+  std::atomic<std::uint64_t> polls_{0}, events_{0}, blocks_{0}, hits_{0}, sleeps_{0};
 };
 
 }  // namespace strata::transport
