@@ -422,6 +422,11 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   if (po.threads == 0) {
     transport::Transport* t = core_->transport.get();
     ctx->progress = [t] { return t->progress() > 0; };
+  } else {
+    // Poll for a bounded time before sleeping: an imminent answer costs no
+    // thread hand-off (ProgressServer::spin_until re-arms the servers).
+    transport::ProgressServer* ps = core_->progress.get();
+    ctx->spin = [ps](const std::function<bool()>& done) { return ps->spin_until(done, ps->options().wait_spin); };
   }
   core_->fctx = ctx;
   world_ = Communicator(make_world(core_));

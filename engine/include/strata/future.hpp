@@ -45,6 +45,10 @@ struct FutureContext {
   /// Inline progress mode: called repeatedly by waiters; returns true if it
   /// handled events. Empty = progress is driven elsewhere (progress threads).
   std::function<bool()> progress;
+  /// Progress-server mode: a waiter outside a TBB task first calls
+  /// spin(done) (which polls the transport for a bounded time and returns
+  /// done()), and sleeps on the future only if that returned false.
+  std::function<bool(const std::function<bool()>& done)> spin;
 };
 
 template <class T>
@@ -152,6 +156,7 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
       }
       return true;
     }
+    if (ctx_ && ctx_->spin && ctx_->spin([this] { return ready(); })) return true;
     std::unique_lock<std::mutex> g(mu_);
     if (!deadline) {
       cv_.wait(g, [&] { return ready_.load(std::memory_order_relaxed); });
