@@ -34,9 +34,7 @@ enum class Errc : int {
 /// @brief The std::error_category of strata errors (name "strata").
 const std::error_category& error_category() noexcept;
 
-inline std::error_code make_error_code(Errc e) noexcept {
-  return {static_cast<int>(e), error_category()};
-}
+inline std::error_code make_error_code(Errc e) noexcept { return {static_cast<int>(e), error_category()}; }
 
 /// @brief Result of a hot-path operation: a code and, on failure, a message.
 class Status {

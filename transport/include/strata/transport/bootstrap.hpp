@@ -18,17 +18,17 @@ namespace strata {
 
 /// @brief What a rank knows about its job before any communication.
 struct JobInfo {
-  int rank = 0;              ///< this rank, in [0, size)
-  int size = 1;              ///< number of ranks
-  int host = 0;              ///< (virtual) host id of this rank, in [0, nhosts)
-  int nhosts = 1;            ///< number of (virtual) hosts
-  int local_rank = 0;        ///< index of this rank among ranks of its host
-  int local_size = 1;        ///< number of ranks on this host
-  std::string job_id;        ///< unique per job; names shared-memory objects
+  int rank = 0;                           ///< this rank, in [0, size)
+  int size = 1;                           ///< number of ranks
+  int host = 0;                           ///< (virtual) host id of this rank, in [0, nhosts)
+  int nhosts = 1;                         ///< number of (virtual) hosts
+  int local_rank = 0;                     ///< index of this rank among ranks of its host
+  int local_size = 1;                     ///< number of ranks on this host
+  std::string job_id;                     ///< unique per job; names shared-memory objects
   std::array<std::uint8_t, 32> secret{};  ///< per-job secret (authenticates rendezvous, names segments)
-  std::string launcher;      ///< "strata-run", "pmix" or "inprocess"
-  std::string topology;      ///< STRATA_TOPOLOGY / --topology (synthetic spec or XML path), may be empty
-  std::string bind;          ///< binding policy the launcher applied: core|numa|none
+  std::string launcher;                   ///< "strata-run", "pmix" or "inprocess"
+  std::string topology;                   ///< STRATA_TOPOLOGY / --topology (synthetic spec or XML path), may be empty
+  std::string bind;                       ///< binding policy the launcher applied: core|numa|none
 };
 
 /// @brief Out-of-band collective operations among the ranks of one job.

@@ -42,12 +42,12 @@ namespace transport {
 /// @brief A remote-accessible description of a registered buffer: plain old
 /// data, sent to peers as bytes. Each backend fills its own section.
 struct RemoteKey {
-  std::int32_t owner = -1;    ///< rank that registered the buffer
-  std::uint32_t flags = 0;    ///< kShm | kFabric: which sections are valid
-  std::uint64_t addr = 0;     ///< virtual address in the owner
-  std::uint64_t len = 0;      ///< registered length in bytes
+  std::int32_t owner = -1;  ///< rank that registered the buffer
+  std::uint32_t flags = 0;  ///< kShm | kFabric: which sections are valid
+  std::uint64_t addr = 0;   ///< virtual address in the owner
+  std::uint64_t len = 0;    ///< registered length in bytes
   // shared-memory section (same-host peers)
-  std::int64_t shm_pid = 0;   ///< owner's pid (single-copy CMA access)
+  std::int64_t shm_pid = 0;     ///< owner's pid (single-copy CMA access)
   std::uint64_t shm_token = 0;  ///< owner-defined id of the registration
   // libfabric section (remote peers)
   std::uint64_t fi_key = 0;   ///< fi_mr_key
@@ -114,10 +114,10 @@ class Transport {
 
 /// @brief Options of the real transport (environment: see docs/environment.md).
 struct TransportOptions {
-  std::string intra = "shm";         ///< STRATA_INTRA: shm | fabric
-  std::string provider;              ///< STRATA_PROVIDER: fi_getinfo provider name, empty = auto
+  std::string intra = "shm";                 ///< STRATA_INTRA: shm | fabric
+  std::string provider;                      ///< STRATA_PROVIDER: fi_getinfo provider name, empty = auto
   std::chrono::milliseconds timeout{30000};  ///< STRATA_TIMEOUT (ms): declare a silent peer dead
-  std::size_t cma_threshold = 0;     ///< STRATA_CMA_THRESHOLD: bytes from which single-copy is used (0 = built-in)
+  std::size_t cma_threshold = 0;        ///< STRATA_CMA_THRESHOLD: bytes from which single-copy is used (0 = built-in)
   std::size_t mr_cache_entries = 1024;  ///< STRATA_MR_CACHE: bound of the registration cache
   /// Reads the STRATA_* environment over the defaults; throws strata::Error naming the variable.
   static TransportOptions from_environment();
