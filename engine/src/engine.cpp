@@ -54,6 +54,8 @@ EngineOptions EngineOptions::from_environment() {
       static_cast<std::size_t>(env_long("STRATA_SLOT_BYTES", static_cast<long>(o.slot_bytes), 4096, 1L << 32));
   o.credits = static_cast<int>(env_long("STRATA_CREDITS", o.credits, 1, 64));
   o.check = env_long("STRATA_CHECK", 0, 0, 1) == 1;
+  o.inline_bytes =
+      static_cast<std::size_t>(env_long("STRATA_INLINE_BYTES", static_cast<long>(o.inline_bytes), 0, 1L << 30));
   return o;
 }
 
@@ -413,6 +415,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   core_->transport = transport::make_transport(*core_->boot, core_->hier);
   dag::ExecutorOptions eo;
   eo.threads = opts.worker_threads;
+  eo.inline_bytes = opts.inline_bytes;
   core_->exec = std::make_unique<dag::Executor>(*core_->transport, eo);
   transport::ProgressOptions po = transport::ProgressOptions::from_environment();
   po.threads = opts.progress_threads;

@@ -66,6 +66,10 @@ struct EngineOptions {
   std::size_t slot_bytes = 1u << 20;  ///< STRATA_SLOT_BYTES: window bytes per in-flight collective
   int credits = 4;                    ///< STRATA_CREDITS: collectives in flight per communicator
   bool check = false;                 ///< STRATA_CHECK=1: cross-rank argument signature check
+  /// STRATA_INLINE_BYTES: copies and reductions up to this size run in the
+  /// thread that made them ready (progress server or waiter) instead of as a
+  /// oneTBB task: a task hand-off costs tens of microseconds on a busy core.
+  std::size_t inline_bytes = 1u << 20;
   /// Reads the environment over the defaults; throws strata::Error naming a malformed variable.
   static EngineOptions from_environment();
 };
