@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "../common/strata_app_main.hpp"
 #include "asp_core.hpp"
 #include "strata/strata.hpp"
 
@@ -40,44 +41,12 @@ class StrataBackend {
   strata::Communicator comm_;
 };
 
-bool is_rank0() {
-  const char* r = std::getenv("STRATA_RANK");
-  return r == nullptr || std::string(r) == "0";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  asp::Options o;
-  bool help = false;
-  const std::string err = asp::parse(argc, argv, o, help);
-  if (!err.empty() || help) {
-    if (is_rank0()) {
-      if (!err.empty()) std::fprintf(stderr, "asp: error: %s\n", err.c_str());
-      std::fputs(asp::usage(), stderr);
-    }
-    return help ? 0 : 2;
-  }
-  if (!o.backend.empty() && o.backend != "strata") {
-    if (is_rank0())
-      std::fprintf(stderr, "asp: error: --backend %s: this binary is the strata backend; run asp-%s under mpirun\n",
-                   o.backend.c_str(), o.backend.c_str());
-    return 2;
-  }
-  if (!o.trace.empty()) setenv("STRATA_TRACE", o.trace.c_str(), 1);  // before the Engine exists
-  try {
-    int rc = 0;
-    {
-      strata::Engine engine;
-      StrataBackend b(engine.world());
-      rc = asp::main_with(b, o, "strata", std::to_string(engine.hierarchy().num_hosts()));
-      if (!o.trace.empty() && engine.rank() == 0)
-        std::printf("asp: trace: %s.<rank>.json; merge with strata-trace-merge -o %s.json --prefix %s\n",
-                    o.trace.c_str(), o.trace.c_str(), o.trace.c_str());
-    }
-    return rc;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "asp: error: %s\n", e.what());
-    return 1;
-  }
+  return apps::strata_app_main<asp::Options>(
+      "asp", argc, argv, asp::parse, asp::usage(), [](strata::Engine& engine, const asp::Options& o) {
+        StrataBackend b(engine.world());
+        return asp::main_with(b, o, "strata", std::to_string(engine.hierarchy().num_hosts()));
+      });
 }
