@@ -120,8 +120,16 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   std::mutex mu;
   std::uint32_t next_seq = 0;
-  std::vector<bool> slot_busy;
-  std::vector<std::deque<std::function<void()>>> pending;
+  // Per window slot: whether an instance holds it, the instances queued behind
+  // it (each start returns true when the instance started, false when it failed
+  // at once), and the state of the drain loop of release().
+  struct Slot {
+    bool busy = false;
+    bool draining = false;
+    int released = 0;
+    std::deque<std::function<bool()>> pending;
+  };
+  std::vector<Slot> slots;
   std::unordered_map<std::string, std::shared_ptr<const dag::Plan>> cache;
 
   ~CommImpl() {
@@ -137,8 +145,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     window = std::make_unique<WindowMem>(bytes);
     transport::RemoteKey key;
     throw_if_error(core->transport->register_memory(window->p, bytes, &key));
-    slot_busy.assign(static_cast<std::size_t>(group.credits), false);
-    pending.resize(static_cast<std::size_t>(group.credits));
+    slots.assign(static_cast<std::size_t>(group.credits), Slot{});
     return key;
   }
 
@@ -159,8 +166,6 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // (a rank with sig < max sees max(sig) != sig, the one with the max sees
   // max(~sig) != ~sig). This serializes calls: a debugging aid.
   void check_signature(const coll::Call& c) {
-    static thread_local bool inside = false;
-    if (inside) return;
     const bool v = c.kind == coll::Kind::gatherv || c.kind == coll::Kind::scatterv ||
                    c.kind == coll::Kind::allgatherv || c.kind == coll::Kind::alltoallv ||
                    c.kind == coll::Kind::reduce_scatter;
@@ -178,14 +183,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     k.count = 2;
     k.dtype = dag::DataType::u64;
     k.op = dag::ReduceOp::max;
-    inside = true;
-    try {
-      submit(k, mine, all).get();
-    } catch (...) {
-      inside = false;
-      throw;
-    }
-    inside = false;
+    submit(k, mine, all, nullptr, /*internal=*/true).get();
     if (all[0] != mine[0] || all[1] != mine[1])
       throw Error(Errc::invalid_argument, std::string(coll::to_string(c.kind)) + " on rank " + std::to_string(rank()) +
                                               " (comm " + std::to_string(id) +
@@ -195,17 +193,28 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   // Frees a slot: starts the next queued instance for it, if any.
   void release(std::size_t slot) {
-    std::function<void()> next;
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      if (pending[slot].empty()) {
-        slot_busy[slot] = false;
-        return;
+    // Iterative: an instance that completes (or fails) inside its own start
+    // releases the slot again from the same stack; the active loop picks that
+    // up instead of recursing (a long queue failing at once must not overflow).
+    std::unique_lock<std::mutex> lk(mu);
+    Slot& sl = slots[slot];
+    ++sl.released;
+    if (sl.draining) return;
+    sl.draining = true;
+    while (sl.released > 0) {
+      --sl.released;
+      if (sl.pending.empty()) {
+        sl.busy = false;
+        continue;
       }
-      next = std::move(pending[slot].front());
-      pending[slot].pop_front();
+      std::function<bool()> next = std::move(sl.pending.front());
+      sl.pending.pop_front();
+      lk.unlock();
+      const bool started = next();
+      lk.lock();
+      if (!started) ++sl.released;
     }
-    next();
+    sl.draining = false;
   }
 
   std::shared_ptr<const dag::Plan> plan_for(const coll::Call& c, int slot, const std::string& key) {
@@ -224,10 +233,11 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   // Starts one instance (or queues it behind the instance holding its slot).
   // @p peer_keys overrides the window keys (persistent plans add receive-buffer keys).
+  // @p internal: the STRATA_CHECK allreduce itself (not checked again).
   Future<void> submit(const coll::Call& c, const void* send, void* recv,
-                      std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys = nullptr) {
+                      std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys = nullptr, bool internal = false) {
     throw_if_error(core->check_alive(coll::to_string(c.kind)));
-    if (core->opts.check) check_signature(c);
+    if (core->opts.check && !internal) check_signature(c);
     std::uint32_t seq = 0;
     {
       std::lock_guard<std::mutex> lk(mu);
@@ -263,7 +273,14 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     Promise<void> promise(core->fctx);
     Future<void> fut = promise.get_future();
     char* slot_base = static_cast<char*>(window->p) + static_cast<std::size_t>(slot) * group.slot_bytes;
-    auto start = [this, plan, send, recv, slot_base, seq, slot, promise, peer_keys]() mutable {
+    auto start = [this, plan, send, recv, slot_base, seq, promise, peer_keys]() mutable -> bool {
+      // Queued starts may run while the engine shuts down (the executor's
+      // drain completes the instance ahead of them): fail them, never start.
+      const Status alive_st = core->check_alive(plan->name().c_str());
+      if (!alive_st.is_ok()) {
+        promise.set_error(alive_st);
+        return false;
+      }
       dag::Bindings b;
       b.inputs = {send};
       b.outputs = {recv, slot_base};
@@ -272,26 +289,31 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       // fulfils the future: a waiter woken by the future may drop the last
       // handle at once (regression: heap corruption at exit, 1 run in ~30).
       std::shared_ptr<CommImpl> self = shared_from_this();
-      const Status st = core->exec->start(plan, b, id, seq, [self, slot, promise](const Status& s) mutable {
-        self->release(static_cast<std::size_t>(slot));
-        promise.set(s);
-      });
+      const auto slot_index = static_cast<std::size_t>(seq % static_cast<std::uint32_t>(group.credits));
+      // Sequence numbers travel modulo 2^28 (the executor's and the signals' width).
+      const Status st =
+          core->exec->start(plan, b, id, seq & dag::kSeqMask, [self, slot_index, promise](const Status& s) mutable {
+            self->release(slot_index);
+            promise.set(s);
+          });
       if (!st.is_ok()) {
-        release(static_cast<std::size_t>(slot));
         promise.set_error(st);
+        return false;
       }
+      return true;
     };
     bool run_now = false;
     {
       std::lock_guard<std::mutex> lk(mu);
-      if (!slot_busy[static_cast<std::size_t>(slot)]) {
-        slot_busy[static_cast<std::size_t>(slot)] = true;
+      Slot& sl = slots[static_cast<std::size_t>(slot)];
+      if (!sl.busy) {
+        sl.busy = true;
         run_now = true;
       } else {
-        pending[static_cast<std::size_t>(slot)].push_back(std::move(start));
+        sl.pending.push_back(std::move(start));
       }
     }
-    if (run_now) start();
+    if (run_now && !start()) release(static_cast<std::size_t>(slot));
     detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, id, c.algo.name,
                            plan->size());
     return fut;

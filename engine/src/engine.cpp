@@ -446,6 +446,11 @@ Engine::~Engine() {
   // Servers first (joins them: no transport callback runs after this), then
   // the executor (drains its tasks), then the communicators and the transport.
   core_->progress->stop();
+  // Futures may outlive the engine: from now on their continuations run on the
+  // process-wide default arena and their waits do not spin on freed servers.
+  core_->fctx->spin = nullptr;
+  core_->fctx->progress = nullptr;
+  core_->fctx->arena = nullptr;
   core_->exec.reset();
   world_ = Communicator();
   core_->transport->shutdown();

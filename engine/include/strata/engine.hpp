@@ -96,7 +96,8 @@ class Communicator {
   /// @brief Communicator id (unique on every member; used in signal matching).
   [[nodiscard]] std::uint16_t id() const;
 
-  /// @brief Splits like MPI_Comm_split (collective, blocking): ranks with equal
+  /// @brief Splits like MPI_Comm_split (collective, blocking; on one rank,
+  /// split/dup calls must not run concurrently from several threads): ranks with equal
   /// @p color form a communicator, ordered by (@p key, rank). color < 0 returns
   /// an invalid handle.
   Communicator split(int color, int key) const;

@@ -156,7 +156,8 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
       }
       return true;
     }
-    if (ctx_ && ctx_->spin && ctx_->spin([this] { return ready(); })) return true;
+    // Timed waits skip the spin: its budget must not stretch a short wait_for.
+    if (!deadline && ctx_ && ctx_->spin && ctx_->spin([this] { return ready(); })) return true;
     std::unique_lock<std::mutex> g(mu_);
     if (!deadline) {
       cv_.wait(g, [&] { return ready_.load(std::memory_order_relaxed); });
