@@ -72,6 +72,47 @@ inline int iterations_for(std::size_t bytes, int requested) {
   return 20;
 }
 
+/// The input of element @p i of rank @p rank's send buffer (both benches).
+inline float pattern(int rank, std::size_t i) { return static_cast<float>((rank + 1) * 3 + static_cast<int>(i % 97)); }
+
+/// Checks one collective's result on rank @p rank of @p size against the
+/// sequential reference (float32 sums; size conventions of docs/performance.md):
+/// @p n elements per block, @p block elements per rank for reduce_scatter.
+/// bcast is checked in @p send (the broadcast buffer), the others in @p recv.
+inline bool verify_result(const std::string& coll, int rank, int size, std::size_t n, std::size_t block,
+                          const std::vector<float>& send, const std::vector<float>& recv) {
+  auto near = [](float got, float want) { return std::fabs(got - want) <= 1e-3f * std::fabs(want) + 1e-3f; };
+  const auto un = static_cast<std::size_t>(rank);
+  if (coll == "bcast") {
+    for (std::size_t i = 0; i < n; ++i)
+      if (send[i] != pattern(0, i)) return false;
+  } else if (coll == "allreduce" || (coll == "reduce" && rank == 0)) {
+    for (std::size_t i = 0; i < n; ++i) {
+      float want = 0;
+      for (int r = 0; r < size; ++r) want += pattern(r, i);
+      if (!near(recv[i], want)) return false;
+    }
+  } else if (coll == "allgather" || (coll == "gather" && rank == 0)) {
+    for (int r = 0; r < size; ++r)
+      for (std::size_t i = 0; i < n; ++i)
+        if (recv[static_cast<std::size_t>(r) * n + i] != pattern(r, i)) return false;
+  } else if (coll == "alltoall") {
+    for (int r = 0; r < size; ++r)
+      for (std::size_t i = 0; i < n; ++i)
+        if (recv[static_cast<std::size_t>(r) * n + i] != pattern(r, un * n + i)) return false;
+  } else if (coll == "scatter") {
+    for (std::size_t i = 0; i < n; ++i)
+      if (recv[i] != pattern(0, un * n + i)) return false;
+  } else if (coll == "reduce_scatter") {
+    for (std::size_t i = 0; i < block; ++i) {
+      float want = 0;
+      for (int r = 0; r < size; ++r) want += pattern(r, un * block + i);
+      if (!near(recv[i], want)) return false;
+    }
+  }
+  return true;
+}
+
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());

@@ -22,6 +22,8 @@
 
 namespace {
 
+using strata::bench::pattern;
+
 using strata::bench::Record;
 
 struct Options {
@@ -102,8 +104,6 @@ Options parse(int argc, char** argv, int rank) {
 struct Buffers {
   std::vector<float> send, recv;
 };
-
-float pattern(int rank, std::size_t i) { return static_cast<float>((rank + 1) * 3 + static_cast<int>(i % 97)); }
 
 class Bench {
  public:
@@ -224,41 +224,8 @@ class Bench {
 
   // Checks the result of iteration @p it against the sequential reference.
   bool verify(int it) {
-    Buffers& b = buf(it);
-    const std::size_t n = elems_;
-    auto near = [](float got, float want) { return std::fabs(got - want) <= 1e-3f * std::fabs(want) + 1e-3f; };
-    float sum_all = 0;
-    (void)sum_all;
-    if (coll_ == "bcast") {
-      for (std::size_t i = 0; i < n; ++i)
-        if (b.send[i] != pattern(0, i)) return false;
-    } else if (coll_ == "allreduce" || (coll_ == "reduce" && rank_ == 0)) {
-      for (std::size_t i = 0; i < n; ++i) {
-        float want = 0;
-        for (int r = 0; r < size_; ++r) want += pattern(r, i);
-        if (!near(b.recv[i], want)) return false;
-      }
-    } else if (coll_ == "allgather" || (coll_ == "gather" && rank_ == 0)) {
-      for (int r = 0; r < size_; ++r)
-        for (std::size_t i = 0; i < n; ++i)
-          if (b.recv[static_cast<std::size_t>(r) * n + i] != pattern(r, i)) return false;
-    } else if (coll_ == "alltoall") {
-      for (int r = 0; r < size_; ++r)
-        for (std::size_t i = 0; i < n; ++i)
-          if (b.recv[static_cast<std::size_t>(r) * n + i] != pattern(r, static_cast<std::size_t>(rank_) * n + i))
-            return false;
-    } else if (coll_ == "scatter") {
-      for (std::size_t i = 0; i < n; ++i)
-        if (b.recv[i] != pattern(0, static_cast<std::size_t>(rank_) * n + i)) return false;
-    } else if (coll_ == "reduce_scatter") {
-      for (std::size_t i = 0; i < block_; ++i) {
-        const std::size_t g = static_cast<std::size_t>(rank_) * block_ + i;
-        float want = 0;
-        for (int r = 0; r < size_; ++r) want += pattern(r, g);
-        if (!near(b.recv[i], want)) return false;
-      }
-    }
-    return true;
+    const Buffers& b = buf(it);
+    return strata::bench::verify_result(coll_, rank_, size_, elems_, block_, b.send, b.recv);
   }
 
   // Restores bcast's send buffer on non-roots so --check sees fresh data.

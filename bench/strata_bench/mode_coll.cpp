@@ -31,6 +31,8 @@
 namespace strata::bench {
 namespace {
 
+using strata::bench::pattern;
+
 using Clock = std::chrono::steady_clock;
 
 double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
@@ -46,8 +48,6 @@ const std::vector<std::string>& all_colls() {
 }
 
 bool has_plan(const std::string& c) { return c == "bcast" || c == "reduce" || c == "allreduce" || c == "barrier"; }
-
-float pattern(int rank, std::size_t i) { return static_cast<float>((rank + 1) * 3 + static_cast<int>(i % 97)); }
 
 struct Buffers {
   std::vector<float> send, recv;
@@ -115,39 +115,8 @@ class CollBench {
 
   /// Checks the result in buffer set @p it against the sequential reference.
   bool verify(int it) {
-    Buffers& b = buf(it);
-    const std::size_t n = elems_;
-    auto near = [](float got, float want) { return std::fabs(got - want) <= 1e-3f * std::fabs(want) + 1e-3f; };
-    if (coll_ == "bcast") {
-      for (std::size_t i = 0; i < n; ++i)
-        if (b.send[i] != pattern(0, i)) return false;
-    } else if (coll_ == "allreduce" || (coll_ == "reduce" && rank_ == 0)) {
-      for (std::size_t i = 0; i < n; ++i) {
-        float want = 0;
-        for (int r = 0; r < size_; ++r) want += pattern(r, i);
-        if (!near(b.recv[i], want)) return false;
-      }
-    } else if (coll_ == "allgather" || (coll_ == "gather" && rank_ == 0)) {
-      for (int r = 0; r < size_; ++r)
-        for (std::size_t i = 0; i < n; ++i)
-          if (b.recv[static_cast<std::size_t>(r) * n + i] != pattern(r, i)) return false;
-    } else if (coll_ == "alltoall") {
-      for (int r = 0; r < size_; ++r)
-        for (std::size_t i = 0; i < n; ++i)
-          if (b.recv[static_cast<std::size_t>(r) * n + i] != pattern(r, static_cast<std::size_t>(rank_) * n + i))
-            return false;
-    } else if (coll_ == "scatter") {
-      for (std::size_t i = 0; i < n; ++i)
-        if (b.recv[i] != pattern(0, static_cast<std::size_t>(rank_) * n + i)) return false;
-    } else if (coll_ == "reduce_scatter") {
-      for (std::size_t i = 0; i < block_; ++i) {
-        const std::size_t g = static_cast<std::size_t>(rank_) * block_ + i;
-        float want = 0;
-        for (int r = 0; r < size_; ++r) want += pattern(r, g);
-        if (!near(b.recv[i], want)) return false;
-      }
-    }
-    return true;
+    const Buffers& b = buf(it);
+    return strata::bench::verify_result(coll_, rank_, size_, elems_, block_, b.send, b.recv);
   }
 
   /// Clears what the next call must write, so --check sees fresh data.
