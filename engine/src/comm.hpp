@@ -91,6 +91,8 @@ struct WindowMem {
 };
 
 // Everything a rank's engine owns; communicators keep it alive.
+struct CommImpl;
+
 struct EngineCore {
   EngineOptions opts;
   std::unique_ptr<Bootstrap> boot;
@@ -101,7 +103,8 @@ struct EngineCore {
   std::shared_ptr<FutureContext> fctx;
   std::atomic<bool> alive{true};
   std::mutex id_mu;
-  int next_comm_id = 1;  // 0 is the world
+  int next_comm_id = 1;                        // 0 is the world
+  std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
 
   Status check_alive(const char* what) const {
     if (alive.load(std::memory_order_acquire)) return Status::ok();
@@ -130,6 +133,25 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     std::deque<std::function<bool()>> pending;
   };
   std::vector<Slot> slots;
+  // Promises of the instances started and not finished (engine shutdown fails
+  // them if the executor could not drain them).
+  std::unordered_map<std::uint32_t, Promise<void>> inflight;
+
+  // Engine shutdown: fails every queued and unfinished call with @p why.
+  void fail_all(const Status& why) {
+    std::vector<std::function<bool()>> queued;
+    std::unordered_map<std::uint32_t, Promise<void>> live;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      for (Slot& sl : slots) {
+        for (auto& f : sl.pending) queued.push_back(std::move(f));
+        sl.pending.clear();
+      }
+      live.swap(inflight);
+    }
+    for (auto& f : queued) f();  // the engine is no longer alive: each fails its promise
+    for (auto& kv : live) kv.second.set_error(why);
+  }
   std::unordered_map<std::string, std::shared_ptr<const dag::Plan>> cache;
 
   ~CommImpl() {
@@ -290,13 +312,25 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       // handle at once (regression: heap corruption at exit, 1 run in ~30).
       std::shared_ptr<CommImpl> self = shared_from_this();
       const auto slot_index = static_cast<std::size_t>(seq % static_cast<std::uint32_t>(group.credits));
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        inflight.emplace(seq, promise);
+      }
       // Sequence numbers travel modulo 2^28 (the executor's and the signals' width).
-      const Status st =
-          core->exec->start(plan, b, id, seq & dag::kSeqMask, [self, slot_index, promise](const Status& s) mutable {
-            self->release(slot_index);
-            promise.set(s);
-          });
+      const Status st = core->exec->start(plan, b, id, seq & dag::kSeqMask,
+                                          [self, slot_index, seq, promise](const Status& s) mutable {
+                                            {
+                                              std::lock_guard<std::mutex> lk(self->mu);
+                                              self->inflight.erase(seq);
+                                            }
+                                            self->release(slot_index);
+                                            promise.set(s);
+                                          });
       if (!st.is_ok()) {
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          inflight.erase(seq);
+        }
         promise.set_error(st);
         return false;
       }

@@ -369,6 +369,10 @@ Communicator Communicator::split(int color, int key) const {
     mk.push_back(k);
   }
   ni->set_peer_keys(mk);
+  {
+    std::lock_guard<std::mutex> lk(core.id_mu);
+    core.comms.push_back(ni);
+  }
   return Communicator(ni);
 }
 
@@ -400,6 +404,10 @@ std::shared_ptr<detail::CommImpl> make_world(const std::shared_ptr<detail::Engin
                 sizeof(transport::RemoteKey));
   }
   w->set_peer_keys(keys);
+  {
+    std::lock_guard<std::mutex> lk(core->id_mu);
+    core->comms.push_back(w);
+  }
   return w;
 }
 }  // namespace
@@ -451,9 +459,25 @@ Engine::~Engine() {
   core_->fctx->spin = nullptr;
   core_->fctx->progress = nullptr;
   core_->fctx->arena = nullptr;
-  core_->exec.reset();
-  world_ = Communicator();
+  // Every peer has entered shutdown (barrier above): what is still posted
+  // completes now with Errc::shutdown instead of waiting for peers that will
+  // not answer, so the executor's drain is quick.
   core_->transport->shutdown();
+  core_->exec.reset();
+  // Whatever the executor could not drain (peers already gone) ends with an
+  // error: no future of this engine stays pending forever.
+  std::vector<std::shared_ptr<detail::CommImpl>> comms;
+  {
+    std::lock_guard<std::mutex> lk(core_->id_mu);
+    for (auto& w : core_->comms)
+      if (auto c = w.lock()) comms.push_back(std::move(c));
+  }
+  for (auto& c : comms)
+    c->fail_all(Status(Errc::shutdown, "communicator " + std::to_string(c->id) + " on rank " +
+                                           std::to_string(c->rank()) +
+                                           ": the engine shut down before the call finished"));
+  comms.clear();
+  world_ = Communicator();
 }
 
 int Engine::rank() const noexcept { return core_->boot->rank(); }
