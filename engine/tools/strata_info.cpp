@@ -170,7 +170,7 @@ void print_text(const strata::JobInfo& job, const strata::Hierarchy& hier, const
   }
 
   std::printf("\n== transports\n");
-  std::printf("same host:   shm (strata shared-memory segment + CMA)\n");
+  std::printf("same host:   shm (strata shared-memory segment: two-copy ring, CMA above STRATA_CMA_THRESHOLD)\n");
   if (!fabric_error.empty()) std::printf("libfabric:   %s\n", fabric_error.c_str());
   if (providers.empty() && fabric_error.empty()) std::printf("libfabric:   no provider offers RMA\n");
   for (const Provider& p : providers) {
@@ -178,6 +178,25 @@ void print_text(const strata::JobInfo& job, const strata::Hierarchy& hier, const
     for (const std::string& f : p.fabrics) fabrics += (fabrics.empty() ? "" : ", ") + f;
     std::printf("libfabric:   %-14s %s\n", p.name.c_str(), fabrics.c_str());
   }
+
+  std::printf("\n== collective algorithm selection (built-in rules; STRATA_ALGO_<COLL> / CollOptions override)\n");
+  static const char* const rules[][2] = {
+      {"barrier", "dissemination"},
+      {"broadcast, reduce, allreduce",
+       "tree: host:binomial, numa:binomial, core:flat (STRATA_TREE); whole message if it fits the window, else 32 KiB "
+       "fragments"},
+      {"gather, scatter", "tree (alternatives: single, flat, ring)"},
+      {"gatherv, scatterv", "flat (tree needs the counts broadcast first)"},
+      {"allgather(v)", "bruck if the result is <= 16 KiB and n > 2, else ring (alternative: rd)"},
+      {"alltoall", "bruck if n > 4 and blocks <= 256 B, else pairwise (alltoallv: pairwise)"},
+      {"reduce_scatter(_block)", "ring; pairwise for non-commutative user ops (alternative: rh)"},
+  };
+  for (const auto& r : rules) std::printf("%-30s %s\n", r[0], r[1]);
+  for (const auto& [name, value] : env)
+    if (name.rfind("STRATA_ALGO_", 0) == 0 || name.rfind("STRATA_TREE", 0) == 0 ||
+        name.rfind("STRATA_FRAGMENT", 0) == 0)
+      std::printf("override: %s=%s\n", name.c_str(), value.c_str());
+  std::printf("(STRATA_LOG_LEVEL=debug logs the algorithm of every call)\n");
 
   std::printf("\n== STRATA_ environment (rank 0)\n");
   if (env.empty()) std::printf("(none set)\n");
