@@ -694,11 +694,14 @@ class Launcher {
                    server_->rejected());
     server_.reset();
     remove_dir();
-    // Shared-memory objects of this job carry the job id in their name; remove
-    // any a crashed rank left behind.
+    // Remove shared-memory objects a crashed rank left behind: names carrying
+    // the job id, and the shm backend's segments ("strata-<tag>-<rank>").
+    const std::string seg_prefix = "strata-" + rdv::shm_job_tag(job_id_, secret_.data(), secret_.size()) + "-";
     if (DIR* d = ::opendir("/dev/shm")) {
       while (dirent* e = ::readdir(d)) {
-        if (std::strstr(e->d_name, job_id_.c_str()) != nullptr) ::unlinkat(::dirfd(d), e->d_name, 0);
+        if (std::strstr(e->d_name, job_id_.c_str()) != nullptr ||
+            std::strncmp(e->d_name, seg_prefix.c_str(), seg_prefix.size()) == 0)
+          ::unlinkat(::dirfd(d), e->d_name, 0);
       }
       ::closedir(d);
     }

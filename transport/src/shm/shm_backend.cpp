@@ -47,6 +47,7 @@
 #include "backend.hpp"
 #include "shm/ring.hpp"
 #include "shm/sync.hpp"
+#include "strata/detail/rendezvous.hpp"
 
 namespace strata::transport::detail {
 namespace {
@@ -147,24 +148,9 @@ struct Peer {
   Status status;  // guarded by status_mu
 };
 
-std::string hex64(std::uint64_t v) {
-  static const char* digits = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = digits[v & 15];
-  return s;
-}
-
 /// Names of shared objects: unguessable without the job secret.
 std::string job_tag(const JobInfo& job) {
-  std::uint64_t h = 1469598103934665603ULL;
-  auto mix = [&h](std::uint8_t b) {
-    h ^= b;
-    h *= 1099511628211ULL;
-  };
-  for (char ch : job.job_id) mix(static_cast<std::uint8_t>(ch));
-  for (std::uint8_t b : job.secret) mix(b);
-  mix(0x5a);
-  return hex64(h);
+  return strata::detail::rdv::shm_job_tag(job.job_id, job.secret.data(), job.secret.size());
 }
 
 std::uint64_t ring_bytes_from_env() {

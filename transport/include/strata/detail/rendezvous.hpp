@@ -43,6 +43,24 @@ inline constexpr std::size_t kSecretSize = 32;
 /// @brief The per-job secret.
 using Secret = std::array<std::uint8_t, kSecretSize>;
 
+/// Tag in the names of the job's shared-memory objects ("/strata-<tag>-<rank>"):
+/// FNV-1a over the job id and the secret, so other jobs cannot guess the names.
+/// Shared by the shm backend (creates them) and strata-run (removes leftovers).
+inline std::string shm_job_tag(const std::string& job_id, const std::uint8_t* secret, std::size_t secret_len) {
+  std::uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](std::uint8_t b) {
+    h ^= b;
+    h *= 1099511628211ULL;
+  };
+  for (char ch : job_id) mix(static_cast<std::uint8_t>(ch));
+  for (std::size_t i = 0; i < secret_len; ++i) mix(secret[i]);
+  mix(0x5a);
+  static const char* digits = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<std::size_t>(i)] = digits[h & 15];
+  return out;
+}
+
 /// @brief Message types of the protocol.
 enum class Type : std::uint32_t {
   hello = 1,
