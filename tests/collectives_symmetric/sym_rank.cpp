@@ -12,22 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "../common/rank_check.hpp"
 #include "strata/strata.hpp"
 
 namespace {
 
-int failures = 0;
-int me = 0;
-
-#define EXPECT(cond, ...)                                      \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      ++failures;                                              \
-      std::fprintf(stderr, "rank %d: FAILED %s: ", me, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                       \
-      std::fprintf(stderr, "\n");                              \
-    }                                                          \
-  } while (0)
+using rank_check::failures;
+using rank_check::me;
 
 std::int32_t val(int r, std::size_t i) { return static_cast<std::int32_t>(r * 1009 + static_cast<int>(i % 997) + 1); }
 
