@@ -73,6 +73,16 @@ class Tracker {
 
 void append(std::vector<NodeId>* d, const std::vector<NodeId>& more) { d->insert(d->end(), more.begin(), more.end()); }
 
+// Copies a received window fragment to its place in recv, after every earlier
+// access to that range (tracked), and records the write.
+NodeId copy_out(Tracker& t, PlanBuilder& b, const Region& win, const Region& dst, NodeId arrived) {
+  std::vector<NodeId> deps{arrived};
+  append(&deps, t.write_deps(dst));
+  const NodeId n = b.copy(win, dst, deps);
+  t.write(dst, n);
+  return n;
+}
+
 // One block of a message (bytes of block space).
 struct Seg {
   int block = 0;
@@ -306,11 +316,7 @@ class AllgatherKind : public StepKind {
   std::vector<NodeId> sink(std::size_t, const patterns::Step&, const Region& win, int b, std::uint64_t off,
                            std::uint64_t len, NodeId arrived) override {
     const Region dst = dag::out(0, at_[static_cast<std::size_t>(b)] + off, len);
-    std::vector<NodeId> deps{arrived};
-    append(&deps, t_.write_deps(dst));
-    const NodeId n = b_.copy(win, dst, deps);
-    t_.write(dst, n);
-    return {n};
+    return {copy_out(t_, b_, win, dst, arrived)};
   }
 
  private:
@@ -392,11 +398,7 @@ class PairwiseKind : public StepKind {
   std::vector<NodeId> sink(std::size_t, const patterns::Step&, const Region& win, int b, std::uint64_t off,
                            std::uint64_t len, NodeId arrived) override {
     const Region dst = dag::out(0, rat_[static_cast<std::size_t>(b)] + off, len);
-    std::vector<NodeId> deps{arrived};
-    append(&deps, t_.write_deps(dst));
-    const NodeId n = b_.copy(win, dst, deps);
-    t_.write(dst, n);
-    return {n};
+    return {copy_out(t_, b_, win, dst, arrived)};
   }
 
  private:
@@ -424,11 +426,7 @@ class BruckKind : public StepKind {
     const bool last = (static_cast<unsigned>(i) >> (step + 1)) == 0;
     const Region dst = last ? dag::out(0, static_cast<std::uint64_t>(patterns::mod(me_ - i, n_)) * bb_ + off, len)
                             : dag::scratch(0, static_cast<std::uint64_t>(i) * bb_ + off, len);
-    std::vector<NodeId> deps{arrived};
-    append(&deps, t_.write_deps(dst));
-    const NodeId n = b_.copy(win, dst, deps);
-    t_.write(dst, n);
-    return {n};
+    return {copy_out(t_, b_, win, dst, arrived)};
   }
   void after_step(std::size_t, const patterns::Step&, const std::vector<Seg>& got) override {
     for (const Seg& s : got) in_scratch_[static_cast<std::size_t>(s.block)] = 1;
