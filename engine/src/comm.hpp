@@ -76,16 +76,25 @@ inline dag::ReduceOp to_dag(Op op) {
   return dag::ReduceOp::sum;
 }
 
-// Page-aligned, zeroed window memory.
+// Page-aligned, zeroed window memory: a transport SharedRegion when the rank
+// has same-host peers (they put into it with one memcpy), else private memory.
 struct WindowMem {
   void* p = nullptr;
   std::size_t len = 0;
-  explicit WindowMem(std::size_t n) : len(n) {
+  std::unique_ptr<transport::SharedRegion> shared;
+  WindowMem(transport::Transport& t, std::size_t n) : len(n) {
+    shared = t.allocate_shared(n);
+    if (shared) {
+      p = shared->addr;
+      return;
+    }
     if (posix_memalign(&p, 4096, n) != 0)
       throw Error(Errc::internal, "cannot allocate a window of " + std::to_string(n) + " bytes");
     std::memset(p, 0, n);
   }
-  ~WindowMem() { std::free(p); }
+  ~WindowMem() {
+    if (!shared) std::free(p);
+  }
   WindowMem(const WindowMem&) = delete;
   WindowMem& operator=(const WindowMem&) = delete;
 };
@@ -164,7 +173,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // Registers the window; returns its key (the caller exchanges keys).
   transport::RemoteKey open_window() {
     const std::size_t bytes = group.slot_bytes * static_cast<std::size_t>(group.credits);
-    window = std::make_unique<WindowMem>(bytes);
+    window = std::make_unique<WindowMem>(*core->transport, bytes);
     transport::RemoteKey key;
     throw_if_error(core->transport->register_memory(window->p, bytes, &key));
     slots.assign(static_cast<std::size_t>(group.credits), Slot{});

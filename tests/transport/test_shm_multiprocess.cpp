@@ -76,6 +76,19 @@ TEST_P(ShmRanks, SignalsSurviveBackPressureOfATinyRing) {
   expect_all_ok(launch(n, "signals", "STRATA_SHM_RING_BYTES=4096"), n, "signals");
 }
 
+TEST_P(ShmRanks, MappedRegionsTakeTheSingleCopyPathAndKeepEveryByte) {
+  const int n = GetParam();
+  const RunResult r = launch(n, "mapped");
+  expect_all_ok(r, n, "mapped");
+  EXPECT_EQ(count(r.out, "direct path on"), n) << r.out;
+}
+
+TEST_P(ShmRanks, MappedRegionsThroughTheRingWhenDirectIsOff) {
+  const int n = GetParam();
+  const RunResult r = launch(n, "mapped", "STRATA_SHM_DIRECT=off");
+  expect_all_ok(r, n, "mapped");
+}
+
 TEST_P(ShmRanks, FetchAddFromAllRanksIsExact) {
   const int n = GetParam();
   expect_all_ok(launch(n, "fadd"), n, "fadd");

@@ -120,11 +120,13 @@ class Router final : public Transport, public detail::WakeArm {
       merged.len = f.len;
       merged.flags |= f.flags;
       merged.fi_key = f.fi_key;
-      merged.fi_base = f.fi_base;
-      merged.reserved = f.reserved;
+      merged.fi_base = f.fi_base;  // 'reserved' stays the shm section's (mapped region base)
     }
     *key = merged;
     return {};
+  }
+  std::unique_ptr<SharedRegion> allocate_shared(std::size_t len) override {
+    return shm_uses_ ? shm_->allocate_shared(len) : nullptr;
   }
   Status deregister_memory(void* addr, std::size_t len) override {
     Status a = shm_uses_ ? shm_->deregister_memory(addr, len) : Status();

@@ -65,6 +65,10 @@ constexpr std::uint64_t kDefaultRingBytes = 256 * 1024;
 // 16 MiB: 5.0 vs 1.8 GB/s; 64 MiB: 3.0 vs 2.7 GB/s), so single-copy CMA is
 // used only from 64 MiB on (STRATA_CMA_THRESHOLD overrides).
 constexpr std::size_t kDefaultCmaThreshold = std::size_t{64} << 20;
+// Puts/gets of at least this many bytes into a peer's mapped SharedRegion are
+// one memcpy by the initiator; smaller ones travel inside the ring record
+// (one cache line less to move). STRATA_SHM_DIRECT overrides ("off" disables).
+constexpr std::size_t kDefaultDirectMin = 1024;
 constexpr int kBatch = 64;                             // records per ring per progress() call
 constexpr std::chrono::milliseconds kDeathCheck{200};  // stall after which a peer's pid is checked
 
@@ -146,6 +150,27 @@ struct Peer {
   std::atomic<bool> dead{false};
   mutable std::mutex status_mu;
   Status status;  // guarded by status_mu
+
+  // The peer's SharedRegions this rank mapped (id -> local address), guarded by map_mu.
+  struct Mapped {
+    std::uint64_t id;
+    std::uint64_t remote_base;
+    std::byte* local;  // nullptr: mapping failed, use the ring
+    std::size_t len;
+  };
+  std::mutex map_mu;
+  std::vector<Mapped> mapped;
+};
+
+/// This rank's live SharedRegions (shared with their release functions, which may outlive the backend).
+struct RegionTable {
+  struct Entry {
+    std::uint64_t id;
+    std::uintptr_t base;
+    std::size_t len;
+  };
+  std::mutex mu;
+  std::vector<Entry> live;
 };
 
 /// Names of shared objects: unguessable without the job secret.
@@ -166,6 +191,19 @@ std::uint64_t ring_bytes_from_env() {
   return n;
 }
 
+std::size_t direct_min_from_env() {
+  const char* v = std::getenv("STRATA_SHM_DIRECT");
+  if (v == nullptr || *v == '\0') return kDefaultDirectMin;
+  if (std::strcmp(v, "off") == 0) return SIZE_MAX;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0') {
+    throw Error(Errc::invalid_argument, std::string("STRATA_SHM_DIRECT='") + v + "': expected a byte count or 'off'");
+  }
+  return static_cast<std::size_t>(n);
+}
+
 class ShmBackend final : public Backend {
  public:
   ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector<bool>& serve, const TransportOptions& opts);
@@ -183,6 +221,7 @@ class ShmBackend final : public Backend {
 
   Status register_memory(void* addr, std::size_t len, RemoteKey* key) override;
   Status deregister_memory(void* addr, std::size_t len) override;
+  std::unique_ptr<SharedRegion> allocate_shared(std::size_t len) override;
 
   Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
              void* context) override {
@@ -215,6 +254,12 @@ class ShmBackend final : public Backend {
   Status put_impl(const char* op, int peer, const void* src, std::size_t len, const RemoteKey& dst,
                   std::uint64_t dst_offset, bool with_signal, std::uint64_t payload, void* context);
   Status post(Peer& p, OutOp op);
+  /// Local address of [key.addr + offset, +len) when the key is a mapped region
+  /// this rank can reach directly and len >= direct_min_; nullptr otherwise.
+  std::byte* direct(Peer& p, const RemoteKey& key, std::uint64_t offset, std::uint64_t len);
+  [[nodiscard]] std::string region_name(int owner, std::uint64_t id) const {
+    return "/strata-" + tag_ + "-" + std::to_string(owner) + "-m" + std::to_string(id);
+  }
   bool inject(Peer& p, OutOp& op);  // prod_mu held; true when fully written
   Status cma(Peer& p, bool write, void* local, std::uint64_t remote, std::size_t len);
   void disable_cma(Peer& p, int err);
@@ -260,6 +305,10 @@ class ShmBackend final : public Backend {
   std::size_t seg_bytes_ = 0;
   SegHeader* hdr_ = nullptr;
   std::vector<std::pair<void*, std::size_t>> maps_;  // peer segments
+  std::string tag_;                                  // job tag of the shared-memory names
+  std::shared_ptr<RegionTable> regions_ = std::make_shared<RegionTable>();
+  std::atomic<std::uint64_t> next_region_{1};
+  std::size_t direct_min_ = kDefaultDirectMin;
   int sock_ = -1;
   sockaddr_un self_addr_{};
   socklen_t self_len_ = 0;
@@ -295,6 +344,7 @@ ShmBackend::ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector
   if (timeout_.count() <= 0) throw Error(Errc::invalid_argument, who + ": timeout must be positive");
   if (opts.cma_threshold != 0) cma_threshold_ = opts.cma_threshold;
   ring_bytes_ = ring_bytes_from_env();
+  direct_min_ = direct_min_from_env();
 
   const std::vector<int> locals = hier.host_ranks(rank_);
   auto local_index = [&locals](int r) {
@@ -312,6 +362,7 @@ ShmBackend::ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector
     served_.push_back(r);
   }
   const std::string tag = job_tag(job);
+  tag_ = tag;
   auto seg_name = [&tag](int r) { return "/strata-" + tag + "-" + std::to_string(r); };
   auto sock_addr = [&tag](int r, sockaddr_un* a, socklen_t* l) {
     const std::string n = "strata-" + tag + "-w" + std::to_string(r);
@@ -477,6 +528,11 @@ ShmBackend::ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector
 ShmBackend::~ShmBackend() {
   shut_.store(true, std::memory_order_release);
   for (auto& m : maps_) ::munmap(m.first, m.second);
+  for (auto& p : peers_) {
+    if (!p) continue;
+    for (const Peer::Mapped& m : p->mapped)
+      if (m.local != nullptr) ::munmap(m.local, m.len);
+  }
   if (seg_ != nullptr) ::munmap(seg_, seg_bytes_);
   if (sock_ >= 0) ::close(sock_);
 }
@@ -550,7 +606,95 @@ Status ShmBackend::register_memory(void* addr, std::size_t len, RemoteKey* key) 
   key->len = len;
   key->shm_pid = ::getpid();
   key->shm_token = next_token_.fetch_add(1, std::memory_order_relaxed);
+  key->reserved = 0;
+  {
+    const auto a = reinterpret_cast<std::uintptr_t>(addr);
+    std::lock_guard<std::mutex> g(regions_->mu);
+    for (const RegionTable::Entry& e : regions_->live) {
+      if (a >= e.base && len <= e.len && a - e.base <= e.len - len) {
+        key->flags |= RemoteKey::kShmMapped;
+        key->shm_token = e.id;
+        key->reserved = e.base;
+        break;
+      }
+    }
+  }
   return {};
+}
+
+std::unique_ptr<SharedRegion> ShmBackend::allocate_shared(std::size_t len) {
+  const bool has_peer = std::any_of(served_.begin(), served_.end(), [this](int r) { return r != rank_; });
+  if (!has_peer || len == 0 || shut_.load(std::memory_order_acquire)) return nullptr;
+  const std::uint64_t id = next_region_.fetch_add(1, std::memory_order_relaxed);
+  const std::string name = region_name(rank_, id);
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    spdlog::warn("strata: rank {}: shm_open({}) for a shared region failed ({}); using private memory", rank_, name,
+                 std::strerror(errno));
+    return nullptr;
+  }
+  void* m = ::ftruncate(fd, static_cast<off_t>(len)) == 0
+                ? ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                : MAP_FAILED;
+  ::close(fd);
+  if (m == MAP_FAILED) {
+    spdlog::warn("strata: rank {}: sizing/mapping the shared region {} failed ({}); using private memory", rank_, name,
+                 std::strerror(errno));
+    ::shm_unlink(name.c_str());
+    return nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> g(regions_->mu);
+    regions_->live.push_back({id, reinterpret_cast<std::uintptr_t>(m), len});
+  }
+  auto r = std::make_unique<SharedRegion>();
+  r->addr = m;
+  r->len = len;
+  // The name lives as long as the region (peers map it on first use); the
+  // launcher removes it if this rank dies first (same "strata-<tag>-" prefix).
+  r->release = [table = std::weak_ptr<RegionTable>(regions_), id, m, len, name] {
+    if (auto t = table.lock()) {
+      std::lock_guard<std::mutex> g(t->mu);
+      t->live.erase(
+          std::remove_if(t->live.begin(), t->live.end(), [id](const RegionTable::Entry& e) { return e.id == id; }),
+          t->live.end());
+    }
+    ::munmap(m, len);
+    ::shm_unlink(name.c_str());
+  };
+  return r;
+}
+
+std::byte* ShmBackend::direct(Peer& p, const RemoteKey& key, std::uint64_t offset, std::uint64_t len) {
+  if ((key.flags & RemoteKey::kShmMapped) == 0 || len < direct_min_ || len == 0) return nullptr;
+  const std::uint64_t at = key.addr + offset - key.reserved;  // offset inside the region
+  if (p.rank == rank_) return reinterpret_cast<std::byte*>(key.reserved) + at;
+  std::lock_guard<std::mutex> g(p.map_mu);
+  for (const Peer::Mapped& m : p.mapped) {
+    if (m.id != key.shm_token) continue;
+    if (m.local == nullptr || m.remote_base != key.reserved || at > m.len || len > m.len - at) return nullptr;
+    return m.local + at;
+  }
+  // First use of this region: map it by name (the owner keeps the name while the region lives).
+  Peer::Mapped nm{key.shm_token, key.reserved, nullptr, 0};
+  const std::string name = region_name(p.rank, key.shm_token);
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd >= 0) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+      void* m = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (m != MAP_FAILED) {
+        nm.local = static_cast<std::byte*>(m);
+        nm.len = static_cast<std::size_t>(st.st_size);
+      }
+    }
+    ::close(fd);
+  }
+  if (nm.local == nullptr)
+    spdlog::debug("strata: rank {}: cannot map region {} of rank {}; puts to it use the ring", rank_, name, p.rank);
+  p.mapped.push_back(nm);
+  if (nm.local == nullptr || at > nm.len || len > nm.len - at) return nullptr;
+  return nm.local + at;
 }
 
 Status ShmBackend::deregister_memory(void* /*addr*/, std::size_t /*len*/) { return {}; }
@@ -601,6 +745,20 @@ Status ShmBackend::put_impl(const char* op, int peer, const void* src, std::size
   }
   Peer& p = *peers_[static_cast<std::size_t>(peer)];
   const std::uint64_t raddr = dst.addr + dst_offset;
+  if (std::byte* to = direct(p, dst, dst_offset, len)) {
+    // Single copy into the peer's mapped region; the signal record published
+    // after it (release) makes the data visible before the signal.
+    std::memcpy(to, src, len);
+    if (!with_signal) {
+      push_completion(context, {});
+      return {};
+    }
+    OutOp sig;
+    sig.type = RecType::signal;
+    sig.a = payload;
+    sig.context = context;
+    return post(p, sig);
+  }
   if (len >= cma_threshold_ && len > 0 && (peer == rank_ || p.cma.load(std::memory_order_relaxed))) {
     Status r;
     if (peer == rank_) {
@@ -648,6 +806,11 @@ Status ShmBackend::get(int peer, void* dst, std::size_t len, const RemoteKey& sr
   }
   Peer& p = *peers_[static_cast<std::size_t>(peer)];
   const std::uint64_t raddr = src.addr + src_offset;
+  if (const std::byte* from = direct(p, src, src_offset, len)) {
+    std::memcpy(dst, from, len);
+    push_completion(context, {});
+    return {};
+  }
   if (len >= cma_threshold_ && len > 0 && (peer == rank_ || p.cma.load(std::memory_order_relaxed))) {
     Status r;
     if (peer == rank_) {

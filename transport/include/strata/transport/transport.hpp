@@ -56,6 +56,9 @@ struct RemoteKey {
 
   static constexpr std::uint32_t kShm = 1u;
   static constexpr std::uint32_t kFabric = 2u;
+  /// Shared-memory section: the buffer lies in a SharedRegion that same-host
+  /// peers map (single-copy puts/gets); shm_token = region id, reserved = region base.
+  static constexpr std::uint32_t kShmMapped = 4u;
   [[nodiscard]] bool valid() const noexcept { return owner >= 0; }
 };
 static_assert(sizeof(RemoteKey) == 64, "RemoteKey is a fixed 64-byte wire format");
@@ -66,6 +69,23 @@ using CompletionHandler = std::function<void(void* context, const Status& status
 using SignalHandler = std::function<void(int source, std::uint64_t payload)>;
 /// Called when a peer is declared dead (launcher report, timeout, provider error).
 using PeerFailureHandler = std::function<void(int peer, const Status& why)>;
+
+/// @brief Memory that same-host peers can load from and store to directly once
+/// it is registered: a put or get into it is one memcpy by the initiator
+/// instead of a hand-off through the owner's ring (docs/transport.md, "Mapped
+/// regions"). Zeroed at allocation; unmapped (and its shared-memory name
+/// removed) when destroyed, also after the transport is gone.
+struct SharedRegion {
+  void* addr = nullptr;
+  std::size_t len = 0;
+  std::function<void()> release;  ///< run once by the destructor
+  SharedRegion() = default;
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+  ~SharedRegion() {
+    if (release) release();
+  }
+};
 
 /// @brief One-sided RMA with remote signals; see the file comment for semantics.
 class Transport {
@@ -87,6 +107,13 @@ class Transport {
   virtual Status register_memory(void* addr, std::size_t len, RemoteKey* key) = 0;
   /// Drops registrations overlapping [addr, addr+len) (call before freeing).
   virtual Status deregister_memory(void* addr, std::size_t len) = 0;
+  /// Allocates @p len zeroed bytes that same-host peers may map (register the
+  /// region, or a part of it, to hand out keys). nullptr when the transport has
+  /// no same-host peer or cannot share memory: the caller allocates privately.
+  virtual std::unique_ptr<SharedRegion> allocate_shared(std::size_t len) {
+    (void)len;
+    return nullptr;
+  }
 
   virtual Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
                      void* context) = 0;
