@@ -315,7 +315,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       dag::Bindings b;
       b.inputs = {send};
       b.outputs = {recv, slot_base};
-      b.peers = peer_keys ? *peer_keys : peers;
+      b.peer_table = peer_keys ? peer_keys.get() : &peers;
       // The callback keeps the communicator alive and frees the slot before it
       // fulfils the future: a waiter woken by the future may drop the last
       // handle at once (regression: heap corruption at exit, 1 run in ~30).

@@ -69,6 +69,9 @@ struct Bindings {
   std::vector<const void*> inputs;
   std::vector<void*> outputs;
   std::vector<PeerKey> peers;
+  /// When non-null, used instead of @p peers (no copy per start); must stay
+  /// valid for the duration of Executor::start only.
+  const std::vector<PeerKey>* peer_table = nullptr;
 };
 
 /// @brief Called once when an instance finishes: OK, or the first failure's cause.
