@@ -1,12 +1,18 @@
 // The strata side of every app's main(): option parsing with errors and usage
-// on rank 0 only, the --backend check, --trace (STRATA_TRACE must be set
-// before the Engine exists), the Engine, and errors turned into exit codes.
+// on rank 0 only, --backend (strata here; mpi/openmpi/mpich run the app's MPI
+// twin under mpirun instead), --trace (STRATA_TRACE must be set before the
+// Engine exists), the Engine, and errors turned into exit codes.
 #pragma once
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "strata/strata.hpp"
 
@@ -18,12 +24,102 @@ inline bool is_rank0() {
   return r == nullptr || std::string(r) == "0";
 }
 
+/// `--backend mpi|openmpi|mpich [--np N]` on a strata binary: replaces this
+/// process with `mpirun -n N <dir>/<name>-mpi ARGS` (Open MPI; `mpirun.openmpi`,
+/// else `mpirun`) or `mpirun.mpich -n N <dir>/<name>-mpich ARGS` (MPICH; else
+/// `mpiexec.hydra`), where dir is this binary's directory and ARGS the other
+/// arguments. One rank per core is bound when N fits the cores. Returns only
+/// on error (the exit code to return); returns -1 when argv asks for no MPI backend.
+inline int exec_mpi_twin(const char* name, int argc, char** argv) {
+  std::string backend;
+  int np = 2;
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--backend" || a == "--np") && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (a == "--backend") {
+        backend = v;
+      } else {
+        char* end = nullptr;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        if (end == v.c_str() || *end != '\0' || n < 1 || n > 4096) {
+          if (is_rank0()) std::fprintf(stderr, "%s: error: bad --np '%s' (use a rank count >= 1)\n", name, v.c_str());
+          return 2;
+        }
+        np = static_cast<int>(n);
+      }
+      continue;
+    }
+    rest.push_back(a);
+  }
+  const bool openmpi = backend == "mpi" || backend == "openmpi";
+  if (!openmpi && backend != "mpich") return -1;
+  if (std::getenv("STRATA_RANK") != nullptr) {
+    if (is_rank0())
+      std::fprintf(stderr,
+                   "%s: error: --backend %s starts its own mpirun: run '%s --backend %s --np N ...' without "
+                   "strata-run\n",
+                   name, backend.c_str(), name, backend.c_str());
+    return 2;
+  }
+  // The twin sits next to this binary.
+  std::string dir = ".";
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len > 0) {
+    self[len] = '\0';
+    dir = self;
+    dir = dir.substr(0, dir.rfind('/'));
+  }
+  const std::string twin = dir + "/" + name + (openmpi ? "-mpi" : "-mpich");
+  if (access(twin.c_str(), X_OK) != 0) {
+    std::fprintf(stderr,
+                 "%s: error: --backend %s needs %s, which is not built (%s was not found at configure time; "
+                 "scripts/setup.sh --mpi installs it)\n",
+                 name, backend.c_str(), twin.c_str(), openmpi ? "Open MPI" : "MPICH");
+    return 2;
+  }
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const bool bind = cores <= 0 || np <= cores;
+  std::vector<std::string> args;
+  args.emplace_back();  // the launcher, below
+  if (openmpi) {
+    args.insert(args.end(), {"--allow-run-as-root", "-n", std::to_string(np)});
+    if (bind)
+      args.insert(args.end(), {"--bind-to", "core"});
+    else
+      args.insert(args.end(), {"--oversubscribe", "--bind-to", "none"});
+  } else {
+    args.insert(args.end(), {"-n", std::to_string(np), "-bind-to", bind ? "core" : "none"});
+  }
+  args.push_back(twin);
+  args.insert(args.end(), rest.begin(), rest.end());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int err = 0;
+  for (const char* launcher : openmpi ? std::vector<const char*>{"mpirun.openmpi", "mpirun"}
+                                      : std::vector<const char*>{"mpirun.mpich", "mpiexec.hydra"}) {
+    args[0] = launcher;
+    std::vector<char*> av;
+    for (auto& x : args) av.push_back(x.data());
+    av.push_back(nullptr);
+    execvp(launcher, av.data());
+    err = errno;  // only returns on failure: try the next name
+  }
+  std::fprintf(stderr, "%s: error: --backend %s: cannot start %s: %s\n", name, backend.c_str(),
+               openmpi ? "mpirun.openmpi or mpirun" : "mpirun.mpich or mpiexec.hydra", std::strerror(err));
+  return 2;
+}
+
 /// @param name app name for messages ("asp", "fft3d")
 /// @param parse `std::string(int, char**, Options&, bool& help)`: empty string = parsed
 /// @param usage text printed with --help or after a parse error
 /// @param run `int(strata::Engine&, const Options&)`: the app's body, returns the exit code
 template <class Options, class Parse, class Run>
 int strata_app_main(const char* name, int argc, char** argv, Parse parse, const char* usage, Run run) {
+  const int twin_rc = exec_mpi_twin(name, argc, argv);
+  if (twin_rc >= 0) return twin_rc;
   Options o;
   bool help = false;
   const std::string err = parse(argc, argv, o, help);
@@ -36,8 +132,8 @@ int strata_app_main(const char* name, int argc, char** argv, Parse parse, const 
   }
   if (!o.backend.empty() && o.backend != "strata") {
     if (is_rank0())
-      std::fprintf(stderr, "%s: error: --backend %s: this binary is the strata backend; run %s-%s under mpirun\n", name,
-                   o.backend.c_str(), name, o.backend.c_str());
+      std::fprintf(stderr, "%s: error: unknown --backend '%s' (strata, mpi, openmpi or mpich)\n", name,
+                   o.backend.c_str());
     return 2;
   }
   if (!o.trace.empty()) setenv("STRATA_TRACE", o.trace.c_str(), 1);  // before the Engine exists

@@ -1,12 +1,19 @@
-// fft3d: complex 3D FFT of an N1 x N2 x N3 grid (NAS FT style), slab
-// decomposition with all-to-all transposes; FFTW for the local transforms.
-// Written once against a small communication backend (strata or MPI; see
-// fft3d_strata.cpp / fft3d_mpi.cpp):
+// fft3d: complex 3D FFT of an N1 x N2 x N3 grid (NAS FT style) with
+// all-to-all transposes, slab or pencil decomposition; FFTW for the local
+// transforms. Written once against a small communication backend (strata or
+// MPI; see fft3d_strata.cpp / fft3d_mpi.cpp):
 //
 //   struct Backend {
 //     using Request = ...;
+//     // true: ialltoall_blocks() runs per-block work inside the collective
+//     // (strata: CollOptions::on_block compute nodes) and on_each() uses
+//     // continuations (Future::then); false (MPI): neither exists.
+//     static constexpr bool kExecutorWork;
 //     int rank() const; int size() const;
+//     Backend split(int color, int key);   // sub-communicator (MPI_Comm_split)
 //     Request ialltoall(const Cplx* send, Cplx* recv, std::size_t count);  // count complex per peer
+//     Request ialltoall_blocks(const Cplx* send, Cplx* recv, std::size_t count,
+//                              std::function<void(int source)> fn);      // kExecutorWork only
 //     void wait(Request& r);
 //     // runs fn(i) for every request as soon as it completes (in any thread), returns when all ran
 //     void on_each(std::vector<Request>& rs, const std::function<void(int)>& fn);
@@ -14,23 +21,39 @@
 //     void barrier();
 //   };
 //
-// Layouts (C order, last index fastest). P ranks, L1 = N1/P, L2 = N2/P:
-//   A (x space):  rank r holds planes i1 in [r*L1, (r+1)*L1):   A[i1l][i2][i3]
-//   B (k space):  rank r holds k2 in [r*L2, (r+1)*L2), all k1:  B[k2l][k1][k3]
-// Forward: 2D FFT (i2, i3) per plane of A; transpose A -> B (alltoall, each
-// block is a set of whole N3 rows); 1D FFT along k1 in B. The result stays
-// transposed (like NAS FT). Inverse: the reverse, scaled by 1/(N1 N2 N3).
+// Decompositions (C order, last index fastest) on a P1 x P2 process grid,
+// rank r = (r1, r2) = (r / P2, r % P2); slab is the grid P x 1. Block sizes
+// L1 = N1/P1, M2 = N2/P2, K2 = N2/P1, M3 = N3/P2:
+//   A (input):  A[i1l][i2l][i3]   i1 = r1 L1 + i1l, i2 = r2 M2 + i2l
+//   B (middle): B[i1l][i2][k3l]   k3 = r2 M3 + k3l            (pencil only)
+//   C (output): C[k2l][k1][k3l]   k2 = r1 K2 + k2l, k3 = r2 M3 + k3l
+// Slab forward: 2D FFT (i2, i3) per plane of A, transpose A -> C within the
+// world (alltoall), 1D FFT along k1. Pencil forward: FFT along i3 in A,
+// transpose A -> B within the row communicator (same r1, P2 ranks), FFT along
+// i2, transpose B -> C within the column communicator (same r2, P1 ranks), FFT
+// along i1. The result stays transposed (like NAS FT). The inverse runs the
+// same steps backwards and scales by 1/(N1 N2 N3).
 //
+// Every transpose is described the same way (struct Transpose): a 2D loop
+// (x, y) over runs of contiguous elements with strides at the source and the
+// destination, a stage-1 FFT over source rows x before it and a stage-2 FFT
+// after it (over destination rows y, or x when x survives the transpose).
 // Transpose modes (the work is split into --chunks pieces, one alltoall each):
-//   blocking:  one alltoall, waited for at once;
-//   overlap:   forward, chunk c = a range of A's planes: the 2D FFTs of chunk c+1
-//              run while the alltoall of chunk c is in flight (inverse: chunk c =
-//              a range of B's k2 rows, 1D FFTs of c+1 overlap alltoall c);
-//   pipelined: all first-stage FFTs, then all chunk alltoalls in flight; each
-//              chunk (forward: a range of B's k2 rows; inverse: a range of A's
-//              planes) is unpacked and transformed as soon as it arrives, in a
-//              continuation (strata: Future::then on the engine's arena; MPI:
-//              MPI_Waitany order), so the transpose and the second-stage FFTs overlap.
+//   blocking:  one alltoall per transpose, waited for at once;
+//   overlap:   chunk c = a range of source rows: the stage-1 FFTs of chunk
+//              c+1 run while the alltoall of chunk c is in flight;
+//   pipelined: all stage-1 FFTs, then every chunk's alltoall in flight; chunk
+//              c = a range of destination rows. strata: each block is
+//              unpacked by a compute node of the alltoall's own graph
+//              (CollOptions::on_block) as soon as it landed, and the node that
+//              unpacks the chunk's last block runs the chunk's stage-2 FFTs;
+//              MPI: whole chunks in MPI_Waitany order;
+//   then:      (strata only) as pipelined, but each chunk is unpacked and
+//              transformed in a Future::then continuation once its whole
+//              alltoall completed (the variant before on_block existed).
+// In the pencil decomposition the middle FFT (along i2) is the stage-2 of the
+// first transpose in pipelined/then modes and the stage-1 of the second in
+// blocking/overlap modes, so it always sits where it can overlap.
 #pragma once
 
 #include <fftw3.h>
@@ -45,16 +68,22 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace fft3d {
 
 using Cplx = std::complex<double>;
+using std::size_t;
 
 struct Options {
   int n1 = 64, n2 = 64, n3 = 64;
-  std::string mode = "all";  // blocking | overlap | pipelined | all
+  std::string mode = "all";  // blocking | overlap | pipelined | then | all
+  std::string decomp = "slab";
+  int pg1 = 0, pg2 = 0;  // --pgrid P1xP2; 0 = automatic
   int chunks = 4;
   int iters = 3;
   bool check = false;
@@ -93,8 +122,17 @@ inline std::string parse(int argc, char** argv, Options& o, bool& help) {
         if (!parse_grid(v, o)) return "bad grid '" + v + "' (use N or N1xN2xN3)";
       } else if (a == "--mode") {
         o.mode = value("--mode");
-        if (o.mode != "blocking" && o.mode != "overlap" && o.mode != "pipelined" && o.mode != "all")
-          return "--mode must be blocking, overlap, pipelined or all (got '" + o.mode + "')";
+        if (o.mode != "blocking" && o.mode != "overlap" && o.mode != "pipelined" && o.mode != "then" && o.mode != "all")
+          return "--mode must be blocking, overlap, pipelined, then or all (got '" + o.mode + "')";
+      } else if (a == "--decomp") {
+        o.decomp = value("--decomp");
+        if (o.decomp != "slab" && o.decomp != "pencil")
+          return "--decomp must be slab or pencil (got '" + o.decomp + "')";
+      } else if (a == "--pgrid") {
+        const std::string v = value("--pgrid");
+        char x = 0, extra = 0;
+        if (std::sscanf(v.c_str(), "%d%c%d%c", &o.pg1, &x, &o.pg2, &extra) != 3 || x != 'x' || o.pg1 < 1 || o.pg2 < 1)
+          return "bad --pgrid '" + v + "' (use P1xP2, both >= 1)";
       } else if (a == "--chunks") {
         o.chunks = std::stoi(value("--chunks"));
       } else if (a == "--iters") {
@@ -123,15 +161,21 @@ inline std::string parse(int argc, char** argv, Options& o, bool& help) {
   if (o.n1 < 1 || o.n2 < 1 || o.n3 < 1) return "grid dimensions must be >= 1";
   if (o.chunks < 1) return "--chunks must be >= 1";
   if (o.iters < 1) return "--iters must be >= 1";
+  if (o.pg1 > 0 && o.decomp != "pencil") return "--pgrid needs --decomp pencil";
   return "";
 }
 
 inline const char* usage() {
-  return "usage: fft3d [--grid N | N1xN2xN3] [--mode blocking|overlap|pipelined|all] [--chunks K]\n"
-         "             [--iters I] [--check] [--ref-max POINTS] [--measure] [--trace PREFIX] [--backend strata|mpi]\n"
-         "  Forward + inverse complex 3D FFT, slab decomposition: the rank count must divide N1 and N2.\n"
+  return "usage: fft3d [--grid N | N1xN2xN3] [--decomp slab|pencil] [--pgrid P1xP2]\n"
+         "             [--mode blocking|overlap|pipelined|then|all] [--chunks K] [--iters I] [--check]\n"
+         "             [--ref-max POINTS] [--measure] [--trace PREFIX] [--backend strata|mpi|openmpi|mpich [--np N]]\n"
+         "  Forward + inverse complex 3D FFT. slab: the rank count P must divide N1 and N2.\n"
+         "  pencil: a P1 x P2 process grid (default: the most square one that fits), P1 must divide\n"
+         "  N1 and N2, P2 must divide N2 and N3. --mode all = blocking, overlap, pipelined.\n"
          "  --check: compare with a single-process FFTW 3D transform (grids up to --ref-max points,\n"
-         "  default 2^21), the round trip and Parseval's identity.\n";
+         "  default 2^21), the round trip and Parseval's identity.\n"
+         "  --backend mpi|openmpi|mpich: run the MPI twin (fft3d-mpi / fft3d-mpich) under mpirun\n"
+         "  with --np ranks (default 2) instead; start it without strata-run.\n";
 }
 
 /// Deterministic input value at (i1, i2, i3), independent of the rank count.
@@ -153,10 +197,11 @@ inline Cplx input(const Options& o, int i1, int i2, int i3) {
 }
 
 inline fftw_complex* fc(Cplx* p) { return reinterpret_cast<fftw_complex*>(p); }
+inline size_t sz(int v) { return static_cast<size_t>(v); }
 
 struct FftwBuffer {
   Cplx* p = nullptr;
-  explicit FftwBuffer(std::size_t n) : p(static_cast<Cplx*>(fftw_malloc(std::max<std::size_t>(n, 1) * sizeof(Cplx)))) {
+  explicit FftwBuffer(size_t n) : p(static_cast<Cplx*>(fftw_malloc(std::max<size_t>(n, 1) * sizeof(Cplx)))) {
     if (p == nullptr) throw std::bad_alloc();
     std::fill(p, p + n, Cplx(0, 0));
   }
@@ -192,200 +237,393 @@ inline std::vector<std::pair<int, int>> ranges(int n, int k) {
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-struct Times {
-  double total = 0, fft = 0, pack = 0, wait = 0;
-  std::atomic<std::int64_t> cont_ns{0};  // compute inside continuations (pipelined)
-  void reset() {
-    total = fft = pack = wait = 0;
-    cont_ns = 0;
-  }
-};
-
-enum class Mode { blocking, overlap, pipelined };
-inline const char* name(Mode m) {
-  return m == Mode::blocking ? "blocking" : m == Mode::overlap ? "overlap" : "pipelined";
+inline std::int64_t ns_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count();
 }
 
-/// One rank's slab of the distributed 3D FFT.
+/// Per-rank timings (seconds). The node_* parts ran inside the executor
+/// (on_block compute nodes or then continuations) while the main thread waited.
+struct Times {
+  double total = 0, fft = 0, pack = 0, wait = 0;
+  std::atomic<std::int64_t> node_fft_ns{0}, node_pack_ns{0};
+  double node_fft() const { return static_cast<double>(node_fft_ns.load()) * 1e-9; }
+  double node_pack() const { return static_cast<double>(node_pack_ns.load()) * 1e-9; }
+};
+
+enum class Mode { blocking, overlap, pipelined, then };
+inline const char* name(Mode m) {
+  switch (m) {
+    case Mode::blocking:
+      return "blocking";
+    case Mode::overlap:
+      return "overlap";
+    case Mode::pipelined:
+      return "pipelined";
+    case Mode::then:
+      return "then";
+  }
+  return "?";
+}
+
+/// One distributed transpose (see the file comment): element (x, y, peer) is
+/// a run of `run` complex numbers at src + x sx + y sy + peer sp, sent to
+/// `peer`, where it lands at dst + x dx + y dy + (this rank) dp.
+struct Transpose {
+  Cplx* src = nullptr;
+  Cplx* dst = nullptr;
+  int nx = 0, ny = 0;
+  size_t run = 0;
+  size_t sx = 0, sy = 0, sp = 0, dx = 0, dy = 0, dp = 0;
+  bool stage2_on_x = false;              // destination rows are x (x survives the transpose)
+  std::function<void(int, int)> stage1;  // FFTs over source rows [a, e) of x; empty = none
+  std::function<void(int, int)> stage2;  // FFTs over destination rows [a, e)
+};
+
+/// Process grid P1 x P2 for @p p ranks; returns an error message or "".
+inline std::string choose_grid(const Options& o, int p, int& p1, int& p2) {
+  if (o.decomp == "slab") {
+    p1 = p, p2 = 1;
+    if (o.n1 % p != 0 || o.n2 % p != 0) {
+      char m[320];
+      std::snprintf(m, sizeof m,
+                    "slab decomposition needs the number of ranks (%d) to divide N1 (%d) and N2 (%d): run with a "
+                    "rank count that divides both, change --grid, or use --decomp pencil",
+                    p, o.n1, o.n2);
+      return m;
+    }
+    return "";
+  }
+  auto fits = [&o](int a, int b) { return o.n1 % a == 0 && o.n2 % a == 0 && o.n2 % b == 0 && o.n3 % b == 0; };
+  if (o.pg1 > 0) {
+    p1 = o.pg1, p2 = o.pg2;
+    if (p1 * p2 != p) {
+      char m[200];
+      std::snprintf(m, sizeof m, "--pgrid %dx%d has %d ranks but the job has %d: run with %d ranks or change --pgrid",
+                    p1, p2, p1 * p2, p, p1 * p2);
+      return m;
+    }
+  } else {
+    // Among the factorizations P1 x P2: those that fit the grid first, then
+    // the most square, then P1 <= P2.
+    auto score = [&](int a) { return std::make_tuple(!fits(a, p / a), std::abs(a - p / a), a > p / a); };
+    p1 = 1;
+    for (int a = 2; a <= p; ++a)
+      if (p % a == 0 && score(a) < score(p1)) p1 = a;
+    p2 = p / p1;
+  }
+  if (!fits(p1, p2)) {
+    char m[400];
+    std::snprintf(m, sizeof m,
+                  "pencil decomposition on a %dx%d process grid needs P1 (%d) to divide N1 (%d) and N2 (%d), and P2 "
+                  "(%d) to divide N2 (%d) and N3 (%d): run with a rank count that fits, change --grid, or choose "
+                  "--pgrid P1xP2",
+                  p1, p2, p1, o.n1, o.n2, p2, o.n2, o.n3);
+    return m;
+  }
+  return "";
+}
+
+/// One rank's part of the distributed 3D FFT.
 template <class B>
-class Slab {
+class Fft3d {
  public:
-  Slab(B& b, const Options& o)
-      : b_(b),
-        p_(b.size()),
-        me_(b.rank()),
+  /// @param world the backend of all ranks; @p p1 x @p p2 from choose_grid().
+  Fft3d(B& world, const Options& o, int p1, int p2)
+      : world_(world),
+        pencil_(o.decomp == "pencil"),
+        r1_(world.rank() / p2),
+        r2_(world.rank() % p2),
         n1_(o.n1),
         n2_(o.n2),
         n3_(o.n3),
-        l1_(o.n1 / p_),
-        l2_(o.n2 / p_),
-        local_(static_cast<std::size_t>(l1_) * static_cast<std::size_t>(n2_) * static_cast<std::size_t>(n3_)),
+        l1_(o.n1 / p1),
+        m2_(o.n2 / p2),
+        k2_(o.n2 / p1),
+        m3_(o.n3 / p2),
+        local_(sz(l1_) * sz(m2_) * sz(n3_)),
         a_(local_),
-        b_buf_(local_),
+        b_(pencil_ ? local_ : 0),
+        c_(local_),
         send_(local_),
         recv_(local_) {
-    const unsigned flags = o.measure ? FFTW_MEASURE : FFTW_ESTIMATE;
-    // One plane N2 x N3 of A (in place), one row block N1 x N3 of B along k1 (stride N3, N3 transforms).
-    FftwBuffer plane(static_cast<std::size_t>(n2_) * static_cast<std::size_t>(n3_));
-    FftwBuffer rows(static_cast<std::size_t>(n1_) * static_cast<std::size_t>(n3_));
-    p2f_ = Plan(fftw_plan_dft_2d(n2_, n3_, fc(plane.p), fc(plane.p), FFTW_FORWARD, flags));
-    p2b_ = Plan(fftw_plan_dft_2d(n2_, n3_, fc(plane.p), fc(plane.p), FFTW_BACKWARD, flags));
-    int len[1] = {n1_};
-    p1f_ = Plan(
-        fftw_plan_many_dft(1, len, n3_, fc(rows.p), nullptr, n3_, 1, fc(rows.p), nullptr, n3_, 1, FFTW_FORWARD, flags));
-    p1b_ = Plan(fftw_plan_many_dft(1, len, n3_, fc(rows.p), nullptr, n3_, 1, fc(rows.p), nullptr, n3_, 1, FFTW_BACKWARD,
-                                   flags));
-  }
-
-  Cplx* a() { return a_.p; }
-  Cplx* b() { return b_buf_.p; }
-  std::size_t local_size() const { return local_; }
-  int l1() const { return l1_; }
-  int l2() const { return l2_; }
-
-  /// Forward transform A -> B.
-  void forward(Mode m, int chunks, Times& t) { transform(true, m, chunks, t); }
-  /// Inverse transform B -> A (normalized).
-  void inverse(Mode m, int chunks, Times& t) { transform(false, m, chunks, t); }
-
- private:
-  Cplx* a_row(int i1l, int i2) {
-    return a_.p + (static_cast<std::size_t>(i1l) * static_cast<std::size_t>(n2_) + static_cast<std::size_t>(i2)) *
-                      static_cast<std::size_t>(n3_);
-  }
-  Cplx* b_row(int k2l, int k1) {
-    return b_buf_.p + (static_cast<std::size_t>(k2l) * static_cast<std::size_t>(n1_) + static_cast<std::size_t>(k1)) *
-                          static_cast<std::size_t>(n3_);
-  }
-
-  // First stage of the forward (2D FFTs of planes [a, e) of A) or inverse (1D FFTs of rows [a, e) of B).
-  void stage1(bool fwd, int a, int e) {
-    for (int i = a; i < e; ++i) {
-      if (fwd)
-        fftw_execute_dft(p2f_.p, fc(a_row(i, 0)), fc(a_row(i, 0)));
-      else
-        fftw_execute_dft(p1b_.p, fc(b_row(i, 0)), fc(b_row(i, 0)));
+    if (pencil_) {
+      row_ = std::make_unique<B>(world.split(r1_, r2_));  // same r1: P2 ranks, index r2
+      col_ = std::make_unique<B>(world.split(r2_, r1_));  // same r2: P1 ranks, index r1
     }
-  }
-  // Second stage of the forward (1D FFTs of rows [a, e) of B) or inverse (2D FFTs of planes [a, e) of A, scaled).
-  void stage2(bool fwd, int a, int e) {
-    const double scale = 1.0 / (static_cast<double>(n1_) * static_cast<double>(n2_) * static_cast<double>(n3_));
-    const std::size_t plane = static_cast<std::size_t>(n2_) * static_cast<std::size_t>(n3_);
-    for (int i = a; i < e; ++i) {
-      if (fwd) {
-        fftw_execute_dft(p1f_.p, fc(b_row(i, 0)), fc(b_row(i, 0)));
-      } else {
-        Cplx* x = a_row(i, 0);
-        fftw_execute_dft(p2b_.p, fc(x), fc(x));
-        for (std::size_t j = 0; j < plane; ++j) x[j] *= scale;
-      }
-    }
-  }
-
-  // A chunk of a transpose: in the source layout, rows [s0, s1) of the
-  // distributed-by-stage-1 dimension and rows [d0, d1) of the destination's
-  // local dimension; each block to/from a peer is (s1-s0)*(d1-d0) rows of N3.
-  struct Chunk {
-    int s0, s1, d0, d1;
-    std::size_t offset;  // in send_/recv_ (complex elements)
-    std::size_t count;   // complex elements per peer
-  };
-
-  // Forward: source A[i1l][p*L2 + j2], destination B[j2][q*L1 + i1l].
-  // Inverse: source B[k2l][p*L1 + i1l], destination A[i1l][q*L2 + k2l].
-  void pack(bool fwd, const Chunk& c) {
-    const auto n3 = static_cast<std::size_t>(n3_);
-    for (int peer = 0; peer < p_; ++peer) {
-      Cplx* out = send_.p + c.offset + static_cast<std::size_t>(peer) * c.count;
-      for (int s = c.s0; s < c.s1; ++s)
-        for (int d = c.d0; d < c.d1; ++d, out += n3) {
-          const Cplx* in = fwd ? a_row(s, peer * l2_ + d) : b_row(s, peer * l1_ + d);
-          std::memcpy(static_cast<void*>(out), in, n3 * sizeof(Cplx));
-        }
-    }
-  }
-  void unpack(bool fwd, const Chunk& c) {
-    const auto n3 = static_cast<std::size_t>(n3_);
-    for (int peer = 0; peer < p_; ++peer) {
-      const Cplx* in = recv_.p + c.offset + static_cast<std::size_t>(peer) * c.count;
-      for (int s = c.s0; s < c.s1; ++s)
-        for (int d = c.d0; d < c.d1; ++d, in += n3) {
-          Cplx* out = fwd ? b_row(d, peer * l1_ + s) : a_row(d, peer * l2_ + s);
-          std::memcpy(static_cast<void*>(out), in, n3 * sizeof(Cplx));
-        }
-    }
-  }
-
-  void transform(bool fwd, Mode m, int chunks, Times& t) {
-    const int src_rows = fwd ? l1_ : l2_;  // stage-1 dimension (local)
-    const int dst_rows = fwd ? l2_ : l1_;  // stage-2 dimension (local at the destination)
-    const auto n3 = static_cast<std::size_t>(n3_);
-    std::vector<Chunk> cs;
-    std::size_t off = 0;
-    auto add = [&](int s0, int s1, int d0, int d1) {
-      const std::size_t cnt = static_cast<std::size_t>(s1 - s0) * static_cast<std::size_t>(d1 - d0) * n3;
-      cs.push_back({s0, s1, d0, d1, off, cnt});
-      off += cnt * static_cast<std::size_t>(p_);
+    const unsigned base = o.measure ? FFTW_MEASURE : FFTW_ESTIMATE;
+    // Plans run on planes at offsets of whole planes: unaligned unless every plane start keeps the alignment.
+    auto flags = [base](size_t plane) { return base | (plane % 4 == 0 ? 0u : unsigned{FFTW_UNALIGNED}); };
+    // Strided 1D transforms of length n on a plane [n][h]: h transforms, stride h.
+    auto strided = [&](int n, int h, int dir) {
+      FftwBuffer t(sz(n) * sz(h));
+      int len[1] = {n};
+      return Plan(
+          fftw_plan_many_dft(1, len, h, fc(t.p), nullptr, h, 1, fc(t.p), nullptr, h, 1, dir, flags(sz(n) * sz(h))));
     };
-    if (m == Mode::blocking) {
-      add(0, src_rows, 0, dst_rows);
-    } else if (m == Mode::overlap) {
-      for (auto [s0, s1] : ranges(src_rows, chunks)) add(s0, s1, 0, dst_rows);
+    // The k1 transforms of C: planes [N1][M3].
+    k1f_ = strided(n1_, m3_, FFTW_FORWARD);
+    k1b_ = strided(n1_, m3_, FFTW_BACKWARD);
+    if (!pencil_) {
+      FftwBuffer plane(sz(n2_) * sz(n3_));
+      p2f_ = Plan(fftw_plan_dft_2d(n2_, n3_, fc(plane.p), fc(plane.p), FFTW_FORWARD, flags(sz(n2_) * sz(n3_))));
+      p2b_ = Plan(fftw_plan_dft_2d(n2_, n3_, fc(plane.p), fc(plane.p), FFTW_BACKWARD, flags(sz(n2_) * sz(n3_))));
     } else {
-      for (auto [d0, d1] : ranges(dst_rows, chunks)) add(0, src_rows, d0, d1);
-    }
-    const auto t0 = Clock::now();
-    std::vector<typename B::Request> reqs;
-    reqs.reserve(cs.size());
-    if (m == Mode::pipelined) {
-      auto tc = Clock::now();
-      stage1(fwd, 0, src_rows);
-      t.fft += since(tc);
-    }
-    for (const Chunk& c : cs) {
-      auto tc = Clock::now();
-      if (m != Mode::pipelined) stage1(fwd, c.s0, c.s1);
-      t.fft += since(tc);
-      tc = Clock::now();
-      pack(fwd, c);
-      t.pack += since(tc);
-      tc = Clock::now();
-      reqs.push_back(b_.ialltoall(send_.p + c.offset, recv_.p + c.offset, c.count));
-      if (m == Mode::blocking) b_.wait(reqs.back());
-      t.wait += since(tc);
-    }
-    if (m == Mode::pipelined) {
-      const auto tw = Clock::now();
-      b_.on_each(reqs, [this, &cs, &t, fwd](int i) {
-        const auto tc = Clock::now();
-        const Chunk& c = cs[static_cast<std::size_t>(i)];
-        unpack(fwd, c);
-        stage2(fwd, c.d0, c.d1);
-        t.cont_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - tc).count();
-      });
-      t.wait += since(tw);
-    } else {
-      for (std::size_t i = 0; i < cs.size(); ++i) {
-        auto tc = Clock::now();
-        if (m != Mode::blocking) b_.wait(reqs[i]);
-        t.wait += since(tc);
-        tc = Clock::now();
-        unpack(fwd, cs[i]);
-        t.pack += since(tc);
+      // Contiguous transforms along i3 of a plane of A: [M2][N3].
+      FftwBuffer t(sz(m2_) * sz(n3_));
+      int len[1] = {n3_};
+      for (int dir : {FFTW_FORWARD, FFTW_BACKWARD}) {
+        Plan q(fftw_plan_many_dft(1, len, m2_, fc(t.p), nullptr, 1, n3_, fc(t.p), nullptr, 1, n3_, dir,
+                                  flags(sz(m2_) * sz(n3_))));
+        (dir == FFTW_FORWARD ? i3f_ : i3b_) = std::move(q);
       }
-      const auto tc = Clock::now();
-      stage2(fwd, 0, dst_rows);
-      t.fft += since(tc);
+      // Strided transforms along i2 of a plane of B: [N2][M3].
+      i2f_ = strided(n2_, m3_, FFTW_FORWARD);
+      i2b_ = strided(n2_, m3_, FFTW_BACKWARD);
+    }
+  }
+
+  Cplx* input() { return a_.p; }
+  const Cplx* output() const { return c_.p; }
+  Cplx* output() { return c_.p; }
+  size_t local_size() const { return local_; }
+
+  /// Forward transform: A -> C.
+  void forward(Mode m, int chunks, Times& t) {
+    const auto t0 = Clock::now();
+    const bool mid_late = m == Mode::pipelined || m == Mode::then;  // middle FFT as stage 2 of the first transpose
+    if (!pencil_) {
+      Transpose x = slab_like(a_.p, c_.p, l1_, k2_, n3_, sz(n2_) * sz(n3_), sz(n1_) * sz(n3_));
+      x.stage1 = [this](int a, int e) { planes(p2f_, a_.p, sz(n2_) * sz(n3_), a, e); };
+      x.stage2 = [this](int a, int e) { planes(k1f_, c_.p, sz(n1_) * sz(m3_), a, e); };
+      run(x, world_, m, chunks, t);
+    } else {
+      Transpose x1 = diagonal(a_.p, b_.p, true);
+      x1.stage1 = [this](int a, int e) { planes(i3f_, a_.p, sz(m2_) * sz(n3_), a, e); };
+      if (mid_late) x1.stage2 = [this](int a, int e) { planes(i2f_, b_.p, sz(n2_) * sz(m3_), a, e); };
+      run(x1, *row_, m, chunks, t);
+      Transpose x2 = slab_like(b_.p, c_.p, l1_, k2_, m3_, sz(n2_) * sz(m3_), sz(n1_) * sz(m3_));
+      if (!mid_late) x2.stage1 = [this](int a, int e) { planes(i2f_, b_.p, sz(n2_) * sz(m3_), a, e); };
+      x2.stage2 = [this](int a, int e) { planes(k1f_, c_.p, sz(n1_) * sz(m3_), a, e); };
+      run(x2, *col_, m, chunks, t);
     }
     t.total += since(t0);
   }
 
-  B& b_;
-  int p_, me_, n1_, n2_, n3_, l1_, l2_;
-  std::size_t local_;
-  FftwBuffer a_, b_buf_, send_, recv_;
-  Plan p2f_, p2b_, p1f_, p1b_;
+  /// Inverse transform C -> A, normalized.
+  void inverse(Mode m, int chunks, Times& t) {
+    const auto t0 = Clock::now();
+    const bool mid_late = m == Mode::pipelined || m == Mode::then;
+    const double scale = 1.0 / (static_cast<double>(n1_) * static_cast<double>(n2_) * static_cast<double>(n3_));
+    if (!pencil_) {
+      Transpose x = slab_like(c_.p, a_.p, k2_, l1_, n3_, sz(n1_) * sz(n3_), sz(n2_) * sz(n3_));
+      x.stage1 = [this](int a, int e) { planes(k1b_, c_.p, sz(n1_) * sz(m3_), a, e); };
+      x.stage2 = [this, scale](int a, int e) { planes(p2b_, a_.p, sz(n2_) * sz(n3_), a, e, scale); };
+      run(x, world_, m, chunks, t);
+    } else {
+      Transpose x2 = slab_like(c_.p, b_.p, k2_, l1_, m3_, sz(n1_) * sz(m3_), sz(n2_) * sz(m3_));
+      x2.stage1 = [this](int a, int e) { planes(k1b_, c_.p, sz(n1_) * sz(m3_), a, e); };
+      if (mid_late) x2.stage2 = [this](int a, int e) { planes(i2b_, b_.p, sz(n2_) * sz(m3_), a, e); };
+      run(x2, *col_, m, chunks, t);
+      Transpose x1 = diagonal(b_.p, a_.p, false);
+      if (!mid_late) x1.stage1 = [this](int a, int e) { planes(i2b_, b_.p, sz(n2_) * sz(m3_), a, e); };
+      x1.stage2 = [this, scale](int a, int e) { planes(i3b_, a_.p, sz(m2_) * sz(n3_), a, e, scale); };
+      run(x1, *row_, m, chunks, t);
+    }
+    t.total += since(t0);
+  }
+
+ private:
+  // Executes plan q on planes [a, e) of size `plane` starting at base, optionally scaling them.
+  static void planes(const Plan& q, Cplx* base, size_t plane, int a, int e, double scale = 0) {
+    for (int i = a; i < e; ++i) {
+      Cplx* x = base + sz(i) * plane;
+      fftw_execute_dft(q.p, fc(x), fc(x));
+      if (scale != 0)
+        for (size_t j = 0; j < plane; ++j) x[j] *= scale;
+    }
+  }
+
+  // Slab form: S[x][peer*ny + y][run] -> D[y][peer*nx + x][run] (x: sl source
+  // rows, y: dl destination rows); src_plane / dst_plane = elements per row
+  // of S / D.
+  Transpose slab_like(Cplx* s, Cplx* d, int sl, int dl, int run, size_t src_plane, size_t dst_plane) const {
+    Transpose x;
+    x.src = s, x.dst = d, x.nx = sl, x.ny = dl, x.run = sz(run);
+    x.sx = src_plane, x.sy = sz(run), x.sp = sz(dl) * sz(run);
+    x.dx = sz(run), x.dy = dst_plane, x.dp = sz(sl) * sz(run);
+    x.stage2_on_x = false;
+    return x;
+  }
+  // Pencil row transpose, x = i1l survives. Forward: A[x][y][peer*M3 + j] ->
+  // B[x][peer*M2 + y][j]; inverse: the other way round.
+  Transpose diagonal(Cplx* s, Cplx* d, bool fwd) const {
+    Transpose x;
+    x.src = s, x.dst = d, x.nx = l1_, x.ny = m2_, x.run = sz(m3_);
+    const size_t a_plane = sz(m2_) * sz(n3_), b_plane = sz(n2_) * sz(m3_);
+    // (x, y, peer) strides into A and into B.
+    const size_t ax = a_plane, ay = sz(n3_), ap = sz(m3_), bx = b_plane, by = sz(m3_), bp = sz(m2_) * sz(m3_);
+    if (fwd)
+      x.sx = ax, x.sy = ay, x.sp = ap, x.dx = bx, x.dy = by, x.dp = bp;
+    else
+      x.sx = bx, x.sy = by, x.sp = bp, x.dx = ax, x.dy = ay, x.dp = ap;
+    x.stage2_on_x = true;
+    return x;
+  }
+
+  struct Chunk {
+    int x0, x1, y0, y1;
+    size_t offset;  // in send_/recv_ (complex elements)
+    size_t count;   // complex elements per peer
+  };
+
+  // Packs (to the send buffer) or unpacks (from the receive buffer) the block of one peer of a chunk.
+  void copy_block(const Transpose& t, const Chunk& c, int peer, bool packing) {
+    const size_t run_bytes = t.run * sizeof(Cplx);
+    Cplx* buf = (packing ? send_.p : recv_.p) + c.offset + sz(peer) * c.count;
+    for (int x = c.x0; x < c.x1; ++x)
+      for (int y = c.y0; y < c.y1; ++y, buf += t.run) {
+        if (packing)
+          std::memcpy(static_cast<void*>(buf), t.src + sz(x) * t.sx + sz(y) * t.sy + sz(peer) * t.sp, run_bytes);
+        else
+          std::memcpy(static_cast<void*>(t.dst + sz(x) * t.dx + sz(y) * t.dy + sz(peer) * t.dp), buf, run_bytes);
+      }
+  }
+
+  // Waits for every request (also after a failure: blocks and chunk state
+  // must outlive the collectives); rethrows the first error.
+  static void wait_all(B& comm, std::vector<typename B::Request>& reqs) {
+    std::exception_ptr first;
+    for (auto& r : reqs) {
+      try {
+        comm.wait(r);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+  }
+
+  void run(const Transpose& t, B& comm, Mode m, int chunks, Times& tm) {
+    const int p = comm.size();
+    const bool late = m == Mode::pipelined || m == Mode::then;
+    std::vector<Chunk> cs;
+    size_t off = 0;
+    auto add = [&](int x0, int x1, int y0, int y1) {
+      const size_t cnt = sz(x1 - x0) * sz(y1 - y0) * t.run;
+      cs.push_back({x0, x1, y0, y1, off, cnt});
+      off += cnt * sz(p);
+    };
+    if (m == Mode::blocking) {
+      add(0, t.nx, 0, t.ny);
+    } else if (!late || t.stage2_on_x) {
+      for (auto [a, e] : ranges(t.nx, chunks)) add(a, e, 0, t.ny);
+    } else {
+      for (auto [a, e] : ranges(t.ny, chunks)) add(0, t.nx, a, e);
+    }
+    auto stage2_range = [&t](const Chunk& c) {
+      return t.stage2_on_x ? std::make_pair(c.x0, c.x1) : std::make_pair(c.y0, c.y1);
+    };
+    const int rows2 = t.stage2_on_x ? t.nx : t.ny;
+    if (late && t.stage1) {
+      const auto tc = Clock::now();
+      t.stage1(0, t.nx);
+      tm.fft += since(tc);
+    }
+    // Arrivals per chunk (pipelined on the executor: the last block's node runs stage 2).
+    auto arrived = std::make_unique<std::atomic<int>[]>(cs.size());
+    for (size_t i = 0; i < cs.size(); ++i) arrived[i] = 0;
+    std::vector<typename B::Request> reqs;
+    reqs.reserve(cs.size());
+    try {
+      for (size_t i = 0; i < cs.size(); ++i) {
+        const Chunk& c = cs[i];
+        auto tc = Clock::now();
+        if (!late && t.stage1) t.stage1(c.x0, c.x1);
+        tm.fft += since(tc);
+        tc = Clock::now();
+        for (int peer = 0; peer < p; ++peer) copy_block(t, c, peer, true);
+        tm.pack += since(tc);
+        tc = Clock::now();
+        if constexpr (B::kExecutorWork) {
+          if (m == Mode::pipelined) {
+            std::atomic<int>* cnt = &arrived[i];
+            reqs.push_back(comm.ialltoall_blocks(send_.p + c.offset, recv_.p + c.offset, c.count,
+                                                 [this, &t, &c, &tm, cnt, p, stage2_range](int src) {
+                                                   auto tn = Clock::now();
+                                                   copy_block(t, c, src, false);
+                                                   tm.node_pack_ns += ns_since(tn);
+                                                   if (cnt->fetch_add(1, std::memory_order_acq_rel) + 1 != p) return;
+                                                   if (!t.stage2) return;
+                                                   tn = Clock::now();
+                                                   const auto [a, e] = stage2_range(c);
+                                                   t.stage2(a, e);
+                                                   tm.node_fft_ns += ns_since(tn);
+                                                 }));
+          } else {
+            reqs.push_back(comm.ialltoall(send_.p + c.offset, recv_.p + c.offset, c.count));
+          }
+        } else {
+          reqs.push_back(comm.ialltoall(send_.p + c.offset, recv_.p + c.offset, c.count));
+        }
+        if (m == Mode::blocking) comm.wait(reqs.back());
+        tm.wait += since(tc);
+      }
+    } catch (...) {
+      try {
+        wait_all(comm, reqs);
+      } catch (...) {
+      }
+      throw;
+    }
+    const auto tw = Clock::now();
+    if (m == Mode::pipelined && B::kExecutorWork) {
+      wait_all(comm, reqs);  // the graphs' compute nodes did the unpacking and the stage-2 FFTs
+      tm.wait += since(tw);
+    } else if (late) {
+      // then (strata) / pipelined (MPI): whole chunks as their alltoalls complete.
+      comm.on_each(reqs, [this, &t, &cs, &tm, p, stage2_range](int i) {
+        const Chunk& c = cs[sz(i)];
+        auto tn = Clock::now();
+        for (int peer = 0; peer < p; ++peer) copy_block(t, c, peer, false);
+        const std::int64_t pack_ns = ns_since(tn);
+        tn = Clock::now();
+        const auto [a, e] = stage2_range(c);
+        if (t.stage2) t.stage2(a, e);
+        const std::int64_t fft_ns = ns_since(tn);
+        if (B::kExecutorWork) {  // ran in a continuation
+          tm.node_pack_ns += pack_ns;
+          tm.node_fft_ns += fft_ns;
+        } else {  // ran on this thread: count it as work, not as waiting
+          tm.pack += static_cast<double>(pack_ns) * 1e-9;
+          tm.fft += static_cast<double>(fft_ns) * 1e-9;
+          tm.wait -= static_cast<double>(pack_ns + fft_ns) * 1e-9;
+        }
+      });
+      tm.wait += since(tw);
+    } else {
+      for (size_t i = 0; i < cs.size(); ++i) {
+        auto tc = Clock::now();
+        if (m != Mode::blocking) comm.wait(reqs[i]);
+        tm.wait += since(tc);
+        tc = Clock::now();
+        for (int peer = 0; peer < p; ++peer) copy_block(t, cs[i], peer, false);
+        tm.pack += since(tc);
+      }
+      if (t.stage2) {
+        const auto tc = Clock::now();
+        t.stage2(0, rows2);
+        tm.fft += since(tc);
+      }
+    }
+  }
+
+  B& world_;
+  std::unique_ptr<B> row_, col_;
+  bool pencil_;
+  int r1_, r2_, n1_, n2_, n3_, l1_, m2_, k2_, m3_;
+  size_t local_;
+  FftwBuffer a_, b_, c_, send_, recv_;
+  Plan p2f_, p2b_, k1f_, k1b_, i3f_, i3b_, i2f_, i2b_;
 };
 
 struct Errors {
@@ -393,28 +631,30 @@ struct Errors {
 };
 
 /// Coefficient (k1, k2, k3) of the forward DFT by direct summation over this
-/// rank's input slab (planes [first, first + l1)): a partial sum, to be summed over ranks.
-inline Cplx direct_dft(const Options& o, const std::vector<Cplx>& x, int first, int l1, int k1, int k2, int k3) {
+/// rank's input block x[i1l][i2l][i3] (planes from i1 = f1, rows from i2 = f2):
+/// a partial sum, to be summed over ranks.
+inline Cplx direct_dft(const Options& o, const std::vector<Cplx>& x, int f1, int l1, int f2, int m2, int k1, int k2,
+                       int k3) {
   const double pi2 = -2.0 * 3.14159265358979323846;
   auto tw = [&](int n, int k) {
-    std::vector<Cplx> w(static_cast<std::size_t>(n));
+    std::vector<Cplx> w(sz(n));
     for (int i = 0; i < n; ++i) {
       const double ang = pi2 * static_cast<double>((static_cast<long long>(i) * k) % n) / n;
-      w[static_cast<std::size_t>(i)] = Cplx(std::cos(ang), std::sin(ang));
+      w[sz(i)] = Cplx(std::cos(ang), std::sin(ang));
     }
     return w;
   };
   const auto w1 = tw(o.n1, k1), w2 = tw(o.n2, k2), w3 = tw(o.n3, k3);
   Cplx total(0, 0);
-  std::size_t idx = 0;
+  size_t idx = 0;
   for (int i1l = 0; i1l < l1; ++i1l) {
     Cplx plane(0, 0);
-    for (int i2 = 0; i2 < o.n2; ++i2) {
+    for (int i2l = 0; i2l < m2; ++i2l) {
       Cplx row(0, 0);
-      for (int i3 = 0; i3 < o.n3; ++i3) row += w3[static_cast<std::size_t>(i3)] * x[idx++];
-      plane += w2[static_cast<std::size_t>(i2)] * row;
+      for (int i3 = 0; i3 < o.n3; ++i3) row += w3[sz(i3)] * x[idx++];
+      plane += w2[sz(f2 + i2l)] * row;
     }
-    total += w1[static_cast<std::size_t>(first + i1l)] * plane;
+    total += w1[sz(f1 + i1l)] * plane;
   }
   return total;
 }
@@ -423,52 +663,61 @@ inline Cplx direct_dft(const Options& o, const std::vector<Cplx>& x, int first, 
 template <class Bk>
 int main_with(Bk& b, const Options& o, const char* backend_name, const std::string& hosts) {
   const int me = b.rank(), p = b.size();
-  if (o.n1 % p != 0 || o.n2 % p != 0) {
+  int p1 = 0, p2 = 0;
+  const std::string grid_err = choose_grid(o, p, p1, p2);
+  if (!grid_err.empty()) {
+    if (me == 0) std::fprintf(stderr, "fft3d: error: %s\n", grid_err.c_str());
+    return 2;
+  }
+  if (!Bk::kExecutorWork && o.mode == "then") {
     if (me == 0)
       std::fprintf(stderr,
-                   "fft3d: error: slab decomposition needs the number of ranks (%d) to divide N1 (%d) and N2 (%d): "
-                   "run with a rank count that divides both, or change --grid\n",
-                   p, o.n1, o.n2);
+                   "fft3d: error: --mode then (Future::then continuations) exists on the strata backend only; "
+                   "the MPI twin's pipelined mode handles whole chunks in MPI_Waitany order\n");
     return 2;
   }
   std::vector<Mode> modes;
   if (o.mode == "blocking" || o.mode == "all") modes.push_back(Mode::blocking);
   if (o.mode == "overlap" || o.mode == "all") modes.push_back(Mode::overlap);
   if (o.mode == "pipelined" || o.mode == "all") modes.push_back(Mode::pipelined);
+  if (o.mode == "then") modes.push_back(Mode::then);
 
-  Slab<Bk> s(b, o);
-  const int l1 = s.l1(), l2 = s.l2();
+  Fft3d<Bk> s(b, o, p1, p2);
+  const int r1 = me / p2, r2 = me % p2;
+  const int l1 = o.n1 / p1, m2 = o.n2 / p2, k2 = o.n2 / p1, m3 = o.n3 / p2;
   const long long npoints = static_cast<long long>(o.n1) * o.n2 * o.n3;
   if (me == 0) {
-    std::printf(
-        "fft3d: grid %dx%dx%d, %d rank(s) on %s host(s), slab decomposition (%d planes/rank), %d chunk(s), "
-        "%d iteration(s), backend %s\n",
-        o.n1, o.n2, o.n3, p, hosts.c_str(), l1, o.chunks, o.iters, backend_name);
-    std::printf("fft3d: %-9s %12s %8s %8s %12s %9s   (one forward+inverse; total: slowest rank, parts: mean)\n", "mode",
-                "total_ms", "fft_ms", "pack_ms", "comm_wait_ms", "other_ms");
+    char dec[160];
+    if (o.decomp == "slab")
+      std::snprintf(dec, sizeof dec, "slab decomposition (%d planes/rank)", l1);
+    else
+      std::snprintf(dec, sizeof dec, "pencil decomposition on a %dx%d process grid (%dx%dx%d points/rank)", p1, p2, l1,
+                    m2, o.n3);
+    std::printf("fft3d: grid %dx%dx%d, %d rank(s) on %s host(s), %s, %d chunk(s), %d iteration(s), backend %s\n", o.n1,
+                o.n2, o.n3, p, hosts.c_str(), dec, o.chunks, o.iters, backend_name);
+    std::printf("fft3d: %-9s %10s %8s %8s %12s %10s %9s   (one forward+inverse; total: slowest rank, parts: mean)\n",
+                "mode", "total_ms", "fft_ms", "pack_ms", "comm_wait_ms", "in_comm_ms", "other_ms");
     std::fflush(stdout);
   }
-  // Input slab and, for --check on small grids, the full single-process reference.
+  // Input block and, for --check on small grids, the full single-process reference.
+  auto in_index = [&](int i1l, int i2l, int i3) { return (sz(i1l) * sz(m2) + sz(i2l)) * sz(o.n3) + sz(i3); };
   std::vector<Cplx> x0(s.local_size());
   for (int i1l = 0; i1l < l1; ++i1l)
-    for (int i2 = 0; i2 < o.n2; ++i2)
-      for (int i3 = 0; i3 < o.n3; ++i3)
-        x0[(static_cast<std::size_t>(i1l) * static_cast<std::size_t>(o.n2) + static_cast<std::size_t>(i2)) *
-               static_cast<std::size_t>(o.n3) +
-           static_cast<std::size_t>(i3)] = input(o, me * l1 + i1l, i2, i3);
+    for (int i2l = 0; i2l < m2; ++i2l)
+      for (int i3 = 0; i3 < o.n3; ++i3) x0[in_index(i1l, i2l, i3)] = input(o, r1 * l1 + i1l, r2 * m2 + i2l, i3);
   const bool with_ref = o.check && npoints <= o.ref_max;
   std::unique_ptr<FftwBuffer> ref;
   if (with_ref) {
-    ref = std::make_unique<FftwBuffer>(static_cast<std::size_t>(npoints));
+    ref = std::make_unique<FftwBuffer>(static_cast<size_t>(npoints));
     for (int i1 = 0; i1 < o.n1; ++i1)
       for (int i2 = 0; i2 < o.n2; ++i2)
         for (int i3 = 0; i3 < o.n3; ++i3)
-          ref->p[(static_cast<std::size_t>(i1) * static_cast<std::size_t>(o.n2) + static_cast<std::size_t>(i2)) *
-                     static_cast<std::size_t>(o.n3) +
-                 static_cast<std::size_t>(i3)] = input(o, i1, i2, i3);
+          ref->p[(sz(i1) * sz(o.n2) + sz(i2)) * sz(o.n3) + sz(i3)] = input(o, i1, i2, i3);
     Plan full(fftw_plan_dft_3d(o.n1, o.n2, o.n3, fc(ref->p), fc(ref->p), FFTW_FORWARD, FFTW_ESTIMATE));
     fftw_execute(full.p);
   }
+  // Output C[k2l][k1][k3l] holds (k1, r1 K2 + k2l, r2 M3 + k3l).
+  auto out_index = [&](int k2l, int k1, int k3l) { return (sz(k2l) * sz(o.n1) + sz(k1)) * sz(m3) + sz(k3l); };
   double in_norm = 0;
   for (const Cplx& v : x0) in_norm += std::norm(v);
   in_norm = b.sum(in_norm);
@@ -478,26 +727,20 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
   for (Mode m : modes) {
     Times t, warm;
     for (int it = -1; it < o.iters; ++it) {  // iteration -1: warm-up (plans, caches), not timed
-      std::copy(x0.begin(), x0.end(), s.a());
+      std::copy(x0.begin(), x0.end(), s.input());
       Times& tt = it < 0 ? warm : t;
       b.barrier();
       s.forward(m, o.chunks, tt);
       if (o.check && it == o.iters - 1) {  // check the forward result
         Errors e;
         double diff = 0, refn = 0, outn = 0;
-        for (int k2l = 0; k2l < l2; ++k2l)
+        for (int k2l = 0; k2l < k2; ++k2l)
           for (int k1 = 0; k1 < o.n1; ++k1)
-            for (int k3 = 0; k3 < o.n3; ++k3) {
-              const Cplx v = s.b()[(static_cast<std::size_t>(k2l) * static_cast<std::size_t>(o.n1) +
-                                    static_cast<std::size_t>(k1)) *
-                                       static_cast<std::size_t>(o.n3) +
-                                   static_cast<std::size_t>(k3)];
+            for (int k3l = 0; k3l < m3; ++k3l) {
+              const Cplx v = s.output()[out_index(k2l, k1, k3l)];
               outn += std::norm(v);
               if (with_ref) {
-                const Cplx r = ref->p[(static_cast<std::size_t>(k1) * static_cast<std::size_t>(o.n2) +
-                                       static_cast<std::size_t>(me * l2 + k2l)) *
-                                          static_cast<std::size_t>(o.n3) +
-                                      static_cast<std::size_t>(k3)];
+                const Cplx r = ref->p[(sz(k1) * sz(o.n2) + sz(r1 * k2 + k2l)) * sz(o.n3) + sz(r2 * m3 + k3l)];
                 diff += std::norm(v - r);
                 refn += std::norm(r);
               }
@@ -512,14 +755,11 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
             {0, 0, 0}, {1 % o.n1, 2 % o.n2, 3 % o.n3}, {o.n1 - 1, o.n2 / 2, 1 % o.n3}, {o.n1 / 3, o.n2 - 1, o.n3 / 2}};
         const double rms = std::sqrt(outn / static_cast<double>(npoints));
         for (const auto& k : spots) {
-          const Cplx part = direct_dft(o, x0, me * l1, l1, k[0], k[1], k[2]);
+          const Cplx part = direct_dft(o, x0, r1 * l1, l1, r2 * m2, m2, k[0], k[1], k[2]);
           const Cplx want(b.sum(part.real()), b.sum(part.imag()));
           double d = 0;
-          if (k[1] / l2 == me) {
-            const Cplx got = s.b()[(static_cast<std::size_t>(k[1] - me * l2) * static_cast<std::size_t>(o.n1) +
-                                    static_cast<std::size_t>(k[0])) *
-                                       static_cast<std::size_t>(o.n3) +
-                                   static_cast<std::size_t>(k[2])];
+          if (k[1] / k2 == r1 && k[2] / m3 == r2) {
+            const Cplx got = s.output()[out_index(k[1] - r1 * k2, k[0], k[2] - r2 * m3)];
             d = std::abs(got - want) / (rms > 0 ? rms : 1.0);
           }
           e.spot = std::max(e.spot, b.max(d));
@@ -528,7 +768,7 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
         e.parseval = want > 0 ? std::abs(outn - want) / want : std::abs(outn);
         s.inverse(m, o.chunks, tt);
         double rt = 0;
-        for (std::size_t j = 0; j < x0.size(); ++j) rt += std::norm(s.a()[j] - x0[j]);
+        for (size_t j = 0; j < x0.size(); ++j) rt += std::norm(s.input()[j] - x0[j]);
         rt = b.sum(rt);
         e.round_trip = in_norm > 0 ? std::sqrt(rt / in_norm) : std::sqrt(rt);
         const bool ok =
@@ -552,14 +792,19 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
     }
     const double n = o.iters;
     const double total = b.max(t.total) / n;
-    const double fft = b.sum(t.fft + static_cast<double>(t.cont_ns.load()) * 1e-9) / p / n;
-    const double pack = b.sum(t.pack) / p / n;
+    const double nodes = t.node_fft() + t.node_pack();
+    const double fft = b.sum(t.fft + t.node_fft()) / p / n;
+    const double pack = b.sum(t.pack + t.node_pack()) / p / n;
     const double wait = b.sum(t.wait) / p / n;
+    const double in_comm = b.sum(nodes) / p / n;
     const double mean_total = b.sum(t.total) / p / n;
     if (me == 0) {
-      std::printf("fft3d: %-9s %12.3f %8.3f %8.3f %12.3f %9.3f", name(m), total * 1e3, fft * 1e3, pack * 1e3,
-                  wait * 1e3, (mean_total - fft - pack - wait) * 1e3);
-      if (m == Mode::pipelined) std::printf("   (negative other: FFTs ran in continuations during the wait)");
+      std::printf("fft3d: %-9s %10.3f %8.3f %8.3f %12.3f %10.3f %9.3f", name(m), total * 1e3, fft * 1e3, pack * 1e3,
+                  wait * 1e3, in_comm * 1e3, (mean_total - fft - pack - wait + in_comm) * 1e3);
+      if (m == Mode::pipelined && Bk::kExecutorWork)
+        std::printf("   (in_comm: unpack+FFT in the alltoalls' on_block compute nodes)");
+      else if (m == Mode::then)
+        std::printf("   (in_comm: unpack+FFT in Future::then continuations)");
       std::printf("\n");
       std::fflush(stdout);
     }

@@ -1,5 +1,8 @@
-// fft3d on MPI: the same program as fft3d (fft3d_core.hpp) with MPI_Ialltoall, for comparison.
-//   mpirun -n 4 fft3d-mpi --grid 32 --check
+// fft3d on MPI: the same program as fft3d (fft3d_core.hpp) with MPI_Ialltoall
+// (pencil: within sub-communicators from MPI_Comm_split), for comparison.
+// Built as fft3d-mpi (Open MPI) and fft3d-mpich (MPICH); STRATA_APP_MPI names the library,
+// STRATA_APP_PROG the binary.
+//   mpirun -n 4 fft3d-mpi --grid 32 --decomp pencil --check
 #include <mpi.h>
 
 #include <cstdio>
@@ -9,19 +12,41 @@
 
 namespace {
 
+#ifndef STRATA_APP_MPI
+#define STRATA_APP_MPI "mpi"  // the library: openmpi or mpich
+#endif
+#ifndef STRATA_APP_PROG
+#define STRATA_APP_PROG "fft3d-mpi"  // this binary
+#endif
+
 class MpiBackend {
  public:
   using Request = MPI_Request;
-  MpiBackend() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  static constexpr bool kExecutorWork = false;
+  explicit MpiBackend(MPI_Comm comm = MPI_COMM_WORLD, bool owned = false) : comm_(comm), owned_(owned) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  MpiBackend(MpiBackend&& o) noexcept : comm_(o.comm_), owned_(o.owned_), rank_(o.rank_), size_(o.size_) {
+    o.owned_ = false;
+  }
+  MpiBackend(const MpiBackend&) = delete;
+  MpiBackend& operator=(const MpiBackend&) = delete;
+  MpiBackend& operator=(MpiBackend&&) = delete;
+  ~MpiBackend() {
+    if (owned_) MPI_Comm_free(&comm_);
+  }
+  MpiBackend split(int color, int key) const {
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Comm_split(comm_, color, key, &c);
+    return MpiBackend(c, true);
   }
   int rank() const { return rank_; }
   int size() const { return size_; }
-  static Request ialltoall(const fft3d::Cplx* send, fft3d::Cplx* recv, std::size_t count) {
+  Request ialltoall(const fft3d::Cplx* send, fft3d::Cplx* recv, std::size_t count) const {
     MPI_Request r = MPI_REQUEST_NULL;
     MPI_Ialltoall(send, static_cast<int>(count), MPI_C_DOUBLE_COMPLEX, recv, static_cast<int>(count),
-                  MPI_C_DOUBLE_COMPLEX, MPI_COMM_WORLD, &r);
+                  MPI_C_DOUBLE_COMPLEX, comm_, &r);
     return r;
   }
   static void wait(Request& r) { MPI_Wait(&r, MPI_STATUS_IGNORE); }
@@ -34,16 +59,18 @@ class MpiBackend {
       fn(i);
     }
   }
-  static double sum(double v) { return reduce(v, MPI_SUM); }
-  static double max(double v) { return reduce(v, MPI_MAX); }
-  static void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+  double sum(double v) const { return reduce(v, MPI_SUM); }
+  double max(double v) const { return reduce(v, MPI_MAX); }
+  void barrier() const { MPI_Barrier(comm_); }
 
  private:
-  static double reduce(double v, MPI_Op op) {
+  double reduce(double v, MPI_Op op) const {
     double out = 0;
-    MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
+    MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, op, comm_);
     return out;
   }
+  MPI_Comm comm_;
+  bool owned_;
   int rank_ = 0, size_ = 1;
 };
 
@@ -59,19 +86,20 @@ int main(int argc, char** argv) {
     const std::string err = fft3d::parse(argc, argv, o, help);
     if (!err.empty() || help) {
       if (b.rank() == 0) {
-        if (!err.empty()) std::fprintf(stderr, "fft3d-mpi: error: %s\n", err.c_str());
+        if (!err.empty()) std::fprintf(stderr, STRATA_APP_PROG ": error: %s\n", err.c_str());
         std::fputs(fft3d::usage(), stderr);
       }
       rc = help ? 0 : 2;
-    } else if (!o.backend.empty() && o.backend != "mpi") {
-      if (b.rank() == 0) std::fprintf(stderr, "fft3d-mpi: error: this binary is the mpi backend\n");
+    } else if (!o.backend.empty() && o.backend != "mpi" && o.backend != STRATA_APP_MPI) {
+      if (b.rank() == 0) std::fprintf(stderr, STRATA_APP_PROG ": error: this binary is the mpi backend\n");
       rc = 2;
     } else {
-      if (!o.trace.empty() && b.rank() == 0) std::fprintf(stderr, "fft3d-mpi: --trace is ignored on the MPI backend\n");
+      if (!o.trace.empty() && b.rank() == 0)
+        std::fprintf(stderr, STRATA_APP_PROG ": --trace is ignored on the MPI backend\n");
       try {
-        rc = fft3d::main_with(b, o, "mpi", "-");
+        rc = fft3d::main_with(b, o, STRATA_APP_MPI, "-");
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "fft3d-mpi: error: %s\n", e.what());
+        std::fprintf(stderr, STRATA_APP_PROG ": error: %s\n", e.what());
         rc = 1;
       }
     }

@@ -1,5 +1,5 @@
-// fft3d on strata: slab-decomposed 3D FFT with strata alltoall transposes (see fft3d_core.hpp).
-//   strata-run -n 4 --hosts 2 --timeout 120 -- fft3d --grid 32 --check
+// fft3d on strata: slab- or pencil-decomposed 3D FFT with strata alltoall transposes (see fft3d_core.hpp).
+//   strata-run -n 4 --hosts 2 --timeout 120 -- fft3d --grid 32 --decomp pencil --check
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -13,11 +13,19 @@ namespace {
 class StrataBackend {
  public:
   using Request = strata::Future<void>;
+  static constexpr bool kExecutorWork = true;
   explicit StrataBackend(strata::Communicator comm) : comm_(std::move(comm)) {}
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
+  StrataBackend split(int color, int key) const { return StrataBackend(comm_.split(color, key)); }
   Request ialltoall(const fft3d::Cplx* send, fft3d::Cplx* recv, std::size_t count) {
     return comm_.alltoall(send, recv, 2 * count, strata::Datatype::float64);  // complex = 2 float64
+  }
+  // fn(source) runs as a compute node of the alltoall's graph as soon as the block from source landed.
+  Request ialltoall_blocks(const fft3d::Cplx* send, fft3d::Cplx* recv, std::size_t count, std::function<void(int)> fn) {
+    strata::CollOptions opts;
+    opts.on_block = [fn = std::move(fn)](int source, void*, std::size_t) { fn(source); };
+    return comm_.alltoall(send, recv, 2 * count, strata::Datatype::float64, opts);
   }
   static void wait(Request& r) { r.get(); }
   // Each chunk's work runs as a continuation on the engine's arena as soon as its alltoall completes.

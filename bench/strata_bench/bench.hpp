@@ -32,6 +32,9 @@ struct Options {
   bool quiet = false;              ///< --quiet: no per-size progress lines on stderr
   std::string algo;                ///< --algo NAME|auto (--coll; empty = auto)
   std::string sync = "loose";      ///< --sync loose|strict (--coll)
+  std::string tree;                ///< --tree SPEC: CollOptions::tree (--coll; empty = default)
+  std::string fragment;            ///< --fragment SPEC: CollOptions::fragment (--coll; empty = default)
+  std::string direction;           ///< --direction SPEC: CollOptions::direction (--coll bcast / scatter)
   bool persistent = false;         ///< --persistent: plan_* where strata has them (--coll)
   bool overlap = false;            ///< --overlap: OSU overlap percentage (--coll)
   double compute_factor = 1.0;     ///< --compute-factor F: --overlap computes F x t_pure (default 1, OSU)

@@ -45,6 +45,9 @@ const char* const kUsage =
     "  --progress-threads N progress server threads, 0 = inline (overrides STRATA_PROGRESS_THREADS)\n"
     "  --algo NAME|auto     --coll: algorithm (CollOptions::algorithm), default auto\n"
     "  --sync loose|strict  --coll: entry/exit synchronization, default loose\n"
+    "  --tree SPEC          --coll: tree shapes (CollOptions::tree), e.g. single:binomial or host:flat,numa:2\n"
+    "  --fragment SPEC      --coll: none | fixed:BYTES | halves[:BYTES] (CollOptions::fragment)\n"
+    "  --direction SPEC     --coll: push | pull | host:pull,numa:push,core:pull (bcast, scatter only)\n"
     "  --persistent         --coll: persistent plans (plan_*: bcast, reduce, allreduce, barrier)\n"
     "  --overlap            --coll: nonblocking + compute + wait vs each alone (OSU overlap %)\n"
     "  --compute-factor F   --overlap: compute for F x the collective's time (default 1, as OSU)\n"
@@ -120,6 +123,12 @@ Options parse(int argc, char** argv) {
         o.sync = value();
         if (o.sync != "loose" && o.sync != "strict")
           usage_error("--sync: expected loose or strict, got '" + o.sync + "'");
+      } else if (a == "--tree") {
+        o.tree = value();
+      } else if (a == "--fragment") {
+        o.fragment = value();
+      } else if (a == "--direction") {
+        o.direction = value();
       } else if (a == "--persistent") {
         o.persistent = true;
       } else if (a == "--overlap") {
@@ -169,8 +178,11 @@ Options parse(int argc, char** argv) {
   }
   if (o.mode.empty())
     usage_error("no mode given: use --coll NAME|all, --engine, --transport, --idle SECONDS, --memcpy (or --help)");
-  if ((o.overlap || o.stream > 0 || o.persistent || !o.algo.empty() || o.sync != "loose") && o.mode != "coll")
-    usage_error("--overlap, --stream, --persistent, --algo and --sync belong to --coll");
+  if ((o.overlap || o.stream > 0 || o.persistent || !o.algo.empty() || o.sync != "loose" || !o.tree.empty() ||
+       !o.fragment.empty() || !o.direction.empty()) &&
+      o.mode != "coll")
+    usage_error(
+        "--overlap, --stream, --persistent, --algo, --sync, --tree, --fragment and --direction belong to --coll");
   if (o.overlap && o.stream > 0) usage_error("choose one of --overlap and --stream");
   if (o.persistent && (o.overlap || o.stream > 0)) usage_error("--persistent measures latency only");
   return o;

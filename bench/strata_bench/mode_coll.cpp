@@ -194,6 +194,9 @@ std::string variant_suffix(const Options& o) {
   std::string s;
   if (!o.algo.empty() && o.algo != "auto") s += "/" + o.algo;
   if (o.sync == "strict") s += "/strict";
+  if (!o.tree.empty()) s += "/tree=" + o.tree;
+  if (!o.fragment.empty()) s += "/fragment=" + o.fragment;
+  if (!o.direction.empty()) s += "/direction=" + o.direction;
   return s;
 }
 
@@ -229,6 +232,9 @@ int run_coll(const Options& o, std::vector<Record>& out) {
   CollOptions copts;
   if (!o.algo.empty() && o.algo != "auto") copts.algorithm = o.algo;
   copts.sync = o.sync == "strict" ? Sync::strict() : Sync::loose();
+  copts.tree = o.tree;
+  copts.fragment = o.fragment;
+  copts.direction = o.direction;
 
   const std::string mode = o.overlap ? "overlap" : o.stream > 0 ? "stream" : "latency";
   if (root)

@@ -54,13 +54,33 @@ const char* to_string(Kind k) noexcept {
   return "?";
 }
 
+const char* to_string(Direction d) noexcept { return d == Direction::pull ? "pull" : "push"; }
+
+Direction edge_direction(const Group& g, const Algorithm& a, int parent, int child) noexcept {
+  if (!a.hierarchical) return a.dir_single;
+  const auto p = static_cast<std::size_t>(parent);
+  const auto c = static_cast<std::size_t>(child);
+  if (p >= g.host.size() || c >= g.host.size() || p >= g.numa.size() || c >= g.numa.size()) return Direction::push;
+  if (g.host[p] != g.host[c]) return a.dir_host;
+  if (g.numa[p] != g.numa[c]) return a.dir_numa;
+  return a.dir_core;
+}
+
 namespace {
 
 // ---------------------------------------------------------------- broadcast
-// Push down the tree with ready-to-receive: for fragment f, a receiver signals
-// RTR(f) to its parent when its window region (f mod R) is free, the parent
-// waits for RTR(f) from all its children and put_with_signal's the fragment.
-// Slots: DATA(f) = base + 2f on the receiver, RTR(f) = base + 2f + 1 on the parent.
+// Down the tree, fragment by fragment, each edge push or pull (Direction):
+//  - push: the receiver signals RTR(f) to its parent when its window region
+//    (f mod R) is free, the parent waits for RTR(f) from all its push children
+//    and put_with_signal's the fragment;
+//  - pull: the parent signals READY(f) to the child once fragment f is in its
+//    own window region (the root copies it there from the user buffer first);
+//    the child, once its own region is free, gets the fragment from the
+//    parent's region into its region (or, if it forwards nothing, straight
+//    into its receive buffer) and signals DONE(f); the parent reuses the
+//    region after every child's DONE(f) (and its push children's puts).
+// Slots: DATA(f) / READY(f) = base + 2f on the receiver, RTR(f) = base + 2f + 1
+// and DONE(f) = base + 2F + 2 + f (F fragments; pull only) on the parent.
 struct BcastIO {
   // Where fragment f's bytes are at the root, and where they must end up.
   std::function<Region(std::uint64_t off, std::uint64_t len)> root_src;
@@ -71,7 +91,14 @@ struct BcastIO {
   // dst buffers (peer buffer 1 of `dst_bytes`); one RTR per edge, at start.
   bool direct = false;
   std::uint64_t dst_bytes = 0;
+  // Whether the call's per-level directions apply (broadcast); false: push everywhere.
+  bool allow_pull = false;
 };
+
+// Slots used by emit_broadcast for `nfrag` fragments.
+std::uint32_t bcast_slots(std::size_t nfrag, bool pull) {
+  return static_cast<std::uint32_t>((pull ? 3 : 2) * nfrag + 2);
+}
 
 void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>& fr, std::size_t region,
                     std::uint64_t area_off, std::size_t area, std::uint32_t base, const BcastIO& io,
@@ -79,9 +106,16 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
   PlanBuilder& b = x.b();
   const Down d = down_edges(t, x.me());
   const std::size_t nregions = std::max<std::size_t>(1, area / region);
-  if (base + 2 * fr.size() + 2 > kDataSlotLimit)
+  const bool pulls = io.allow_pull && !io.direct && x.c().algo.any_pull();
+  if (base + bcast_slots(fr.size(), pulls) > kDataSlotLimit)
     fail(Errc::unsupported, x.g(), x.c(),
          "too many fragments (" + std::to_string(fr.size()) + "); raise the fragment size");
+  auto pull_edge = [&](int parent, int child) {
+    return pulls && edge_direction(x.g(), x.c().algo, parent, child) == Direction::pull;
+  };
+  const bool pull_in = d.parent >= 0 && pull_edge(d.parent, x.me());
+  std::vector<int> push_kids, pull_kids;
+  for (int ch : d.children) (pull_edge(x.me(), ch) ? pull_kids : push_kids).push_back(ch);
   std::vector<NodeId> consumed(fr.size(), dag::kNoNode);
   NodeId ready0 = dag::kNoNode;  // direct mode: every child's single RTR arrived
   for (std::size_t f = 0; f < fr.size(); ++f) {
@@ -119,9 +153,41 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
     Region src;
     std::vector<NodeId> src_deps = start_deps;
     std::vector<NodeId> uses;  // nodes reading the window region (for its reuse)
+    const NodeId reuse = f >= nregions ? consumed[f - nregions] : dag::kNoNode;
+    const auto done_slot = static_cast<std::uint32_t>(base + 2 * fr.size() + 2 + f);
+    std::vector<NodeId> avail;  // pull children: after these, fragment f is in this rank's window region
     if (d.parent < 0) {
       src = io.root_src(off, len);
       if (!io.root_ready.empty() && io.root_ready[f] != dag::kNoNode) src_deps.push_back(io.root_ready[f]);
+      if (!pull_kids.empty()) {
+        std::vector<NodeId> sdeps = src_deps;
+        if (reuse != dag::kNoNode) sdeps.push_back(reuse);
+        avail = {b.copy(src, x.my_win(roff, len), sdeps)};
+      }
+    } else if (pull_in) {
+      std::vector<NodeId> rdeps = start_deps;
+      if (reuse != dag::kNoNode) rdeps.push_back(reuse);
+      b.expect_signals_from(x.world(d.parent));
+      const NodeId ready = b.wait(data_slot, 1, rdeps);
+      const Region from = x.peer_win(d.parent, roff, len);
+      NodeId got = dag::kNoNode;
+      if (d.children.empty() && io.dst) {  // forwards nothing: straight into the receive buffer
+        std::vector<NodeId> gdeps{ready};
+        if (!io.dst_after.empty() && io.dst_after[f] != dag::kNoNode) gdeps.push_back(io.dst_after[f]);
+        got = b.get(x.world(d.parent), from, io.dst(off, len), gdeps);
+      } else {
+        const Region win = x.my_win(roff, len);
+        got = b.get(x.world(d.parent), from, win, {ready});
+        src = win;
+        src_deps = {got};
+        avail = {got};
+        if (io.dst) {
+          std::vector<NodeId> cdeps{got};
+          if (!io.dst_after.empty() && io.dst_after[f] != dag::kNoNode) cdeps.push_back(io.dst_after[f]);
+          uses.push_back(b.copy(win, io.dst(off, len), cdeps));
+        }
+      }
+      b.signal(x.world(d.parent), done_slot, {got});
     } else {
       std::vector<NodeId> rdeps = start_deps;
       if (f >= nregions && consumed[f - nregions] != dag::kNoNode) rdeps.push_back(consumed[f - nregions]);
@@ -131,21 +197,33 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
       const NodeId arrived = b.wait(data_slot, 1, {}, &win);
       src = win;
       src_deps = {arrived};
+      avail = {arrived};
       if (io.dst) {
         std::vector<NodeId> cdeps{arrived};
         if (!io.dst_after.empty() && io.dst_after[f] != dag::kNoNode) cdeps.push_back(io.dst_after[f]);
         uses.push_back(b.copy(win, io.dst(off, len), cdeps));
       }
     }
-    if (!d.children.empty()) {
-      const NodeId ready = b.wait(data_slot + 1, static_cast<std::uint32_t>(d.children.size()), src_deps);
-      for (int ch : d.children) {
+    if (!push_kids.empty()) {
+      const NodeId ready = b.wait(data_slot + 1, static_cast<std::uint32_t>(push_kids.size()), src_deps);
+      for (int ch : push_kids) {
         x.b().expect_signals_from(x.world(ch));
         const NodeId p = b.put_with_signal(x.world(ch), src, x.peer_win(ch, roff, len), data_slot, {ready});
         uses.push_back(p);
       }
     }
-    if (d.parent >= 0) consumed[f] = uses.size() == 1 ? uses[0] : b.nop(uses);
+    if (!pull_kids.empty()) {
+      for (int ch : pull_kids) {
+        x.b().expect_signals_from(x.world(ch));
+        b.signal(x.world(ch), data_slot, avail);
+      }
+      uses.push_back(b.wait(done_slot, static_cast<std::uint32_t>(pull_kids.size())));
+    }
+    // The region of fragment f is free again after `uses` (or, if f did not
+    // touch it, whenever the previous fragment in it is done). A root that
+    // only pushes never writes its window.
+    if (d.parent >= 0 || !pull_kids.empty())
+      consumed[f] = uses.empty() ? reuse : uses.size() == 1 ? uses[0] : b.nop(uses);
   }
 }
 
@@ -308,6 +386,7 @@ std::shared_ptr<const dag::Plan> compile_broadcast(const Group& g, const Call& c
   if (!root) io.dst = [](std::uint64_t off, std::uint64_t len) { return dag::out(0, off, len); };
   io.direct = c.direct;
   io.dst_bytes = bytes;
+  io.allow_pull = true;
   std::size_t region = 0;
   const std::vector<patterns::Fragment> fr = x.fragments(bytes, g.slot_bytes, 1, &region);
   emit_broadcast(x, t, fr, region, 0, g.slot_bytes, 0, io, entry(x));
@@ -461,6 +540,16 @@ std::shared_ptr<const dag::Plan> compile_allreduce_tree(const Group& g, const Ca
 
 std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& c, int slot) {
   check_common(g, c);
+  if (c.algo.any_pull() && !c.direct) {
+    const bool scatter = c.kind == Kind::scatter || c.kind == Kind::scatterv;
+    const bool tree = c.algo.name != "flat" && c.algo.name != "ring";
+    if (!(c.kind == Kind::broadcast || (scatter && tree)))
+      fail(Errc::invalid_argument, g, c,
+           std::string("argument 'direction': pull applies to broadcast and to scatter / scatterv with the tree "
+                       "algorithms (tree | single); ") +
+               to_string(c.kind) + (scatter ? " with algorithm '" + c.algo.name + "'" : std::string()) +
+               " moves data by push only");
+  }
   if (slot < 0 || slot >= g.credits)
     throw Error(Errc::invalid_argument, "compile: slot " + std::to_string(slot) + " outside [0, credits)");
   switch (c.kind) {
@@ -471,7 +560,7 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& c, int slot
     case Kind::reduce:
       return compile_reduce(g, c, slot);
     case Kind::allreduce:
-      return compile_allreduce_tree(g, c, slot);
+      return allreduce_is_tree(c) ? compile_allreduce_tree(g, c, slot) : compile_allreduce(g, c, slot);
     case Kind::gather:
     case Kind::gatherv:
       return compile_gather(g, c, slot);

@@ -245,5 +245,9 @@ std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, 
 std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Call& c, int slot);
+// compile_allreduce.cpp: whether the call's allreduce algorithm is the tree of
+// compile.cpp (automatic selection included), and the schedule-based ones.
+bool allreduce_is_tree(const Call& c);
+std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c, int slot);
 
 }  // namespace strata::coll::cc

@@ -14,6 +14,11 @@
 //    its own block from its send buffer, its descendants' from its window).
 //    Only the root touches rank-ordered user buffers (pieces split at block
 //    boundaries, merged when contiguous there).
+//    Scatter edges may pull instead (Algorithm::dir_*): the parent signals
+//    READY(g) once the child's part of cell g is in its own region (the root
+//    copies it there from send first), the child gets that one contiguous
+//    range into the same offset of its region (or, if it forwards nothing of
+//    g, straight into recv) and signals DONE(g) back. Gather always pushes.
 //  - flat: the root exchanges with every rank directly. Gather: the root's
 //    window slot is split into n-1 equal areas, one per non-root.
 //  - ring: flat plus seed 000's token (3.2): non-roots move their block in the
@@ -262,8 +267,10 @@ struct Cells {
   std::uint64_t win(std::size_t gi, std::uint64_t x) const { return (gi % nregions) * region + (x - cell[gi].offset); }
 };
 
+// Slots of cell gi (of ncells): DATA / READY on the child, RTR and DONE (pull) on the parent.
 std::uint32_t data_slot(std::size_t gi) { return static_cast<std::uint32_t>(2 * gi); }
 std::uint32_t rtr_slot(std::size_t gi) { return static_cast<std::uint32_t>(2 * gi + 1); }
+std::uint32_t done_slot(std::size_t ncells, std::size_t gi) { return static_cast<std::uint32_t>(2 * ncells + 2 + gi); }
 
 // Signals the parent's puts of cell gi into child `ch` carry.
 std::uint32_t scatter_pieces(const PackedTree& pt, const Layout& l, const Cells& cs, int parent, int ch, int root,
@@ -295,9 +302,10 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
   Cells cs;
   cs.cell = x.fragments(pt.total, g.slot_bytes, 1, &cs.region);
   cs.nregions = std::max<std::size_t>(1, g.slot_bytes / cs.region);
-  if (2 * cs.cell.size() + 2 > kTokenSlot)
-    fail(Errc::unsupported, g, c,
-         "too many fragments (" + std::to_string(cs.cell.size()) + "); raise the fragment size");
+  const std::size_t ncells = cs.cell.size();
+  const bool pulls = !is_gather(c.kind) && c.algo.any_pull();
+  if ((pulls ? 3 : 2) * ncells + 2 > kTokenSlot)
+    fail(Errc::unsupported, g, c, "too many fragments (" + std::to_string(ncells) + "); raise the fragment size");
   const int me = x.me();
   const auto ume = static_cast<std::size_t>(me);
   const bool root = me == c.root;
@@ -309,6 +317,8 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
   if (root) own_block_at_root(x, l, start);
   for (int k : kids) b.expect_signals_from(x.world(k));
   if (parent >= 0) b.expect_signals_from(x.world(parent));
+  auto pull_edge = [&](int p, int ch) { return pulls && edge_direction(g, c.algo, p, ch) == Direction::pull; };
+  const bool pull_in = parent >= 0 && pull_edge(parent, me);
 
   const auto [g0, g1] = cs.span(mine);
   std::vector<NodeId> consumed(g1 > g0 ? g1 - g0 : 0, dag::kNoNode);
@@ -324,7 +334,20 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
     if (!is_gather(c.kind)) {
       // ---- scatter: receive the cell part from the parent (or read the user buffer at the root).
       NodeId arrived = dag::kNoNode;
-      if (!root) {
+      if (!root && pull_in) {
+        const NodeId ready = b.wait(data_slot(gi), 1, with(start, reuse(gi)));
+        if (below_part.empty()) {  // forwards nothing of this cell: straight into recv
+          arrived = b.get(x.world(parent), x.peer_win(parent, cs.win(gi, own_part.lo), own_part.len()),
+                          dag::out(0, own_part.lo - own.lo, own_part.len()), {ready});
+        } else {
+          const Region win = x.my_win(cs.win(gi, in_cell.lo), in_cell.len());
+          arrived = b.get(x.world(parent), x.peer_win(parent, cs.win(gi, in_cell.lo), in_cell.len()), win, {ready});
+          if (!own_part.empty())
+            uses.push_back(b.copy(x.my_win(cs.win(gi, own_part.lo), own_part.len()),
+                                  dag::out(0, own_part.lo - own.lo, own_part.len()), {arrived}));
+        }
+        b.signal(x.world(parent), done_slot(ncells, gi), {arrived});
+      } else if (!root) {
         b.signal(x.world(parent), rtr_slot(gi), with(start, reuse(gi)));
         const Region win = x.my_win(cs.win(gi, in_cell.lo), in_cell.len());
         arrived = b.wait(data_slot(gi), scatter_pieces(pt, l, cs, parent, me, c.root, gi), {}, &win);
@@ -333,12 +356,27 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
                                 dag::out(0, own_part.lo - own.lo, own_part.len()), {arrived}));
       }
       if (!below_part.empty()) {
-        std::uint32_t nk = 0;
-        for (int k : kids) nk += meet(pt.subtree(k), cell).empty() ? 0 : 1;
-        const NodeId rtr = b.wait(rtr_slot(gi), nk, start);
+        std::uint32_t nk = 0, npull = 0;
+        for (int k : kids) {
+          if (meet(pt.subtree(k), cell).empty()) continue;
+          ++(pull_edge(me, k) ? npull : nk);
+        }
+        const NodeId rtr = nk > 0 ? b.wait(rtr_slot(gi), nk, start) : dag::kNoNode;
         for (int k : kids) {
           const Interval kp = meet(pt.subtree(k), cell);
           if (kp.empty()) continue;
+          if (pull_edge(me, k)) {
+            // Make k's part available in this rank's region (the root stages it from send), then READY.
+            std::vector<NodeId> avail = with(start, arrived);
+            if (root) {
+              avail.clear();
+              for (const Piece& p : root_pieces(pt, l, kp))
+                avail.push_back(
+                    b.copy(dag::in(0, p.user, p.len), x.my_win(cs.win(gi, p.packed), p.len), with(start, reuse(gi))));
+            }
+            b.signal(x.world(k), data_slot(gi), avail);
+            continue;
+          }
           if (root) {
             for (const Piece& p : root_pieces(pt, l, kp))
               b.put_with_signal(x.world(k), dag::in(0, p.user, p.len), x.peer_win(k, cs.win(gi, p.packed), p.len),
@@ -349,6 +387,7 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
                                              {rtr, arrived}));
           }
         }
+        if (npull > 0) uses.push_back(b.wait(done_slot(ncells, gi), npull));
       }
     } else {
       // ---- gather: collect the descendants' part of the cell, then push the cell part up.
@@ -378,7 +417,9 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
                                            data_slot(gi), {rtr, arrived}));
       }
     }
-    if (!uses.empty()) consumed[gi - g0] = uses.size() == 1 ? uses[0] : b.nop(uses);
+    // Cell gi's region is free again after `uses`; a cell that did not touch
+    // it passes on whatever the previous cell in the region waited for.
+    consumed[gi - g0] = uses.empty() ? reuse(gi) : uses.size() == 1 ? uses[0] : b.nop(uses);
   }
 }
 

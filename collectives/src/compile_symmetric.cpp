@@ -19,287 +19,30 @@
 // Local buffers are tracked per byte range (read after write, write after
 // read, write after write), which orders forwarding (ring, Bruck, recursive
 // doubling) and reuse of working buffers (Bruck alltoall) without barriers.
-// A rank keeps at most kMaxOutstandingPuts puts in flight (seed 002).
+// A rank keeps at most kMaxOutstandingPuts puts in flight (seed 002; for
+// alltoall(v) Algorithm::max_outstanding, STRATA_ALLTOALL_MAX_OUTSTANDING).
+// The emitter itself lives in compile_steps.hpp (shared with the schedule
+// allreduces of compile_allreduce.cpp). Besides the step schedules: the pull
+// alltoall (emit_pull), the hierarchical and NUMA-spreading allgathers, and
+// the in-place forms (the send side read from a copy of recv in scratch 1).
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "compile_common.hpp"
+#include "compile_steps.hpp"
 #include "patterns/schedule.hpp"
 
 namespace strata::coll::cc {
 
 namespace {
 
-constexpr std::size_t kMaxOutstandingPuts = 128;  // seed 002 throttled at 128
-constexpr std::size_t kDefaultFragment = 32768;   // seed 000
-constexpr std::size_t kMaxRegions = 1024;
-
-// Local buffer accesses, for read-after-write / write-after-read / write-after-write edges.
-class Tracker {
- public:
-  [[nodiscard]] std::vector<NodeId> read_deps(const Region& r) const { return deps(r, false); }
-  [[nodiscard]] std::vector<NodeId> write_deps(const Region& r) const { return deps(r, true); }
-  void read(const Region& r, NodeId n) { add(r, n, false); }
-  void write(const Region& r, NodeId n) { add(r, n, true); }
-
- private:
-  struct Access {
-    dag::BufferKind kind;
-    std::uint32_t id;
-    std::uint64_t off;
-    std::uint64_t len;
-    NodeId node;
-    bool write;
-  };
-  std::vector<NodeId> deps(const Region& r, bool writing) const {
-    std::vector<NodeId> d;
-    for (const Access& a : acc_) {
-      if (a.kind != r.buf.kind || a.id != r.buf.id) continue;
-      if (!(a.write || writing)) continue;
-      if (a.off < r.offset + r.len && r.offset < a.off + a.len) d.push_back(a.node);
-    }
-    return d;
-  }
-  void add(const Region& r, NodeId n, bool w) {
-    if (r.len == 0) return;
-    acc_.push_back({r.buf.kind, r.buf.id, r.offset, r.len, n, w});
-  }
-  std::vector<Access> acc_;
-};
-
-void append(std::vector<NodeId>* d, const std::vector<NodeId>& more) { d->insert(d->end(), more.begin(), more.end()); }
-
-// Copies a received window fragment to its place in recv, after every earlier
-// access to that range (tracked), and records the write.
-NodeId copy_out(Tracker& t, PlanBuilder& b, const Region& win, const Region& dst, NodeId arrived) {
-  std::vector<NodeId> deps{arrived};
-  append(&deps, t.write_deps(dst));
-  const NodeId n = b.copy(win, dst, deps);
-  t.write(dst, n);
-  return n;
-}
-
-// One block of a message (bytes of block space).
-struct Seg {
-  int block = 0;
-  std::uint64_t len = 0;
-};
-
-// Per-kind behaviour of the generic step emitter.
-class StepKind {
- public:
-  virtual ~StepKind() = default;
-  // Bytes of block b on the send / receive side.
-  [[nodiscard]] virtual std::uint64_t send_bytes(int b) const = 0;
-  [[nodiscard]] virtual std::uint64_t recv_bytes(int b) const = 0;
-  // Where bytes [off, off + len) of send block b currently are.
-  virtual Region source(int b, std::uint64_t off, std::uint64_t len) = 0;
-  // Consumes bytes [off, off + len) of receive block b that arrived in `win`;
-  // returns the nodes that read `win` (the region is free once they are done).
-  virtual std::vector<NodeId> sink(std::size_t step, const patterns::Step& st, const Region& win, int b,
-                                   std::uint64_t off, std::uint64_t len, NodeId arrived) = 0;
-  // Called after every step's sends and receives were emitted.
-  virtual void after_step(std::size_t /*step*/, const patterns::Step& /*st*/, const std::vector<Seg>& /*received*/) {}
-};
-
-struct Geometry {
-  std::uint64_t z = 0;       // fragment / region bytes
-  std::uint64_t stride = 1;  // region index step between schedule steps
-  std::uint64_t regions = 1;
-};
-
-// Fragment / region size for messages of at most `max_msg` bytes (0 = unknown).
-Geometry geometry(const Group& g, const Call& c, std::size_t esize, std::uint64_t max_msg, bool known) {
-  Geometry geo;
-  std::uint64_t cap = g.slot_bytes / 2;
-  cap -= cap % esize;
-  if (cap == 0) fail(Errc::invalid_argument, g, c, "window slot too small (STRATA_SLOT_BYTES)");
-  auto align_up = [esize](std::uint64_t v) { return (v + esize - 1) / esize * esize; };
-  std::uint64_t z = 0;
-  if (c.algo.fragment > 0) {
-    z = std::min<std::uint64_t>(c.algo.fragment, cap);
-    z -= z % esize;
-  } else if (c.algo.halves_threshold > 0) {
-    if (known)
-      z = max_msg > c.algo.halves_threshold ? align_up((max_msg + 1) / 2) : max_msg;
-    else
-      z = align_up(c.algo.halves_threshold);
-    z = std::min(z, cap);
-  } else if (known && max_msg <= kDefaultFragment) {
-    z = max_msg;
-  } else {
-    z = std::min<std::uint64_t>(kDefaultFragment, cap);
-    z -= z % esize;
-  }
-  z = std::min(z, cap);
-  geo.z = std::max<std::uint64_t>(z, esize);
-  geo.regions = std::max<std::uint64_t>(1, std::min<std::uint64_t>(g.slot_bytes / geo.z, kMaxRegions));
-  geo.stride = known ? std::max<std::uint64_t>(1, (max_msg + geo.z - 1) / geo.z) : 1;
-  return geo;
-}
-
-std::vector<Seg> segments(const patterns::Schedule& s, const patterns::Step& st, bool send, const StepKind& k) {
-  std::vector<Seg> out;
-  for (const patterns::BlockRange& r : send ? s.send_ranges(st) : s.recv_ranges(st))
-    for (int i = 0; i < r.count; ++i) {
-      const int b = r.first + i;
-      const std::uint64_t len = send ? k.send_bytes(b) : k.recv_bytes(b);
-      if (len > 0) out.push_back({b, len});
-    }
-  return out;
-}
-
-// A piece of fragment f: bytes [off, off + len) of segment seg, at `at` inside the fragment.
-struct Piece {
-  std::size_t seg;
-  std::uint64_t off;
-  std::uint64_t len;
-  std::uint64_t at;
-};
-
-std::vector<Piece> pieces(const std::vector<Seg>& segs, std::uint64_t begin, std::uint64_t end) {
-  std::vector<Piece> out;
-  std::uint64_t pos = 0;
-  for (std::size_t i = 0; i < segs.size() && pos < end; ++i) {
-    const std::uint64_t a = std::max(pos, begin);
-    const std::uint64_t b = std::min(pos + segs[i].len, end);
-    if (a < b) out.push_back({i, a - pos, b - a, a - begin});
-    pos += segs[i].len;
-  }
-  return out;
-}
-
-std::uint64_t total(const std::vector<Seg>& segs) {
-  std::uint64_t t = 0;
-  for (const Seg& s : segs) t += s.len;
-  return t;
-}
-
-// Emits the schedule's steps (sends before receives within a step).
-class Emitter {
- public:
-  Emitter(Ctx& x, Tracker& t, const Geometry& geo, std::vector<NodeId> start)
-      : x_(x), t_(t), geo_(geo), start_(std::move(start)), last_(geo.regions) {}
-
-  void run(const patterns::Schedule& s, StepKind& k) {
-    PlanBuilder& b = x_.b();
-    const std::size_t nsteps = s.steps().size();
-    for (std::size_t si = 0; si < nsteps; ++si) {
-      const patterns::Step& st = s.steps()[si];
-      if (st.send_to >= 0) {
-        const std::vector<Seg> segs = segments(s, st, true, k);
-        const std::uint64_t bytes = total(segs);
-        const std::uint64_t nf = (bytes + geo_.z - 1) / geo_.z;
-        for (std::uint64_t f = 0; f < nf; ++f) {
-          const std::uint32_t data = data_slot(si, f, nsteps);
-          const std::uint64_t roff = region_of(si, f) * geo_.z;
-          x_.b().expect_signals_from(x_.world(st.send_to));
-          const NodeId ready = b.wait(data + 1, 1, start_);
-          const std::uint64_t fend = std::min(bytes, (f + 1) * geo_.z);
-          for (const Piece& p : pieces(segs, f * geo_.z, fend)) {
-            const Region src = k.source(segs[p.seg].block, p.off, p.len);
-            std::vector<NodeId> deps{ready};
-            append(&deps, t_.read_deps(src));
-            if (puts_.size() >= kMaxOutstandingPuts) deps.push_back(puts_[puts_.size() - kMaxOutstandingPuts]);
-            const NodeId put =
-                b.put_with_signal(x_.world(st.send_to), src, x_.peer_win(st.send_to, roff + p.at, p.len), data, deps);
-            t_.read(src, put);
-            puts_.push_back(put);
-          }
-        }
-      }
-      std::vector<Seg> got;
-      if (st.recv_from >= 0) {
-        got = segments(s, st, false, k);
-        const std::uint64_t bytes = total(got);
-        const std::uint64_t nf = (bytes + geo_.z - 1) / geo_.z;
-        for (std::uint64_t f = 0; f < nf; ++f) {
-          const std::uint32_t data = data_slot(si, f, nsteps);
-          const std::uint64_t reg = region_of(si, f);
-          const std::uint64_t roff = reg * geo_.z;
-          std::vector<NodeId> rdeps = start_;
-          append(&rdeps, last_[reg]);
-          b.signal(x_.world(st.recv_from), data + 1, rdeps);
-          b.expect_signals_from(x_.world(st.recv_from));
-          const std::uint64_t fend = std::min(bytes, (f + 1) * geo_.z);
-          const std::vector<Piece> ps = pieces(got, f * geo_.z, fend);
-          const Region win = x_.my_win(roff, fend - f * geo_.z);
-          const NodeId arrived = b.wait(data, static_cast<std::uint32_t>(ps.size()), {}, &win);
-          std::vector<NodeId> users;
-          for (const Piece& p : ps)
-            append(&users, k.sink(si, st, x_.my_win(roff + p.at, p.len), got[p.seg].block, p.off, p.len, arrived));
-          if (users.empty()) users.push_back(arrived);
-          last_[reg] = std::move(users);
-        }
-      }
-      k.after_step(si, st, got);
-    }
-  }
-
- private:
-  std::uint32_t data_slot(std::size_t step, std::uint64_t f, std::size_t nsteps) const {
-    const std::uint64_t slot = 2 * (f * nsteps + step);
-    if (slot + 1 >= kDataSlotLimit)
-      fail(Errc::unsupported, x_.g(), x_.c(),
-           "too many fragments (" + std::to_string(f + 1) + " in one step); raise the fragment size");
-    return static_cast<std::uint32_t>(slot);
-  }
-  std::uint64_t region_of(std::size_t step, std::uint64_t f) const {
-    return (static_cast<std::uint64_t>(step) * geo_.stride + f) % geo_.regions;
-  }
-
-  Ctx& x_;
-  Tracker& t_;
-  Geometry geo_;
-  std::vector<NodeId> start_;
-  std::vector<std::vector<NodeId>> last_;  // per region: nodes that read its last fragment
-  std::vector<NodeId> puts_;
-};
-
-// Largest message of any rank's schedule (block sizes must not depend on the rank).
-template <class Build>
-std::uint64_t max_message(int n, const Build& build, const StepKind& k) {
-  std::uint64_t m = 0;
-  patterns::Schedule s;
-  for (int r = 0; r < n; ++r) {
-    build(r, s);
-    for (const patterns::Step& st : s.steps())
-      if (st.send_to >= 0) m = std::max(m, total(segments(s, st, true, k)));
-  }
-  return m;
-}
-
-std::vector<std::uint64_t> prefix(const std::vector<std::size_t>& counts) {
-  std::vector<std::uint64_t> d(counts.size(), 0);
-  std::uint64_t acc = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    d[i] = acc;
-    acc += counts[i];
-  }
-  return d;
-}
-
-void check_sizes(const Group& g, const Call& c, const std::vector<std::size_t>& v, const char* name) {
-  if (v.size() != static_cast<std::size_t>(g.size()))
-    fail(Errc::invalid_argument, g, c,
-         std::string("argument '") + name + "' has " + std::to_string(v.size()) + " entries for " +
-             std::to_string(g.size()) + " ranks");
-}
-
-// "", "auto", "tree", "single", "hierarchical": let the compiler pick.
-bool automatic(const std::string& name) {
-  return name.empty() || name == "auto" || name == "tree" || name == "single" || name == "hierarchical";
-}
-
-std::shared_ptr<const dag::Plan> done(Ctx& x) {
-  finish(x);
-  if (x.b().size() == 0) x.b().nop();
-  return x.build();
-}
+using namespace steps;  // NOLINT: the step emitter
 
 // ---------------------------------------------------------------- allgather(v)
 class AllgatherKind : public StepKind {
@@ -326,6 +69,141 @@ class AllgatherKind : public StepKind {
   int me_;
   bool in_place_;
 };
+
+// ---------------------------------------------------------------- allgather decision table
+// Automatic selection (empty name, "auto", or a tree name): Bruck for small
+// results (log2 n messages), the ring otherwise and for n <= 2.
+constexpr std::uint64_t kAllgatherBruckMaxBytes = 16384;  // whole receive buffer
+
+std::string allgather_algorithm(const Group& g, const Call& c, std::uint64_t recv_total) {
+  if (!automatic(c.algo.name)) return c.algo.name;
+  return g.size() <= 2 || recv_total > kAllgatherBruckMaxBytes ? "ring" : "bruck";
+}
+
+// Adds blocks `ranks` (ascending) to the send or receive side of the last step, merging runs.
+void add_blocks(patterns::Schedule& s, const std::vector<int>& ranks, bool send) {
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i + 1;
+    while (j < ranks.size() && ranks[j] == ranks[j - 1] + 1) ++j;
+    if (send)
+      s.add_send(ranks[i], static_cast<int>(j - i));
+    else
+      s.add_recv(ranks[i], static_cast<int>(j - i));
+    i = j;
+  }
+}
+
+// Communicator ranks of local indices [lo, hi) of a host, ascending.
+std::vector<int> local_range(const std::vector<int>& mem, int lo, int hi) {
+  std::vector<int> r;
+  for (int i = lo; i < std::min(hi, static_cast<int>(mem.size())); ++i) r.push_back(mem[static_cast<std::size_t>(i)]);
+  std::sort(r.begin(), r.end());
+  return r;
+}
+
+// Every rank except `skip` (ascending).
+std::vector<int> all_but(int n, const std::vector<int>& skip) {
+  std::vector<char> no(static_cast<std::size_t>(n), 0);
+  for (int r : skip) no[static_cast<std::size_t>(r)] = 1;
+  std::vector<int> out;
+  for (int r = 0; r < n; ++r)
+    if (!no[static_cast<std::size_t>(r)]) out.push_back(r);
+  return out;
+}
+
+// "hier": binomial gather to the host leaders (local index 0), a ring among
+// the leaders (each step forwards one host's blocks), binomial broadcast of
+// everything a member does not hold yet.
+void hier_allgather(const Hosts& h, int rank, int n, patterns::Schedule& out) {
+  out.reset(rank, n, n, patterns::BlockSpace::rank_blocks, true);
+  const int hi = h.host_of[static_cast<std::size_t>(rank)];
+  const auto& mem = h.members[static_cast<std::size_t>(hi)];
+  const int hs = static_cast<int>(mem.size());
+  const int i = h.local_of[static_cast<std::size_t>(rank)];
+  const int k = log2_ceil(h.widest());
+  for (int s = 0; s < k; ++s) {
+    const int d = 1 << s;
+    patterns::Step& st = out.add_step();
+    if (i % (2 * d) == d) {
+      st.send_to = mem[static_cast<std::size_t>(i - d)];
+      add_blocks(out, local_range(mem, i, i + d), true);
+    } else if (i % (2 * d) == 0 && i + d < hs) {
+      st.recv_from = mem[static_cast<std::size_t>(i + d)];
+      add_blocks(out, local_range(mem, i + d, i + 2 * d), false);
+    }
+  }
+  const int nl = h.leaders();
+  for (int s = 0; s + 1 < nl; ++s) {
+    patterns::Step& st = out.add_step();
+    if (i != 0) continue;
+    const int to = patterns::mod(hi + 1, nl), from = patterns::mod(hi - 1, nl);
+    st.send_to = h.members[static_cast<std::size_t>(to)].front();
+    st.recv_from = h.members[static_cast<std::size_t>(from)].front();
+    auto host_blocks = [&h](int j) {
+      std::vector<int> r = h.members[static_cast<std::size_t>(j)];
+      std::sort(r.begin(), r.end());
+      return r;
+    };
+    add_blocks(out, host_blocks(patterns::mod(hi - s, nl)), true);
+    add_blocks(out, host_blocks(patterns::mod(hi - s - 1, nl)), false);
+  }
+  for (int s = k - 1; s >= 0; --s) {
+    const int d = 1 << s;
+    patterns::Step& st = out.add_step();
+    if (i % (2 * d) == 0 && i + d < hs) {
+      st.send_to = mem[static_cast<std::size_t>(i + d)];
+      add_blocks(out, all_but(n, local_range(mem, i + d, i + 2 * d)), true);
+    } else if (i % (2 * d) == d) {
+      st.recv_from = mem[static_cast<std::size_t>(i - d)];
+      add_blocks(out, all_but(n, local_range(mem, i, i + d)), false);
+    }
+  }
+}
+
+// "numa-ring": ring order that keeps hosts together and, inside a host, takes
+// one rank of each NUMA region in turn, so consecutive ranks of the ring sit in
+// different NUMA regions whatever the rank placement.
+std::vector<int> numa_ring_order(const Group& g) {
+  const Hosts h = hosts_of(g);
+  std::vector<int> order;
+  for (const auto& mem : h.members) {
+    std::vector<std::vector<int>> by_numa;
+    std::map<int, std::size_t> idx;
+    for (int r : mem) {
+      const int nid = g.numa[static_cast<std::size_t>(r)];
+      auto it = idx.find(nid);
+      if (it == idx.end()) {
+        it = idx.emplace(nid, by_numa.size()).first;
+        by_numa.emplace_back();
+      }
+      by_numa[it->second].push_back(r);
+    }
+    for (std::size_t j = 0;; ++j) {  // round robin over the NUMA regions
+      bool any = false;
+      for (const auto& v : by_numa)
+        if (j < v.size()) {
+          order.push_back(v[j]);
+          any = true;
+        }
+      if (!any) break;
+    }
+  }
+  return order;
+}
+
+// Ring allgather over the positions of `order` (order[p] = rank at position p).
+void permuted_ring_allgather(const std::vector<int>& order, int rank, int n, patterns::Schedule& out) {
+  out.reset(rank, n, n, patterns::BlockSpace::rank_blocks, true);
+  const int p = static_cast<int>(std::find(order.begin(), order.end(), rank) - order.begin());
+  auto at = [&order, n](int q) { return order[static_cast<std::size_t>(patterns::mod(q, n))]; };
+  for (int s = 0; s < n - 1; ++s) {
+    patterns::Step& st = out.add_step();
+    st.send_to = at(p + 1);
+    st.recv_from = at(p - 1);
+    out.add_send(at(p - s), 1);
+    out.add_recv(at(p - s - 1), 1);
+  }
+}
 
 }  // namespace
 
@@ -354,21 +232,26 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
   if (!c.in_place) x.b().input(0, bytes[me]);
   x.b().output(0, recv_total);
 
-  const std::string& name = c.algo.name;
-  void (*build)(int, int, patterns::Schedule&) = nullptr;
-  if (name == "ring" || (automatic(name) && (n <= 2 || recv_total > 16384)))
-    build = patterns::ring_allgather;
-  else if (name == "rd")
-    build = patterns::recursive_doubling_allgather;
-  else if (name == "bruck" || automatic(name))
-    build = patterns::bruck_allgather;
-  else
-    fail(Errc::invalid_argument, g, c, "algorithm '" + name + "' unknown (ring | rd | bruck)");
+  const std::string name = allgather_algorithm(g, c, recv_total);
+  std::function<void(int, patterns::Schedule&)> build;
+  if (name == "ring") {
+    build = [n](int r, patterns::Schedule& s) { patterns::ring_allgather(r, n, s); };
+  } else if (name == "rd") {
+    build = [n](int r, patterns::Schedule& s) { patterns::recursive_doubling_allgather(r, n, s); };
+  } else if (name == "bruck") {
+    build = [n](int r, patterns::Schedule& s) { patterns::bruck_allgather(r, n, s); };
+  } else if (name == "hier") {
+    build = [h = hosts_of(g), n](int r, patterns::Schedule& s) { hier_allgather(h, r, n, s); };
+  } else if (name == "numa-ring") {
+    build = [order = numa_ring_order(g), n](int r, patterns::Schedule& s) { permuted_ring_allgather(order, r, n, s); };
+  } else {
+    fail(Errc::invalid_argument, g, c,
+         "algorithm '" + c.algo.name + "' unknown (ring | rd | bruck | hier | numa-ring)");
+  }
 
   Tracker t;
   AllgatherKind k(t, x.b(), bytes, at, g.rank, c.in_place);
-  const std::uint64_t maxm = max_message(
-      n, [&](int r, patterns::Schedule& s) { build(r, n, s); }, k);
+  const std::uint64_t maxm = max_message(n, build, k);
   const Geometry geo = geometry(g, c, es, maxm, true);
   const std::vector<NodeId> start = entry(x);
   if (!c.in_place && bytes[me] > 0) {
@@ -376,7 +259,7 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
     t.write(dst, x.b().copy(dag::in(0, 0, bytes[me]), dst, start));
   }
   patterns::Schedule s;
-  build(g.rank, n, s);
+  build(g.rank, s);
   Emitter e(x, t, geo, start);
   e.run(s, k);
   return done(x);
@@ -385,15 +268,100 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
 namespace {
 
 // ---------------------------------------------------------------- alltoall(v)
+// Automatic selection: Bruck for small blocks and more than 4 ranks (log2 n
+// messages instead of n - 1), else the rotated pairwise exchange (push).
+constexpr int kAlltoallBruckMinRanks = 5;
+constexpr std::uint64_t kAlltoallBruckMaxBlock = 256;  // bytes per block
+
+std::string alltoall_algorithm(const Group& g, const Call& c, std::uint64_t block_bytes) {
+  if (!automatic(c.algo.name)) return c.algo.name;
+  const bool bruck =
+      c.kind == Kind::alltoall && g.size() >= kAlltoallBruckMinRanks && block_bytes <= kAlltoallBruckMaxBlock;
+  return bruck ? "bruck" : "pairwise";
+}
+
+// The send side of an alltoall(v): the user's send buffer, or (in place) the
+// copy of the receive buffer taken at the start (scratch 1).
+Region send_region(bool in_place, std::uint64_t off, std::uint64_t len) {
+  return in_place ? dag::scratch(1, off, len) : dag::in(0, off, len);
+}
+
+// Pull alltoall(v) (receiver-reading): in rotated order (step s = 1..n-1 to
+// rank r+s), the sender stages each fragment of its block for r+s into a
+// region of its own window and signals READY (slot 2 (f n + s) on the
+// receiver); the receiver gets the fragment from the sender's window straight
+// into recv and signals DONE (slot 2 (f n + s) + 1 on the sender), which frees
+// the region for the next fragment that maps to it. At most `max_out` gets in
+// flight per rank. One copy on each side, no RTR round trip before the data.
+void emit_pull(Ctx& x, Tracker& t, const Geometry& geo, const std::vector<NodeId>& start, bool in_place,
+               const std::vector<std::uint64_t>& sb, const std::vector<std::uint64_t>& sat,
+               const std::vector<std::uint64_t>& rb, const std::vector<std::uint64_t>& rat, std::size_t max_out) {
+  PlanBuilder& b = x.b();
+  const int n = x.g().size();
+  const int me = x.me();
+  const auto nn = static_cast<std::uint64_t>(n);
+  auto slot = [&](int s, std::uint64_t f) {
+    const std::uint64_t v = 2 * (f * nn + static_cast<std::uint64_t>(s));
+    if (v + 1 >= kDataSlotLimit)
+      fail(Errc::unsupported, x.g(), x.c(),
+           "too many fragments (" + std::to_string(f + 1) + "); raise the fragment size");
+    return static_cast<std::uint32_t>(v);
+  };
+  std::vector<NodeId> freed(geo.regions, dag::kNoNode);  // per region: DONE of its last fragment
+  std::vector<NodeId> gets;
+  for (int s = 1; s < n; ++s) {
+    // Send side: stage for `to`.
+    const int to = patterns::mod(me + s, n);
+    const std::uint64_t sbytes = sb[static_cast<std::size_t>(to)];
+    for (std::uint64_t f = 0; f * geo.z < sbytes; ++f) {
+      const std::uint64_t len = std::min(geo.z, sbytes - f * geo.z);
+      const std::uint64_t reg = (static_cast<std::uint64_t>(s) * geo.stride + f) % geo.regions;
+      const Region src = send_region(in_place, sat[static_cast<std::size_t>(to)] + f * geo.z, len);
+      const Region win = x.my_win(reg * geo.z, len);
+      std::vector<NodeId> deps = start;
+      if (freed[reg] != dag::kNoNode) deps.push_back(freed[reg]);
+      append(&deps, t.read_deps(src));
+      const NodeId staged = b.copy(src, win, deps);
+      t.read(src, staged);
+      b.signal(x.world(to), slot(s, f), {staged});
+      b.expect_signals_from(x.world(to));
+      freed[reg] = b.wait(slot(s, f) + 1, 1, {staged});
+    }
+    // Receive side: pull from `from`.
+    const int from = patterns::mod(me - s, n);
+    const std::uint64_t rbytes = rb[static_cast<std::size_t>(from)];
+    for (std::uint64_t f = 0; f * geo.z < rbytes; ++f) {
+      const std::uint64_t len = std::min(geo.z, rbytes - f * geo.z);
+      const std::uint64_t reg = (static_cast<std::uint64_t>(s) * geo.stride + f) % geo.regions;
+      b.expect_signals_from(x.world(from));
+      std::vector<NodeId> deps = start;
+      deps.push_back(b.wait(slot(s, f), 1, start));
+      const Region dst = dag::out(0, rat[static_cast<std::size_t>(from)] + f * geo.z, len);
+      append(&deps, t.write_deps(dst));
+      if (gets.size() >= max_out) deps.push_back(gets[gets.size() - max_out]);
+      const NodeId got = b.get(x.world(from), x.peer_win(from, reg * geo.z, len), dst, deps);
+      t.write(dst, got);
+      gets.push_back(got);
+      b.signal(x.world(from), slot(s, f) + 1, {got});
+    }
+  }
+}
+
 class PairwiseKind : public StepKind {
  public:
   PairwiseKind(Tracker& t, PlanBuilder& b, std::vector<std::uint64_t> sb, std::vector<std::uint64_t> sat,
-               std::vector<std::uint64_t> rb, std::vector<std::uint64_t> rat)
-      : t_(t), b_(b), sb_(std::move(sb)), sat_(std::move(sat)), rb_(std::move(rb)), rat_(std::move(rat)) {}
+               std::vector<std::uint64_t> rb, std::vector<std::uint64_t> rat, bool in_place)
+      : t_(t),
+        b_(b),
+        sb_(std::move(sb)),
+        sat_(std::move(sat)),
+        rb_(std::move(rb)),
+        rat_(std::move(rat)),
+        in_place_(in_place) {}
   std::uint64_t send_bytes(int b) const override { return sb_[static_cast<std::size_t>(b)]; }
   std::uint64_t recv_bytes(int b) const override { return rb_[static_cast<std::size_t>(b)]; }
   Region source(int b, std::uint64_t off, std::uint64_t len) override {
-    return dag::in(0, sat_[static_cast<std::size_t>(b)] + off, len);
+    return send_region(in_place_, sat_[static_cast<std::size_t>(b)] + off, len);
   }
   std::vector<NodeId> sink(std::size_t, const patterns::Step&, const Region& win, int b, std::uint64_t off,
                            std::uint64_t len, NodeId arrived) override {
@@ -405,6 +373,7 @@ class PairwiseKind : public StepKind {
   Tracker& t_;
   PlanBuilder& b_;
   std::vector<std::uint64_t> sb_, sat_, rb_, rat_;
+  bool in_place_;
 };
 
 // Bruck over positions: position i of rank r starts as the send block for r+i
@@ -412,14 +381,14 @@ class PairwiseKind : public StepKind {
 // time (its highest set bit) lands in recv; earlier receptions in scratch.
 class BruckKind : public StepKind {
  public:
-  BruckKind(Tracker& t, PlanBuilder& b, int me, int n, std::uint64_t bb)
-      : t_(t), b_(b), me_(me), n_(n), bb_(bb), in_scratch_(static_cast<std::size_t>(n), 0) {}
+  BruckKind(Tracker& t, PlanBuilder& b, int me, int n, std::uint64_t bb, bool in_place)
+      : t_(t), b_(b), me_(me), n_(n), bb_(bb), in_place_(in_place), in_scratch_(static_cast<std::size_t>(n), 0) {}
   std::uint64_t send_bytes(int) const override { return bb_; }
   std::uint64_t recv_bytes(int) const override { return bb_; }
   Region source(int i, std::uint64_t off, std::uint64_t len) override {
     if (in_scratch_[static_cast<std::size_t>(i)])
       return dag::scratch(0, static_cast<std::uint64_t>(i) * bb_ + off, len);
-    return dag::in(0, static_cast<std::uint64_t>(patterns::mod(me_ + i, n_)) * bb_ + off, len);
+    return send_region(in_place_, static_cast<std::uint64_t>(patterns::mod(me_ + i, n_)) * bb_ + off, len);
   }
   std::vector<NodeId> sink(std::size_t step, const patterns::Step&, const Region& win, int i, std::uint64_t off,
                            std::uint64_t len, NodeId arrived) override {
@@ -437,6 +406,7 @@ class BruckKind : public StepKind {
   PlanBuilder& b_;
   int me_, n_;
   std::uint64_t bb_;
+  bool in_place_;
   std::vector<char> in_scratch_;
 };
 
@@ -447,7 +417,6 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
   const int n = g.size();
   const auto nn = static_cast<std::size_t>(n);
   const std::size_t es = x.esize();
-  if (c.in_place) fail(Errc::unsupported, g, c, "in-place alltoall is not supported");
   std::vector<std::size_t> sc(nn, c.count), sd(nn), rc(nn, c.count), rd(nn);
   const bool v = c.kind == Kind::alltoallv;
   if (v) {
@@ -477,40 +446,50 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
     fail(Errc::invalid_argument, g, c,
          "send_counts[" + std::to_string(me) + "] = " + std::to_string(sc[me]) + " differs from recv_counts[" +
              std::to_string(me) + "] = " + std::to_string(rc[me]));
+  if (c.in_place && (sb != rb || sat != rat))
+    fail(Errc::invalid_argument, g, c, "in place: send counts / displacements must equal the receive ones");
   x.b().require_output_coverage(false);
-  x.b().input(0, in_total);
+  if (!c.in_place) x.b().input(0, in_total);
   x.b().output(0, out_total);
 
-  const std::string& name = c.algo.name;
   const std::uint64_t bb = c.count * es;
-  bool bruck = false;
+  const std::string name = alltoall_algorithm(g, c, bb);
   if (name == "bruck") {
     if (v) fail(Errc::unsupported, g, c, "algorithm 'bruck' needs equal block sizes (use 'pairwise' for alltoallv)");
-    bruck = true;
-  } else if (automatic(name)) {
-    bruck = !v && n > 4 && bb <= 256;  // small blocks: log2(n) messages instead of n-1
-  } else if (name != "pairwise") {
-    fail(Errc::invalid_argument, g, c, "algorithm '" + name + "' unknown (pairwise | bruck)");
+  } else if (name != "pairwise" && name != "pull") {
+    fail(Errc::invalid_argument, g, c, "algorithm '" + c.algo.name + "' unknown (pairwise | bruck | pull)");
   }
+  const std::size_t max_out = c.algo.max_outstanding == 0 ? kMaxOutstandingPuts : c.algo.max_outstanding;
 
   Tracker t;
   const std::vector<NodeId> start = entry(x);
-  if (sb[me] > 0) {
+  if (c.in_place && out_total > 0) {  // the send side is a copy of recv taken before anything lands
+    x.b().scratch(1, out_total);
+    const Region whole = dag::out(0, 0, out_total);
+    const Region copy = dag::scratch(1, 0, out_total);
+    const NodeId n0 = x.b().copy(whole, copy, start);
+    t.read(whole, n0);
+    t.write(copy, n0);
+  } else if (!c.in_place && sb[me] > 0) {
     const Region dst = dag::out(0, rat[me], rb[me]);
     t.write(dst, x.b().copy(dag::in(0, sat[me], sb[me]), dst, start));
   }
   patterns::Schedule s;
-  if (bruck) {
+  if (name == "bruck") {
     x.b().scratch(0, bb * nn);
-    BruckKind k(t, x.b(), g.rank, n, bb);
+    BruckKind k(t, x.b(), g.rank, n, bb, c.in_place);
     const std::uint64_t maxm = max_message(
         n, [n](int r, patterns::Schedule& o) { patterns::bruck_alltoall(r, n, o); }, k);
     Emitter e(x, t, geometry(g, c, es, maxm, true), start);
+    e.limit_outstanding(max_out);
     patterns::bruck_alltoall(g.rank, n, s);
     e.run(s, k);
+  } else if (name == "pull") {
+    emit_pull(x, t, geometry(g, c, es, v ? 0 : bb, !v), start, c.in_place, sb, sat, rb, rat, max_out);
   } else {
-    PairwiseKind k(t, x.b(), sb, sat, rb, rat);
+    PairwiseKind k(t, x.b(), sb, sat, rb, rat, c.in_place);
     Emitter e(x, t, geometry(g, c, es, v ? 0 : bb, !v), start);
+    e.limit_outstanding(max_out);
     patterns::pairwise_alltoall(g.rank, n, s);
     e.run(s, k);
   }
@@ -530,22 +509,31 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
 namespace {
 
 // ---------------------------------------------------------------- reduce-scatter
+// Automatic selection: the ring for commutative ops, the rank-ordered
+// pairwise exchange for non-commutative ones.
+std::string reduce_scatter_algorithm(const Call& c, bool ordered) {
+  if (!automatic(c.algo.name)) return c.algo.name;
+  return ordered ? "pairwise" : "ring";
+}
+
 // Partials of block b accumulate in scratch at the block's input offset; the
 // last reception of this rank's own block reduces straight into recv.
 class RsKind : public StepKind {
  public:
-  RsKind(Ctx& x, Tracker& t, std::vector<std::uint64_t> bytes, std::vector<std::uint64_t> at, std::size_t final_step)
+  RsKind(Ctx& x, Tracker& t, std::vector<std::uint64_t> bytes, std::vector<std::uint64_t> at, std::size_t final_step,
+         bool in_place)
       : x_(x),
         t_(t),
         bytes_(std::move(bytes)),
         at_(std::move(at)),
         final_step_(final_step),
+        in_place_(in_place),
         in_acc_(bytes_.size(), 0) {}
   std::uint64_t send_bytes(int b) const override { return bytes_[static_cast<std::size_t>(b)]; }
   std::uint64_t recv_bytes(int b) const override { return bytes_[static_cast<std::size_t>(b)]; }
   Region local(int b, std::uint64_t off, std::uint64_t len) const {
     const std::uint64_t o = at_[static_cast<std::size_t>(b)] + off;
-    return in_acc_[static_cast<std::size_t>(b)] ? dag::scratch(0, o, len) : dag::in(0, o, len);
+    return in_acc_[static_cast<std::size_t>(b)] ? dag::scratch(0, o, len) : send_region(in_place_, o, len);
   }
   Region source(int b, std::uint64_t off, std::uint64_t len) override { return local(b, off, len); }
   std::vector<NodeId> sink(std::size_t step, const patterns::Step& st, const Region& win, int b, std::uint64_t off,
@@ -575,6 +563,7 @@ class RsKind : public StepKind {
   Tracker& t_;
   std::vector<std::uint64_t> bytes_, at_;
   std::size_t final_step_;
+  bool in_place_;
   std::vector<char> in_acc_;
 };
 
@@ -585,15 +574,15 @@ class RsKind : public StepKind {
 // n-1, n-2, ..., r+1 (prepended to Q, in scratch); finally recv = P op Q.
 class RsPairwiseKind : public StepKind {
  public:
-  RsPairwiseKind(Ctx& x, Tracker& t, std::vector<std::uint64_t> bytes, std::vector<std::uint64_t> at)
-      : x_(x), t_(t), bytes_(std::move(bytes)), at_(std::move(at)) {}
+  RsPairwiseKind(Ctx& x, Tracker& t, std::vector<std::uint64_t> bytes, std::vector<std::uint64_t> at, bool in_place)
+      : x_(x), t_(t), bytes_(std::move(bytes)), at_(std::move(at)), in_place_(in_place) {}
   std::uint64_t send_bytes(int b) const override { return bytes_[static_cast<std::size_t>(b)]; }
   std::uint64_t recv_bytes(int) const override { return bytes_[static_cast<std::size_t>(x_.me())]; }
   Region source(int b, std::uint64_t off, std::uint64_t len) override {
-    return dag::in(0, at_[static_cast<std::size_t>(b)] + off, len);
+    return send_region(in_place_, at_[static_cast<std::size_t>(b)] + off, len);
   }
   Region p_region(std::uint64_t off, std::uint64_t len) const {
-    return p_init_ ? dag::out(0, off, len) : dag::in(0, at_[static_cast<std::size_t>(x_.me())] + off, len);
+    return p_init_ ? dag::out(0, off, len) : send_region(in_place_, at_[static_cast<std::size_t>(x_.me())] + off, len);
   }
   std::vector<NodeId> sink(std::size_t, const patterns::Step&, const Region& win, int from, std::uint64_t off,
                            std::uint64_t len, NodeId arrived) override {
@@ -642,6 +631,7 @@ class RsPairwiseKind : public StepKind {
   Ctx& x_;
   Tracker& t_;
   std::vector<std::uint64_t> bytes_, at_;
+  bool in_place_;
   bool p_init_ = false;
   bool q_init_ = false;
 };
@@ -653,7 +643,6 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Ca
   const int n = g.size();
   const auto nn = static_cast<std::size_t>(n);
   const std::size_t es = x.esize();
-  if (c.in_place) fail(Errc::unsupported, g, c, "in-place reduce-scatter is not supported");
   if (!c.user_op && dag::reduce_kernel(c.op, c.dtype) == nullptr)
     fail(Errc::unsupported, g, c,
          std::string("argument 'op': ") + dag::to_string(c.op) + " is not defined on " + dag::to_string(c.dtype));
@@ -671,14 +660,17 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Ca
   const std::uint64_t in_total = nn == 0 ? 0 : at[nn - 1] + bytes[nn - 1];
   const auto me = static_cast<std::size_t>(g.rank);
   x.b().require_output_coverage(false);
-  x.b().input(0, in_total);
-  x.b().output(0, bytes[me]);
+  if (c.in_place) {  // MPI_IN_PLACE: the input is in recv (in_total bytes), the result goes to its start
+    x.b().output(0, std::max(in_total, bytes[me]));
+  } else {
+    x.b().input(0, in_total);
+    x.b().output(0, bytes[me]);
+  }
 
   const std::string& name = c.algo.name;
   const bool ordered = !x.commutative();
   void (*build)(int, int, patterns::Schedule&) = nullptr;
-  std::string algo = name;
-  if (automatic(name)) algo = ordered ? "pairwise" : "ring";
+  const std::string algo = reduce_scatter_algorithm(c, ordered);
   if (algo == "ring")
     build = patterns::ring_reduce_scatter;
   else if (algo == "rh" || algo == "rd" || algo == "halving")
@@ -688,10 +680,18 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Ca
 
   Tracker t;
   const std::vector<NodeId> start = entry(x);
+  if (c.in_place && in_total > 0) {  // the input is a copy of recv taken before anything lands (scratch 1)
+    x.b().scratch(1, in_total);
+    const Region whole = dag::out(0, 0, in_total);
+    const Region copy = dag::scratch(1, 0, in_total);
+    const NodeId n0 = x.b().copy(whole, copy, start);
+    t.read(whole, n0);
+    t.write(copy, n0);
+  }
   patterns::Schedule s;
   if (build == nullptr) {  // pairwise
     x.b().scratch(0, bytes[me]);
-    RsPairwiseKind k(x, t, bytes, at);
+    RsPairwiseKind k(x, t, bytes, at, c.in_place);
     // Pairwise messages carry one destination block: the largest block.
     const std::uint64_t maxm = *std::max_element(bytes.begin(), bytes.end());
     Emitter e(x, t, geometry(g, c, es, maxm, true), start);
@@ -710,7 +710,7 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Ca
     for (const patterns::BlockRange& r : s.recv_ranges(s.steps()[i]))
       if (patterns::mod(g.rank - r.first, n) < r.count) final_step = i;
   x.b().scratch(0, in_total);
-  RsKind k(x, t, bytes, at, final_step);
+  RsKind k(x, t, bytes, at, final_step, c.in_place);
   const std::uint64_t maxm = max_message(
       n, [&](int r, patterns::Schedule& o) { build(r, n, o); }, k);
   Emitter e(x, t, geometry(g, c, es, maxm, true), start);

@@ -72,6 +72,11 @@ std::int64_t Plan::buffer_size(const BufferRef& ref) const noexcept {
 
 bool Plan::involves(int p) const noexcept { return std::binary_search(peers_.begin(), peers_.end(), p); }
 
+NodeId Plan::sparse_wait_node(std::uint32_t slot) const noexcept {
+  auto it = std::lower_bound(slot_sparse_.begin(), slot_sparse_.end(), std::make_pair(slot, NodeId{0}));
+  return it != slot_sparse_.end() && it->first == slot ? it->second : kNoNode;
+}
+
 std::string Plan::describe(NodeId id) const {
   std::ostringstream os;
   os << "plan '" << name_ << "' rank " << rank_ << " node " << id;
@@ -287,11 +292,16 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
     p.nbuf_[3 * i + 2] = index_of(nd.dst);
     if (nd.kind == NodeKind::wait) {
       p.waits_.push_back(i);
-      if (p.slot_node_.size() <= nd.slot) p.slot_node_.resize(nd.slot + 1, kNoNode);
-      p.slot_node_[nd.slot] = i;
+      if (nd.slot < Plan::kDenseSlots) {
+        if (p.slot_node_.size() <= nd.slot) p.slot_node_.resize(nd.slot + 1, kNoNode);
+        p.slot_node_[nd.slot] = i;
+      } else {
+        p.slot_sparse_.emplace_back(nd.slot, i);
+      }
     }
     if (nd.peer >= 0 && nd.peer != p.rank_) p.peers_.push_back(nd.peer);
   }
+  std::sort(p.slot_sparse_.begin(), p.slot_sparse_.end());
   for (int e : extra_peers_)
     if (e != p.rank_) p.peers_.push_back(e);
   std::sort(p.peers_.begin(), p.peers_.end());

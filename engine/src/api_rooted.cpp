@@ -22,20 +22,28 @@ bool is_gather(coll::Kind k) { return k == coll::Kind::gather || k == coll::Kind
 
 // Algorithm of one rooted call: per-call options, then STRATA_ALGO_<COLL>, then
 // the default (tree for gather / scatter; flat for the v-variants, whose tree
-// needs the counts on every rank first). choose() parses tree shapes and
-// fragmentation; it does not know flat / ring, so the name is resolved here.
+// needs the counts on every rank first). choose() parses tree shapes,
+// fragmentation and direction; it does not know flat / ring, so the name is
+// resolved here (and pull, which needs the tree, refused for them).
 coll::Algorithm rooted_algorithm(const CommImpl& impl, coll::Kind kind, const CollOptions& o) {
   const std::string cname = upper(coll::to_string(kind));
   std::string algo = env_or(o.algorithm, "STRATA_ALGO_" + cname);
-  if (algo.empty() || algo == "auto") algo = is_v(kind) ? "flat" : "tree";
+  const bool automatic = algo.empty() || algo == "auto";
+  if (automatic) algo = is_v(kind) ? "flat" : "tree";
   CollOptions rest = o;
-  const bool direct = algo == "flat" || algo == "ring";
+  bool direct = algo == "flat" || algo == "ring";
   if (!direct && algo != "tree" && algo != "hierarchical" && algo != "single" && algo != "flat-tree")
     bad(coll::to_string(kind), impl,
         "algorithm '" + algo + "' unknown (tree | single | flat | ring); see docs/algorithms.md");
   rest.algorithm = direct ? "tree" : algo;
-  coll::Algorithm a = choose(kind, rest);
+  coll::Algorithm a = choose(kind, rest, impl.rank());
+  // Pull needs the tree: an automatic choice (flat for scatterv) becomes the tree.
+  if (automatic && direct && a.any_pull()) direct = false;
   if (direct) a.name = algo;
+  if (direct && a.any_pull())
+    bad(coll::to_string(kind), impl,
+        "argument 'direction': pull needs a tree algorithm (tree | single), not '" + algo +
+            "' (the root of flat / ring pushes every block)");
   return a;
 }
 

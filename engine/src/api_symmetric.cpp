@@ -1,9 +1,13 @@
 // Communicator::allgather / allgatherv / alltoall / alltoallv /
 // reduce_scatter_block / reduce_scatter: argument checks (before anything
-// moves), algorithm selection ("ring", "rd", "bruck", "pairwise", "rh"), then
-// submit (compilers in collectives/src/compile_symmetric.cpp).
+// moves), algorithm selection ("ring", "rd", "bruck", "hier", "numa-ring",
+// "pairwise", "pull", "rh"), then submit (compilers in
+// collectives/src/compile_symmetric.cpp). Also the allreduce algorithm names
+// (resolve_allreduce, called by engine.cpp's prep_reduce; compilers in
+// collectives/src/compile.cpp and compile_allreduce.cpp).
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -23,11 +27,11 @@ const char* algo_names(coll::Kind k) {
   switch (k) {
     case coll::Kind::allgather:
     case coll::Kind::allgatherv:
-      return "ring | rd | bruck";
+      return "ring | rd | bruck | hier | numa-ring";
     case coll::Kind::alltoall:
-      return "pairwise | bruck";
+      return "pairwise | bruck | pull";
     case coll::Kind::alltoallv:
-      return "pairwise";
+      return "pairwise | pull";
     default:
       return "ring | rh | pairwise";
   }
@@ -37,11 +41,11 @@ bool known_algo(coll::Kind k, const std::string& a) {
   switch (k) {
     case coll::Kind::allgather:
     case coll::Kind::allgatherv:
-      return a == "ring" || a == "rd" || a == "bruck";
+      return a == "ring" || a == "rd" || a == "bruck" || a == "hier" || a == "numa-ring";
     case coll::Kind::alltoall:
-      return a == "pairwise" || a == "bruck";
+      return a == "pairwise" || a == "bruck" || a == "pull";
     case coll::Kind::alltoallv:
-      return a == "pairwise";
+      return a == "pairwise" || a == "pull";
     default:
       return a == "ring" || a == "rh" || a == "rd" || a == "halving" || a == "pairwise";
   }
@@ -73,9 +77,25 @@ coll::Algorithm resolve(coll::Kind kind, const CollOptions& o, const CommImpl& i
                                             ": algorithm '" + name + "' unknown (" + algo_names(kind) + ")");
   CollOptions tree_opts = o;
   tree_opts.algorithm = "tree";  // choose() knows tree names only; it still parses fragment / tree options
-  coll::Algorithm a = choose(kind, tree_opts);
+  coll::Algorithm a = choose(kind, tree_opts, impl.rank());
   a.name = name.empty() ? "auto" : name;
   return a;
+}
+
+// STRATA_ALLTOALL_MAX_OUTSTANDING: remote operations (puts / gets) an
+// alltoall(v) keeps in flight per rank; default 128 (seed 002). Read once.
+std::size_t alltoall_max_outstanding() {
+  static const std::size_t v = [] {
+    const std::string s = env_or("", "STRATA_ALLTOALL_MAX_OUTSTANDING");
+    if (s.empty()) return std::size_t{128};
+    char* end = nullptr;
+    const long long k = std::strtoll(s.c_str(), &end, 10);
+    if (end == s.c_str() || *end != '\0' || k < 1 || k > (1 << 20))
+      throw Error(Errc::invalid_argument,
+                  "STRATA_ALLTOALL_MAX_OUTSTANDING='" + s + "': expected an integer in [1, 1048576]");
+    return static_cast<std::size_t>(k);
+  }();
+  return v;
 }
 
 void check_vec(const char* n, const CommImpl& c, const char* name, const std::vector<std::size_t>& v) {
@@ -149,10 +169,11 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
     total = count * nn;
     mine = count;
   }
-  if (send == in_place) bad(n, c, "argument 'send' is strata::in_place, which this collective does not support");
-  check_buffer(n, c, "send", send, total * esize);
-  check_buffer(n, c, "recv", recv, mine * esize);
-  check_overlap(n, c, send, total * esize, recv, mine * esize);
+  // In place (MPI_IN_PLACE): recv holds the whole input (total elements); the result goes to its start.
+  const bool inplace = send == in_place;
+  if (!inplace) check_buffer(n, c, "send", send, total * esize);
+  check_buffer(n, c, "recv", recv, (inplace ? total : mine) * esize);
+  if (!inplace) check_overlap(n, c, send, total * esize, recv, mine * esize);
   if (!u) check_op(n, c, op, dt);
   coll::Call call;
   call.kind = kind;
@@ -161,16 +182,47 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
   call.dtype = dt;
   call.op = op;
   call.user_op = std::move(u);
+  call.in_place = inplace;
   call.algo = resolve(kind, opts, c);
   apply_sync(call, opts);
   if (call.user_op && !call.user_op->commutative && call.algo.name != "auto" && call.algo.name != "pairwise")
     throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(c.rank()) + ": algorithm '" +
                                        call.algo.name +
                                        "' does not keep rank order; a non-commutative op needs algorithm 'pairwise'");
-  return submit_v(*impl, call, send, recv);
+  return submit_v(*impl, call, inplace ? nullptr : send, recv);
 }
 
 }  // namespace
+
+namespace detail {
+
+// Allreduce names: tree names go to choose() (tree shapes, fragmentation);
+// the schedule algorithms keep choose()'s fragment options under their own name.
+coll::Algorithm resolve_allreduce(const CollOptions& o, const CommImpl& impl, const dag::UserReduce* user_op) {
+  std::string name = env_or(o.algorithm, "STRATA_ALGO_ALLREDUCE");
+  const bool tree = name.empty() || name == "auto" || name == "tree" || name == "hierarchical" || name == "single" ||
+                    name == "flat-tree";
+  CollOptions topts = o;
+  topts.algorithm = tree && !name.empty() && name != "auto" ? name : "tree";
+  if (tree) return choose(coll::Kind::allreduce, topts, impl.rank());
+  const bool hier = name == "hier" || name == "hier:rd" || name == "hier:rabenseifner" || name == "hier:ring";
+  if (name == "recursive-doubling") name = "rd";
+  if (name != "rd" && name != "rabenseifner" && name != "ring" && !hier)
+    throw Error(Errc::invalid_argument,
+                "allreduce on rank " + std::to_string(impl.rank()) + ": algorithm '" + name +
+                    "' unknown (tree | single | rd | rabenseifner | ring | hier | hier:rd | hier:rabenseifner | "
+                    "hier:ring)");
+  if (user_op && !user_op->commutative &&
+      (name == "rabenseifner" || name == "ring" || name == "hier:rabenseifner" || name == "hier:ring"))
+    throw Error(Errc::unsupported, "allreduce on rank " + std::to_string(impl.rank()) + ": algorithm '" + name +
+                                       "' does not keep rank order; the non-commutative op '" + user_op->name +
+                                       "' needs 'tree', 'single', 'rd' or 'hier'");
+  coll::Algorithm a = choose(coll::Kind::allreduce, topts, impl.rank());
+  a.name = name;
+  return a;
+}
+
+}  // namespace detail
 
 Future<void> Communicator::allgather(const void* send, std::size_t count, void* recv, Datatype type,
                                      const CollOptions& opts) {
@@ -234,18 +286,20 @@ Future<void> Communicator::alltoall(const void* send, void* recv, std::size_t co
   const auto nn = static_cast<std::size_t>(c.size());
   check_count(n, c, count, es);
   check_count(n, c, count * nn, es);
-  if (send == in_place) bad(n, c, "argument 'send' is strata::in_place, which alltoall does not support");
-  check_buffer(n, c, "send", send, count * nn * es);
+  const bool inplace = send == in_place;  // blocks are read from recv, then overwritten
+  if (!inplace) check_buffer(n, c, "send", send, count * nn * es);
   check_buffer(n, c, "recv", recv, count * nn * es);
-  check_overlap(n, c, send, count * nn * es, recv, count * nn * es);
+  if (!inplace) check_overlap(n, c, send, count * nn * es, recv, count * nn * es);
   coll::Call call;
   call.kind = coll::Kind::alltoall;
   call.count = count;
   call.dtype = detail::to_dag(type);
+  call.in_place = inplace;
   call.algo = resolve(call.kind, opts, c);
+  call.algo.max_outstanding = alltoall_max_outstanding();
   call.on_block = opts.on_block;
   apply_sync(call, opts);
-  return submit_v(*impl_, call, send, recv);
+  return submit_v(*impl_, call, inplace ? nullptr : send, recv);
 }
 
 Future<void> Communicator::alltoallv(const void* send, const std::vector<std::size_t>& send_counts,
@@ -257,29 +311,34 @@ Future<void> Communicator::alltoallv(const void* send, const std::vector<std::si
   need(impl_, n);
   const CommImpl& c = *impl_;
   const std::size_t es = size_of(type);
-  if (send == in_place) bad(n, c, "argument 'send' is strata::in_place, which alltoallv does not support");
-  const std::size_t sext = check_blocks(n, c, "send_counts", "send_displs", send_counts, send_displs, es, true);
+  // In place (MPI_IN_PLACE): send_counts / send_displs are ignored, the receive ones describe both sides.
+  const bool inplace = send == in_place;
+  const std::vector<std::size_t>& scnt = inplace ? recv_counts : send_counts;
+  const std::vector<std::size_t>& sdsp = inplace ? recv_displs : send_displs;
+  const std::size_t sext = check_blocks(n, c, "send_counts", "send_displs", scnt, sdsp, es, true);
   const std::size_t rext = check_blocks(n, c, "recv_counts", "recv_displs", recv_counts, recv_displs, es, false);
   const auto me = static_cast<std::size_t>(c.rank());
-  if (send_counts[me] != recv_counts[me])
+  if (!inplace && send_counts[me] != recv_counts[me])
     bad(n, c,
         "send_counts[" + std::to_string(me) + "] = " + std::to_string(send_counts[me]) + " differs from recv_counts[" +
             std::to_string(me) + "] = " + std::to_string(recv_counts[me]) + " (this rank's block to itself)");
-  check_buffer(n, c, "send", send, sext * es);
+  if (!inplace) check_buffer(n, c, "send", send, sext * es);
   check_buffer(n, c, "recv", recv, rext * es);
-  check_overlap(n, c, send, sext * es, recv, rext * es);
+  if (!inplace) check_overlap(n, c, send, sext * es, recv, rext * es);
   coll::Call call;
   call.kind = coll::Kind::alltoallv;
   call.count = recv_counts[me];
-  call.counts = send_counts;
-  call.displs = send_displs;
+  call.counts = scnt;
+  call.displs = sdsp;
   call.rcounts = recv_counts;
   call.rdispls = recv_displs;
   call.dtype = detail::to_dag(type);
+  call.in_place = inplace;
   call.algo = resolve(call.kind, opts, c);
+  call.algo.max_outstanding = alltoall_max_outstanding();
   call.on_block = opts.on_block;
   apply_sync(call, opts);
-  return submit_v(*impl_, call, send, recv);
+  return submit_v(*impl_, call, inplace ? nullptr : send, recv);
 }
 
 Future<void> Communicator::reduce_scatter_block(const void* send, void* recv, std::size_t count, Datatype type, Op op,

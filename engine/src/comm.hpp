@@ -101,6 +101,9 @@ struct WindowMem {
 
 // Everything a rank's engine owns; communicators keep it alive.
 struct CommImpl;
+struct WindowTable;  // window.cpp: this engine's windows (signal routing)
+// Communicator id reserved for window signals (window.cpp); split never gives it out.
+inline constexpr std::uint16_t kWindowSignalComm = 0xFFFF;
 
 struct EngineCore {
   EngineOptions opts;
@@ -114,6 +117,7 @@ struct EngineCore {
   std::mutex id_mu;
   int next_comm_id = 1;                        // 0 is the world
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
+  std::shared_ptr<WindowTable> windows;        // window.cpp
 
   Status check_alive(const char* what) const {
     if (alive.load(std::memory_order_acquire)) return Status::ok();
@@ -121,6 +125,12 @@ struct EngineCore {
             std::string(what) + " on rank " + std::to_string(boot ? boot->rank() : -1) + ": the engine has shut down"};
   }
 };
+
+// window.cpp: installs the transport handlers that route window events and
+// forward the others to the executor (after the executor exists, before any post).
+void install_window_routing(EngineCore& core);
+// window.cpp: fails what the windows still wait for (shutdown, after the executor is gone).
+void shutdown_windows(EngineCore& core);
 
 // One communicator on this rank.
 struct CommImpl : std::enable_shared_from_this<CommImpl> {
@@ -208,6 +218,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     mix(static_cast<std::uint64_t>(c.op));
     mix(c.user_op ? c.user_op->elem_size : 0);
     if (!v) mix(c.count);
+    // allgatherv / reduce_scatter: every rank must pass the same counts (displacements are local).
+    if (c.kind == coll::Kind::allgatherv || c.kind == coll::Kind::reduce_scatter)
+      for (std::size_t x : c.counts) mix(x);
     std::uint64_t mine[2] = {sig, ~sig}, all[2] = {0, 0};
     coll::Call k;
     k.kind = coll::Kind::allreduce;
@@ -220,6 +233,38 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
                                               " (comm " + std::to_string(id) +
                                               "): ranks disagree on this call's count, root, datatype or op "
                                               "(detected by STRATA_CHECK=1)");
+    if (c.kind == coll::Kind::alltoallv) check_pairwise_counts(c);
+  }
+
+  // STRATA_CHECK=1, alltoallv: rank i's send_counts[j] must equal rank j's
+  // recv_counts[i]. Each rank adds h(i, j, send_counts[j]) and subtracts
+  // h(j, i, recv_counts[j]) for every j; one sum-allreduce of that word is 0
+  // on every rank when all pairs agree (h: a 64-bit mix, so a mismatch cancels
+  // out with probability ~2^-64), and nonzero on every rank otherwise.
+  void check_pairwise_counts(const coll::Call& c) {
+    auto h = [](std::uint64_t src, std::uint64_t dst, std::uint64_t n) {
+      std::uint64_t z = src * 0x9E3779B97F4A7C15ull + dst * 0xC2B2AE3D27D4EB4Full + n * 0x165667B19E3779F9ull + 1;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      return z ^ (z >> 31);
+    };
+    std::uint64_t mine = 0, all = 0;
+    const auto me = static_cast<std::uint64_t>(rank());
+    for (std::size_t j = 0; j < c.counts.size() && j < c.rcounts.size(); ++j) {
+      mine += h(me, j, c.counts[j]);
+      mine -= h(j, me, c.rcounts[j]);
+    }
+    coll::Call k;
+    k.kind = coll::Kind::allreduce;
+    k.count = 1;
+    k.dtype = dag::DataType::u64;
+    k.op = dag::ReduceOp::sum;
+    submit(k, &mine, &all, nullptr, /*internal=*/true).get();
+    if (all != 0)
+      throw Error(Errc::invalid_argument,
+                  "alltoallv on rank " + std::to_string(rank()) + " (comm " + std::to_string(id) +
+                      "): ranks disagree on the pairwise counts (some rank i's send_counts[j] differs from rank "
+                      "j's recv_counts[i]; detected by STRATA_CHECK=1)");
   }
 
   // Frees a slot: starts the next queued instance for it, if any.
@@ -248,6 +293,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     sl.draining = false;
   }
 
+  static constexpr std::size_t kPlanCacheEntries = 512;  // per communicator (docs/algorithms.md)
   std::shared_ptr<const dag::Plan> plan_for(const coll::Call& c, int slot, const std::string& key) {
     if (!key.empty()) {
       std::lock_guard<std::mutex> lk(mu);
@@ -257,6 +303,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     auto plan = coll::compile(group, c, slot);
     if (!key.empty()) {
       std::lock_guard<std::mutex> lk(mu);
+      // Bounded: a program that calls many different shapes must not grow
+      // without limit; an evicted plan stays alive while instances use it.
+      if (cache.size() >= kPlanCacheEntries) cache.erase(cache.begin());
       cache.emplace(key, plan);
     }
     return plan;
@@ -293,6 +342,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       }
       put(c.algo.fragment);
       put(c.algo.halves_threshold);
+      put(static_cast<std::uint8_t>(
+          static_cast<unsigned>(c.algo.dir_host) | static_cast<unsigned>(c.algo.dir_numa) << 1 |
+          static_cast<unsigned>(c.algo.dir_core) << 2 | static_cast<unsigned>(c.algo.dir_single) << 3));
       put(slot);
       for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) {
         put(v->size());
@@ -435,9 +487,66 @@ inline std::string upper(std::string s) {
   return s;
 }
 
+// Whether a collective can pull (docs/algorithms.md): broadcast and the scatters.
+inline bool pull_capable(coll::Kind kind) {
+  return kind == coll::Kind::broadcast || kind == coll::Kind::scatter || kind == coll::Kind::scatterv;
+}
+
+// Parses a direction spec into @p a: "push" | "pull" | "auto" | "" (all levels), or
+// comma-separated "level:push|pull" items, level host | numa | core | single.
+// Throws strata::Error naming the argument 'direction', the collective and the rank.
+inline void parse_direction(coll::Kind kind, const std::string& spec, const std::string& from, int rank,
+                            coll::Algorithm* a) {
+  const std::string who =
+      std::string(coll::to_string(kind)) + (rank >= 0 ? " on rank " + std::to_string(rank) : std::string());
+  auto dir = [&](const std::string& v) {
+    if (v == "push") return coll::Direction::push;
+    if (v == "pull") return coll::Direction::pull;
+    throw Error(Errc::invalid_argument,
+                who + ": argument 'direction' = '" + spec + "' (" + from + "): '" + v +
+                    "' is not push | pull (e.g. \"pull\" or \"host:pull,numa:push,core:pull\")");
+  };
+  if (spec.empty() || spec == "auto") return;
+  if (spec.find(':') == std::string::npos) {
+    a->dir_host = a->dir_numa = a->dir_core = a->dir_single = dir(spec);
+  } else {
+    std::size_t pos = 0;
+    while (pos <= spec.size()) {
+      const std::size_t comma = spec.find(',', pos);
+      const std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      const std::size_t colon = item.find(':');
+      const std::string level = item.substr(0, colon);
+      if (colon == std::string::npos)
+        throw Error(Errc::invalid_argument, who + ": argument 'direction' = '" + spec + "' (" + from +
+                                                "): expected push | pull or level:push|pull items");
+      const coll::Direction d = dir(item.substr(colon + 1));
+      if (level == "host")
+        a->dir_host = d;
+      else if (level == "numa")
+        a->dir_numa = d;
+      else if (level == "core")
+        a->dir_core = d;
+      else if (level == "single")
+        a->dir_single = d;
+      else
+        throw Error(Errc::invalid_argument, who + ": argument 'direction' = '" + spec + "' (" + from + "): level '" +
+                                                level + "' is not host | numa | core | single");
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
+  if (a->any_pull() && !pull_capable(kind))
+    throw Error(Errc::invalid_argument, who + ": argument 'direction' = '" + spec + "' (" + from +
+                                            "): pull applies to broadcast, scatter and " + "scatterv only; " +
+                                            coll::to_string(kind) + " moves data by push");
+}
+
 // Resolves the algorithm of one call: per-call options, then STRATA_ALGO_<COLL>,
-// STRATA_TREE_<COLL>/STRATA_TREE, STRATA_FRAGMENT_<COLL>/STRATA_FRAGMENT, then defaults.
-inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o) {
+// STRATA_TREE_<COLL>/STRATA_TREE, STRATA_FRAGMENT_<COLL>/STRATA_FRAGMENT,
+// STRATA_DIRECTION_<COLL>/STRATA_DIRECTION (the latter only for the collectives
+// that can pull), then defaults. @p rank (the caller's communicator rank, -1 if
+// unknown) is named in errors.
+inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o, int rank = -1) {
   const std::string cname = upper(coll::to_string(kind));
   coll::Algorithm a;
   const std::string algo = env_or(o.algorithm, "STRATA_ALGO_" + cname);
@@ -506,6 +615,17 @@ inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o) {
       throw Error(Errc::invalid_argument,
                   "fragment option '" + frag + "': expected none | fixed:BYTES | halves[:BYTES]");
     }
+  }
+  // Direction: the per-call option and STRATA_DIRECTION_<COLL> apply as given
+  // (pull on a push-only collective is an error); the global STRATA_DIRECTION
+  // only reaches the collectives that can pull.
+  const auto& env = strata_env();
+  if (!o.direction.empty()) {
+    parse_direction(kind, o.direction, "CollOptions::direction", rank, &a);
+  } else if (const auto it = env.find("STRATA_DIRECTION_" + cname); it != env.end()) {
+    parse_direction(kind, it->second, "STRATA_DIRECTION_" + cname, rank, &a);
+  } else if (const auto all = env.find("STRATA_DIRECTION"); all != env.end() && pull_capable(kind)) {
+    parse_direction(kind, all->second, "STRATA_DIRECTION", rank, &a);
   }
   return a;
 }

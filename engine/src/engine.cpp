@@ -124,6 +124,11 @@ int Communicator::world_rank(int r) const {
 }
 std::uint16_t Communicator::id() const { return impl_ ? impl_->id : 0; }
 
+namespace detail {
+// Allreduce algorithm names (engine/src/api_symmetric.cpp).
+coll::Algorithm resolve_allreduce(const CollOptions& o, const CommImpl& impl, const dag::UserReduce* user_op);
+}  // namespace detail
+
 namespace {
 
 // A checked call, ready to submit (one-shot) or to keep (persistent plan).
@@ -155,7 +160,7 @@ Prepared prep_broadcast(const std::shared_ptr<detail::CommImpl>& impl, void* buf
   p.call.count = count;
   p.call.dtype = detail::to_dag(type);
   p.call.root = root;
-  p.call.algo = choose(p.call.kind, opts);
+  p.call.algo = choose(p.call.kind, opts, impl->rank());
   apply_sync(p.call, opts);
   const bool is_root = impl->rank() == root;
   p.send = is_root ? buf : nullptr;
@@ -186,7 +191,7 @@ Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, co
   c.user_op = std::move(u);
   c.root = all ? 0 : root;
   c.in_place = inplace;
-  c.algo = choose(c.kind, opts);
+  c.algo = all ? resolve_allreduce(opts, *impl, c.user_op.get()) : choose(c.kind, opts, impl->rank());
   apply_sync(c, opts);
   if (!c.user_op && dag::reduce_kernel(op, dt) == nullptr)
     throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(impl->rank()) + ": argument 'op' " +
@@ -325,7 +330,7 @@ Communicator Communicator::split(int color, int key) const {
   const int n = impl_->size();
   int new_id = 0;
   for (int r = 0; r < n; ++r) new_id = std::max(new_id, static_cast<int>(meta[static_cast<std::size_t>(3 * r + 2)]));
-  if (new_id > 0xFFFF)
+  if (new_id >= detail::kWindowSignalComm)  // the last id is reserved for window signals
     throw Error(Errc::unsupported, "split on rank " + std::to_string(impl_->rank()) + ": out of communicator ids");
   {
     std::lock_guard<std::mutex> lk(core.id_mu);
@@ -425,6 +430,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   eo.threads = opts.worker_threads;
   eo.inline_bytes = opts.inline_bytes;
   core_->exec = std::make_unique<dag::Executor>(*core_->transport, eo);
+  detail::install_window_routing(*core_);  // window events beside the executor's (window.cpp)
   transport::ProgressOptions po = transport::ProgressOptions::from_environment();
   po.threads = opts.progress_threads;
   core_->progress = std::make_unique<transport::ProgressServer>(*core_->transport, po);
@@ -477,6 +483,7 @@ Engine::~Engine() {
                                            std::to_string(c->rank()) +
                                            ": the engine shut down before the call finished"));
   comms.clear();
+  detail::shutdown_windows(*core_);
   world_ = Communicator();
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs one small application instance and checks its result.
 #   app_check.sh asp            -- COMMAND...  exit 0 and "asp: check: 0 mismatches ... OK"
-#   app_check.sh fft3d          -- COMMAND...  exit 0, "fft3d: check OK", every printed error < 1e-10
+#   app_check.sh fft3d          -- COMMAND...  exit 0, "fft3d: check OK", every printed error < 1e-10,
+#                                              a check line for each of blocking, overlap, pipelined
+#   app_check.sh fft3d:M1,M2    -- COMMAND...  the same with check lines for exactly modes M1, M2
 #   app_check.sh 'error:REGEX'  -- COMMAND...  nonzero exit (not a timeout) and output matching REGEX
 # COMMAND carries its own timeout (strata-run --timeout, or timeout(1) for mpirun).
 set -u
@@ -22,11 +24,17 @@ case $kind in
     grep -Eq '^asp: check: 0 mismatches .*: OK$' <<<"$out" || fail "no successful check line"
     [ "$(grep -c '^asp: \(blocking\|pipelined\) ' <<<"$out")" -eq 2 ] || fail "expected timings of both modes"
     ;;
-  fft3d)
+  fft3d | fft3d:*)
     [ $rc -eq 0 ] || fail "exit status $rc"
     grep -q '^fft3d: check OK' <<<"$out" || fail "no 'fft3d: check OK'"
-    lines=$(grep -E '^fft3d: check (blocking|overlap|pipelined) *:' <<<"$out")
-    [ "$(wc -l <<<"$lines")" -eq 3 ] || fail "expected a check line per transpose mode"
+    modes=blocking,overlap,pipelined
+    [ "$kind" != fft3d ] && modes=${kind#fft3d:}
+    lines=$(grep -E '^fft3d: check (blocking|overlap|pipelined|then) *:' <<<"$out")
+    [ "$(wc -l <<<"$lines")" -eq "$(tr ',' '\n' <<<"$modes" | wc -l)" ] || fail "expected check lines for $modes"
+    for m in ${modes//,/ }; do
+      grep -Eq "^fft3d: check $m *:" <<<"$lines" || fail "no check line for mode $m"
+      grep -Eq "^fft3d: $m +[0-9]" <<<"$out" || fail "no timing line for mode $m"
+    done
     grep -q 'vs FFTW 3D' <<<"$lines" || fail "small grid not compared with the FFTW 3D reference"
     # every error printed (numbers like 3.1e-16) must be below 1e-10
     for e in $(grep -Eo '[0-9]\.[0-9]+e[-+][0-9]+' <<<"$lines"); do

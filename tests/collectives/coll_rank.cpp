@@ -1,5 +1,7 @@
 // coll_rank: one rank of the collectives integration tests (run under strata-run).
-//   coll_rank [--quick] [--algo tree|single] [--tree SPEC] [--fragment SPEC] [--strict]
+//   coll_rank [--quick] [--algo tree|single] [--tree SPEC] [--fragment SPEC] [--direction SPEC] [--strict]
+// --direction (push | pull | host:pull,numa:push,core:pull | single:pull)
+// applies to the broadcasts; reduce / allreduce push only (checked to refuse pull).
 // Checks broadcast, reduce, allreduce (built-in and user ops, including a
 // non-commutative 2x2 matrix product), barrier, split and dup against a
 // sequential reference computed on every rank. Prints "coll_rank: OK" on success.
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -46,6 +49,7 @@ M2 mat(int rank, std::size_t i) {
 
 int main(int argc, char** argv) {
   strata::CollOptions opts;
+  strata::CollOptions bopts;  // broadcasts: opts plus --direction
   bool quick = false;
   bool check_mismatch = false;
   for (int i = 1; i < argc; ++i) {
@@ -58,6 +62,8 @@ int main(int argc, char** argv) {
       opts.tree = argv[++i];
     else if (a == "--fragment" && i + 1 < argc)
       opts.fragment = argv[++i];
+    else if (a == "--direction" && i + 1 < argc)
+      bopts.direction = argv[++i];
     else if (a == "--strict")
       opts.sync = strata::Sync::strict();
     else if (a == "--check-mismatch")
@@ -66,6 +72,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "coll_rank: unknown argument '%s'\n", a.c_str());
       return 2;
     }
+  }
+  {
+    const std::string dir = bopts.direction;
+    bopts = opts;
+    bopts.direction = dir;
   }
   try {
     strata::Engine engine;
@@ -82,7 +93,7 @@ int main(int argc, char** argv) {
       for (int root = 0; root < n; ++root) {
         std::vector<std::int32_t> buf(count);
         for (std::size_t i = 0; i < count; ++i) buf[i] = me == root ? val(root, i) : -1;
-        world.broadcast(buf.data(), count, strata::Datatype::int32, root, opts).get();
+        world.broadcast(buf.data(), count, strata::Datatype::int32, root, bopts).get();
         bool ok = true;
         for (std::size_t i = 0; i < count && ok; ++i) ok = buf[i] == val(root, i);
         EXPECT(ok, "broadcast count %zu root %d", count, root);
@@ -159,7 +170,7 @@ int main(int argc, char** argv) {
       std::vector<std::int32_t> bbuf(count);
       std::vector<double> x(count), y(count);
       const int root = n - 1;
-      strata::Plan pb = world.plan_broadcast(bbuf.data(), count, strata::Datatype::int32, root, opts);
+      strata::Plan pb = world.plan_broadcast(bbuf.data(), count, strata::Datatype::int32, root, bopts);
       strata::Plan pa =
           world.plan_allreduce(x.data(), y.data(), count, strata::Datatype::float64, strata::Op::sum, opts);
       strata::Plan pr =
@@ -251,7 +262,7 @@ int main(int argc, char** argv) {
       EXPECT(y == want, "split allreduce got %lld want %lld", static_cast<long long>(y), static_cast<long long>(want));
       // highest world rank has key -max -> sub rank 0: broadcast from sub root 0
       std::int32_t v = sub.rank() == 0 ? 1000 + me : -1;
-      sub.broadcast(&v, 1, strata::Datatype::int32, 0, opts).get();
+      sub.broadcast(&v, 1, strata::Datatype::int32, 0, bopts).get();
       int top = -1;
       for (int r = 0; r < n; ++r)
         if (r % 2 == me % 2) top = r;
@@ -290,6 +301,30 @@ int main(int argc, char** argv) {
         threw = e.errc() == strata::Errc::unsupported;
       }
       EXPECT(threw, "bxor on float error");
+      // Direction: reduce / allreduce push only; a bad spec names 'direction'; both name the rank.
+      auto dir_error = [&](const char* what, const std::function<void()>& call) {
+        bool ok = false;
+        try {
+          call();
+        } catch (const strata::Error& e) {
+          const std::string m = e.what();
+          ok = e.errc() == strata::Errc::invalid_argument && m.find("'direction'") != std::string::npos &&
+               m.find("rank " + std::to_string(me)) != std::string::npos;
+          if (!ok) std::fprintf(stderr, "rank %d: %s: message '%s'\n", me, what, m.c_str());
+        }
+        EXPECT(ok, "%s error", what);
+      };
+      strata::CollOptions pull;
+      pull.direction = "pull";
+      std::int32_t a1 = 1, a2 = 0;
+      dir_error("reduce with pull",
+                [&] { (void)world.reduce(&a1, &a2, 1, strata::Datatype::int32, strata::Op::sum, 0, pull); });
+      pull.direction = "host:push,core:pull";
+      dir_error("allreduce with core:pull",
+                [&] { (void)world.allreduce(&a1, &a2, 1, strata::Datatype::int32, strata::Op::sum, pull); });
+      pull.direction = "diagonal";
+      dir_error("broadcast with a bad direction",
+                [&] { (void)world.broadcast(&a1, 1, strata::Datatype::int32, 0, pull); });
     }
     // STRATA_CHECK=1: ranks that disagree on the root get an error on every rank.
     if (check_mismatch && n > 1) {

@@ -51,7 +51,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"-n 3", "--quick --tree single:chain --fragment fixed:4096"},
                       Case{"-n 4", "--quick --tree host:flat,numa:binary,core:3 --fragment halves:8192"},
                       Case{"-n 3 --hosts 2", "--quick --strict"}, Case{"-n 11 --hosts 3", "--quick"},
-                      Case{"-n 3 --hosts 2", "--quick --check-mismatch", "STRATA_CHECK=1"}),
+                      Case{"-n 3 --hosts 2", "--quick --check-mismatch", "STRATA_CHECK=1"},
+                      // Pull (receiver-reading) broadcasts: one host, two hosts (gets over libfabric),
+                      // the three-level tree with mixed directions, the single-level tree.
+                      Case{"-n 11", "--quick --direction pull"}, Case{"-n 4 --hosts 2", "--quick --direction pull"},
+                      Case{"-n 8 --topology 'package:2 numa:2 core:2 pu:1'",
+                           "--quick --direction host:pull,numa:push,core:pull --fragment fixed:4096"},
+                      Case{"-n 5 --hosts 2", "--quick --algo single --direction single:pull --fragment halves:8192"},
+                      Case{"-n 3", "--quick", "STRATA_DIRECTION=pull STRATA_DIRECTION_REDUCE=push"}),
     [](const ::testing::TestParamInfo<Case>& pi) {
       std::string name = std::to_string(pi.index) + "_" + pi.param.launcher + "_" + pi.param.args;
       for (char& ch : name)

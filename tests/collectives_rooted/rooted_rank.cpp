@@ -1,5 +1,9 @@
 // rooted_rank: one rank of the gather / scatter integration tests (run under strata-run).
-//   rooted_rank [--quick] [--algo tree|single|flat|ring|all] [--tree SPEC] [--fragment SPEC] [--strict]
+//   rooted_rank [--quick] [--algo tree|single|flat|ring|all] [--tree SPEC] [--fragment SPEC]
+//               [--direction SPEC] [--strict]
+// --direction (push | pull | host:pull,numa:push,core:pull | single:pull) applies
+// to scatter / scatterv with the tree algorithms; gather always pushes (and
+// flat / ring scatter too), so those calls run without it.
 // Checks gather, gatherv, scatter and scatterv (every root, in place and not,
 // counts that differ per rank including zeros) against a sequential reference
 // computed on every rank, many calls in flight at once, and bad-input errors.
@@ -46,6 +50,10 @@ void check_all(strata::Communicator& comm, const std::vector<std::size_t>& sizes
   const int n = comm.size();
   const auto nn = static_cast<std::size_t>(n);
   const char* a = algo.c_str();
+  // Pull is for the tree scatters only.
+  strata::CollOptions gopts = opts, sopts = opts;
+  gopts.direction.clear();
+  if (algo == "flat" || algo == "ring") sopts.direction.clear();
   for (std::size_t count : sizes) {
     for (int root = 0; root < n; ++root) {
       const bool at_root = me == root;
@@ -58,7 +66,7 @@ void check_all(strata::Communicator& comm, const std::vector<std::size_t>& sizes
           if (at_root && inplace)
             for (std::size_t i = 0; i < count; ++i) recv[ur * count + i] = val(me, i);
           const void* s = at_root && inplace ? strata::in_place : send.data();
-          comm.gather(s, count, recv.data(), strata::Datatype::int32, root, opts).get();
+          comm.gather(s, count, recv.data(), strata::Datatype::int32, root, gopts).get();
           if (at_root) {
             bool ok = true;
             for (std::size_t r = 0; r < nn && ok; ++r)
@@ -73,7 +81,7 @@ void check_all(strata::Communicator& comm, const std::vector<std::size_t>& sizes
             for (std::size_t r = 0; r < nn; ++r)
               for (std::size_t i = 0; i < count; ++i) send[r * count + i] = val(static_cast<int>(r), i);
           void* rv = at_root && inplace ? const_cast<void*>(strata::in_place) : recv.data();
-          comm.scatter(send.data(), rv, count, strata::Datatype::int32, root, opts).get();
+          comm.scatter(send.data(), rv, count, strata::Datatype::int32, root, sopts).get();
           if (!(at_root && inplace)) {
             bool ok = true;
             for (std::size_t i = 0; i < count && ok; ++i) ok = recv[i] == val(me, i);
@@ -94,7 +102,7 @@ void check_all(strata::Communicator& comm, const std::vector<std::size_t>& sizes
           const void* s = at_root && inplace ? strata::in_place : send.data();
           const std::vector<std::size_t> none;
           comm.gatherv(s, mine, recv.data(), at_root ? cnt : none, at_root ? dsp : none, strata::Datatype::int32, root,
-                       opts)
+                       gopts)
               .get();
           if (at_root) {
             std::vector<std::int32_t> want(ext, -1);
@@ -117,7 +125,7 @@ void check_all(strata::Communicator& comm, const std::vector<std::size_t>& sizes
           void* rv = at_root && inplace ? const_cast<void*>(strata::in_place) : recv.data();
           const std::vector<std::size_t> none;
           comm.scatterv(send.data(), at_root ? cnt : none, at_root ? dsp : none, rv, mine, strata::Datatype::int32,
-                        root, opts)
+                        root, sopts)
               .get();
           if (!(at_root && inplace)) {
             bool ok = true;
@@ -136,6 +144,9 @@ void check_in_flight(strata::Communicator& comm, const strata::CollOptions& opts
   const auto nn = static_cast<std::size_t>(n);
   const int k = 24;
   const std::size_t count = 301;
+  strata::CollOptions gopts = opts, sopts = opts;
+  gopts.direction.clear();
+  if (algo == "flat" || algo == "ring") sopts.direction.clear();
   std::vector<std::vector<std::int32_t>> gs(k), gr(k), ss(k), sr(k);
   std::vector<strata::Future<void>> fs;
   for (int j = 0; j < k; ++j) {
@@ -143,12 +154,12 @@ void check_in_flight(strata::Communicator& comm, const strata::CollOptions& opts
     const int root = j % n;
     gs[uj].assign(count, val(me, uj));
     gr[uj].assign(me == root ? nn * count : 0, -1);
-    fs.push_back(comm.gather(gs[uj].data(), count, gr[uj].data(), strata::Datatype::int32, root, opts));
+    fs.push_back(comm.gather(gs[uj].data(), count, gr[uj].data(), strata::Datatype::int32, root, gopts));
     ss[uj].assign(me == root ? nn * count : 0, 0);
     for (std::size_t r = 0; r < ss[uj].size() / count; ++r)
       for (std::size_t i = 0; i < count; ++i) ss[uj][r * count + i] = val(static_cast<int>(r), uj + i);
     sr[uj].assign(count, -1);
-    fs.push_back(comm.scatter(ss[uj].data(), sr[uj].data(), count, strata::Datatype::int32, root, opts));
+    fs.push_back(comm.scatter(ss[uj].data(), sr[uj].data(), count, strata::Datatype::int32, root, sopts));
   }
   strata::when_all(std::move(fs)).get();
   for (int j = 0; j < k; ++j) {
@@ -184,6 +195,33 @@ void check_bad_input(strata::Communicator& comm) {
   expect_error("unknown algorithm", "algorithm", [&] {
     strata::CollOptions o;
     o.algorithm = "bogus";
+    (void)comm.scatter(buf.data(), other.data(), 1, i32, 0, o);
+  });
+  // Direction: gather pushes only; flat / ring scatter push only; bad specs.
+  expect_error("gather with pull", "'direction'", [&] {
+    strata::CollOptions o;
+    o.direction = "pull";
+    (void)comm.gather(buf.data(), 1, other.data(), i32, 0, o);
+  });
+  expect_error("gatherv with numa:pull", "'direction'", [&] {
+    strata::CollOptions o;
+    o.direction = "host:push,numa:pull";
+    (void)comm.gatherv(buf.data(), 1, other.data(), {}, {}, i32, n - 1, o);
+  });
+  expect_error("flat scatter with pull", "'direction'", [&] {
+    strata::CollOptions o;
+    o.algorithm = "flat";
+    o.direction = "pull";
+    (void)comm.scatter(buf.data(), other.data(), 1, i32, 0, o);
+  });
+  expect_error("scatter with a bad direction", "'direction'", [&] {
+    strata::CollOptions o;
+    o.direction = "host:sideways";
+    (void)comm.scatter(buf.data(), other.data(), 1, i32, 0, o);
+  });
+  expect_error("scatter with a bad direction level", "'direction'", [&] {
+    strata::CollOptions o;
+    o.direction = "rack:pull";
     (void)comm.scatter(buf.data(), other.data(), 1, i32, 0, o);
   });
   if (me == 0) {
@@ -232,6 +270,8 @@ int main(int argc, char** argv) {
       opts.tree = argv[++i];
     else if (s == "--fragment" && i + 1 < argc)
       opts.fragment = argv[++i];
+    else if (s == "--direction" && i + 1 < argc)
+      opts.direction = argv[++i];
     else if (s == "--strict")
       opts.sync = strata::Sync::strict();
     else if (s == "--skip-bad")

@@ -50,6 +50,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"-n 8 --topology 'package:2 numa:2 core:2 pu:1'", "--quick --algo flat"},
                       Case{"-n 4 --hosts 2", "--quick --algo tree --fragment fixed:4096 --strict"},
                       Case{"-n 3", "--quick --tree host:flat,numa:binary,core:3 --fragment halves:8192"},
-                      Case{"-n 3 --hosts 2", "--quick --strict --algo ring"}));
+                      Case{"-n 3 --hosts 2", "--quick --strict --algo ring"},
+                      // Pull (receiver-reading) scatters: 11 ranks, two hosts (gets over libfabric), the
+                      // three-level tree with mixed directions, the single-level tree, default algorithms.
+                      Case{"-n 11", "--quick --algo tree --direction pull"},
+                      Case{"-n 5 --hosts 2", "--quick --algo tree --direction pull --fragment halves:8192"},
+                      Case{"-n 8 --topology 'package:2 numa:2 core:2 pu:1'",
+                           "--quick --algo tree --direction host:pull,numa:push,core:pull --fragment fixed:4096"},
+                      Case{"-n 3", "--quick --algo single --direction single:pull --strict"},
+                      Case{"-n 4 --hosts 2", "--quick --skip-flight --direction pull"}));
 
 }  // namespace

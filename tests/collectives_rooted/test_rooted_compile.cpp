@@ -60,7 +60,15 @@ struct Algo {
   bool hierarchical;
   strata::coll::Shape single;
   const char* label;
+  int pull = 0;  // 0 push, 1 pull on every level, 2 mixed (host:pull, numa:push, core:pull); scatter only
 };
+
+void set_direction(strata::coll::Algorithm& a, int pull) {
+  using strata::coll::Direction;
+  if (pull == 0) return;
+  a.dir_host = a.dir_core = a.dir_single = Direction::pull;
+  a.dir_numa = pull == 1 ? Direction::pull : Direction::push;
+}
 
 const Algo kAlgos[] = {
     {"tree", true, {strata::coll::Shape::knomial, 2}, "tree"},
@@ -70,7 +78,14 @@ const Algo kAlgos[] = {
     {"single", false, {strata::coll::Shape::knomial, 3}, "single:3"},
     {"flat", false, {strata::coll::Shape::knomial, 2}, "flat"},
     {"ring", false, {strata::coll::Shape::knomial, 2}, "ring"},
+    {"tree", true, {strata::coll::Shape::knomial, 2}, "tree pull", 1},
+    {"tree", true, {strata::coll::Shape::knomial, 2}, "tree mixed push/pull", 2},
+    {"single", false, {strata::coll::Shape::knomial, 2}, "single:binomial pull", 1},
+    {"single", false, {strata::coll::Shape::knomial, 1}, "single:chain pull", 1},
 };
+
+// Pull applies to scatter(v) only; gather(v) refuses it (tested separately).
+bool skip(Kind k, const Algo& a) { return a.pull != 0 && (k == Kind::gather || k == Kind::gatherv); }
 
 bool is_v(Kind k) { return k == Kind::gatherv || k == Kind::scatterv; }
 bool is_gather(Kind k) { return k == Kind::gather || k == Kind::gatherv; }
@@ -105,6 +120,7 @@ Call make_call(Kind k, int n, int rank, int root, std::size_t count, const Algo&
   c.algo.name = a.name;
   c.algo.hierarchical = a.hierarchical;
   c.algo.single = a.single;
+  set_direction(c.algo, a.pull);
   c.count = count;
   if (is_v(k)) {
     const auto counts = vcounts(n, count, root);
@@ -156,7 +172,7 @@ TEST(RootedCompile, AllSlicesValidateAcrossRanks) {
         for (const Algo& a : kAlgos)
           for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}})
             for (int root : {0, 1, s.n / 2, s.n - 1}) {
-              if (root >= s.n) continue;
+              if (root >= s.n || skip(k, a)) continue;
               const std::string what = std::string(strata::coll::to_string(k)) + " " + a.label +
                                        " n=" + std::to_string(s.n) + " place=" + std::to_string(static_cast<int>(s.p)) +
                                        " slot=" + std::to_string(slot) + " count=" + std::to_string(count) +
@@ -165,9 +181,14 @@ TEST(RootedCompile, AllSlicesValidateAcrossRanks) {
               ASSERT_NO_THROW(plans = compile_ranks(g, k, root, count, a, root % 2 == 1, 0, 0)) << what;
               const strata::Status st = dag::validate(raw(plans));
               ASSERT_TRUE(st.is_ok()) << what << ": " << st.message();
-              // Every put lands inside the instance's window slot (slot 1) of its peer.
+              // Every put lands inside (every get reads from) the instance's window slot (slot 1) of its peer.
               for (const auto& p : plans) {
                 for (const dag::Node& nd : p->nodes()) {
+                  if (nd.kind == dag::NodeKind::get) {
+                    ASSERT_TRUE(nd.src.offset >= slot && nd.src.offset + nd.src.len <= 2 * slot)
+                        << what << ": get outside the slot at " << nd.src.offset << "+" << nd.src.len;
+                    continue;
+                  }
                   if (nd.kind != dag::NodeKind::put_with_signal && nd.kind != dag::NodeKind::put) continue;
                   ASSERT_TRUE(nd.dst.offset >= slot && nd.dst.offset + nd.dst.len <= 2 * slot)
                       << what << ": put outside the slot at " << nd.dst.offset << "+" << nd.dst.len;
@@ -187,6 +208,7 @@ TEST(RootedCompile, UniformCallsThroughCompileAll) {
     for (Kind k : kKinds)
       for (const Algo& a : kAlgos)
         for (int frag = 0; frag < 3; ++frag) {
+          if (skip(k, a)) continue;
           Call c;
           c.kind = k;
           c.dtype = dag::DataType::f64;
@@ -196,6 +218,7 @@ TEST(RootedCompile, UniformCallsThroughCompileAll) {
           c.algo.name = a.name;
           c.algo.hierarchical = a.hierarchical;
           c.algo.single = a.single;
+          set_direction(c.algo, a.pull);
           if (frag == 1) c.algo.fragment = 4096;
           if (frag == 2) c.algo.halves_threshold = 8192;
           if (is_v(k)) {
@@ -250,6 +273,36 @@ TEST(RootedCompile, RejectsBadLayouts) {
   }
   c.algo.name = "flat";
   EXPECT_NO_THROW((void)strata::coll::compile(g1, c, 0));
+}
+
+TEST(RootedCompile, PullIsRefusedWhereItDoesNotApply) {
+  Group g = make_group(4, Place::one, 1 << 20);
+  g.rank = 3;
+  auto message = [&](Kind k, const char* algo) {
+    Call c;
+    c.kind = k;
+    c.dtype = dag::DataType::i32;
+    c.count = 2;
+    c.algo.name = algo;
+    c.algo.hierarchical = std::string(algo) == "tree";
+    set_direction(c.algo, 1);
+    try {
+      (void)strata::coll::compile(g, c, 0);
+    } catch (const strata::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (Kind k : {Kind::gather, Kind::gatherv}) {
+    const std::string m = message(k, "tree");
+    EXPECT_NE(m.find("'direction'"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 3"), std::string::npos) << m;
+    EXPECT_NE(m.find(strata::coll::to_string(k)), std::string::npos) << m;
+  }
+  EXPECT_NE(message(Kind::scatter, "flat").find("'direction'"), std::string::npos);
+  EXPECT_NE(message(Kind::scatter, "ring").find("'direction'"), std::string::npos);
+  EXPECT_EQ(message(Kind::scatter, "tree"), "no error");
+  EXPECT_EQ(message(Kind::scatter, "single"), "no error");
 }
 
 // ---------------------------------------------------------------- execution over the fake transport
@@ -340,6 +393,7 @@ TEST_P(RootedSim, MatchesSequentialReference) {
     for (const Algo& a : kAlgos)
       for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{3001}})
         for (int root = 0; root < n; ++root) {
+          if (skip(k, a)) continue;
           const bool in_place = (root + static_cast<int>(count)) % 2 == 1;
           const std::size_t frag = count == 3001 && root == 0 ? 1024 : 0;
           const std::string what = std::string(strata::coll::to_string(k)) + " " + a.label + " n=" + std::to_string(n) +

@@ -1,11 +1,16 @@
-// sym_rank: one rank of the allgather / alltoall / reduce-scatter integration
-// tests (run under strata-run).
-//   sym_rank [--quick] [--strict] [--fragment SPEC]
-// Checks allgather(v) (ring, rd, bruck, automatic; in place), alltoall(v)
-// (pairwise, bruck), reduce_scatter_block / reduce_scatter (ring, rh, pairwise;
-// a non-commutative user op with pairwise), a burst of loose calls in flight,
-// and bad-input errors, against a sequential reference computed on every rank.
+// sym_rank: one rank of the allgather / alltoall / reduce-scatter / allreduce
+// integration tests (run under strata-run).
+//   sym_rank [--quick] [--strict] [--fragment SPEC] [--mismatch]
+// Checks allreduce (tree, rd, rabenseifner, ring, hier; in place; sum, max and
+// a non-commutative user op; up to 4 MiB without --quick), allgather(v) (ring,
+// rd, bruck, hier, numa-ring, automatic; in place), alltoall(v) (pairwise,
+// bruck, pull; in place), reduce_scatter_block / reduce_scatter (ring, rh,
+// pairwise; in place; a non-commutative user op with pairwise), a burst of
+// loose calls in flight, and bad-input errors, against a sequential reference
+// computed on every rank. --mismatch (run with STRATA_CHECK=1) checks only that
+// alltoallv / allgatherv counts that disagree across ranks fail on every rank.
 // Prints "sym_rank: OK" on success.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -77,10 +82,13 @@ bool throws(F f, strata::Errc code, const char* needle) {
 int main(int argc, char** argv) {
   strata::CollOptions base;
   bool quick = false;
+  bool mismatch = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick")
       quick = true;
+    else if (a == "--mismatch")
+      mismatch = true;
     else if (a == "--strict")
       base.sync = strata::Sync::strict();
     else if (a == "--fragment" && i + 1 < argc)
@@ -103,12 +111,111 @@ int main(int argc, char** argv) {
       o.algorithm = algo;
       return o;
     };
+    strata::UserOp matop;
+    matop.elem_size = sizeof(M2);
+    matop.commutative = false;
+    matop.name = "matmul";
+    matop.fn = [](const void* a, const void* b, void* dst, std::size_t cnt) {
+      const M2* x = static_cast<const M2*>(a);
+      const M2* y = static_cast<const M2*>(b);
+      M2* z = static_cast<M2*>(dst);
+      for (std::size_t i = 0; i < cnt; ++i) z[i] = mul(x[i], y[i]);
+    };
+
+    if (mismatch) {
+      // STRATA_CHECK=1: counts that disagree across ranks fail on every rank, before anything moves.
+      if (n > 1) {
+        std::vector<std::size_t> sc(nn, 3), rc(nn, 3), d(nn);
+        for (std::size_t j = 0; j < nn; ++j) d[j] = 4 * j;
+        if (me == 0) sc[1] = 4;  // rank 1 expects 3 from rank 0
+        std::vector<std::int32_t> a(4 * nn, me), b(4 * nn, -1);
+        EXPECT(throws([&] { return world.alltoallv(a.data(), sc, d, b.data(), rc, d, strata::Datatype::int32); },
+                      strata::Errc::invalid_argument, "pairwise counts"),
+               "alltoallv mismatched pairwise counts");
+        std::vector<std::size_t> gc(nn, 2), gd(nn);
+        for (std::size_t j = 0; j < nn; ++j) gd[j] = 4 * j;
+        gc[0] = me == 1 ? 3 : 2;  // rank 1 disagrees on rank 0's count
+        const std::size_t mine_cnt = gc[mine];
+        EXPECT(throws([&] { return world.allgatherv(a.data(), mine_cnt, b.data(), gc, gd, strata::Datatype::int32); },
+                      strata::Errc::invalid_argument, "STRATA_CHECK"),
+               "allgatherv counts disagree");
+        // Consistent counts still work after the errors.
+        world.alltoallv(a.data(), rc, d, b.data(), rc, d, strata::Datatype::int32).get();
+        EXPECT(b[4 * (nn - 1)] == static_cast<std::int32_t>(n - 1), "alltoallv after the mismatch");
+      }
+      world.barrier().get();
+      if (failures == 0 && me == 0) std::printf("sym_rank: OK\n");
+      return failures == 0 ? 0 : 1;
+    }
+
+    // ---- allreduce: every algorithm, sum int32 and max float64, in place, a non-commutative op
+    {
+      std::vector<std::size_t> asizes = sizes;
+      if (!quick) asizes.push_back((std::size_t{1} << 20) + 5);  // 4 MiB of int32
+      for (std::size_t count : asizes) {
+        for (const char* algo : {"", "tree", "rd", "rabenseifner", "ring", "hier", "hier:ring"}) {
+          if (count > 1000 && quick && std::string(algo) != "rabenseifner" && std::string(algo) != "rd") continue;
+          if (quick && (std::string(algo) == "tree" || std::string(algo) == "hier:ring")) continue;  // "" is tree
+          if (count > 65539 && std::string(algo) == "tree") continue;
+          for (int inplace = 0; inplace < 2; ++inplace) {
+            std::vector<std::int32_t> send(count), recv(count, -1);
+            for (std::size_t i = 0; i < count; ++i) send[i] = val(me, i);
+            if (inplace) recv = send;
+            world
+                .allreduce(inplace ? strata::in_place : send.data(), recv.data(), count, strata::Datatype::int32,
+                           strata::Op::sum, opts(algo))
+                .get();
+            bool ok = true;
+            for (std::size_t i = 0; i < count && ok; ++i) {
+              std::int32_t want = 0;
+              for (int r = 0; r < n; ++r) want += val(r, i);
+              ok = recv[i] == want;
+            }
+            EXPECT(ok, "allreduce sum '%s' count %zu in_place %d", algo, count, inplace);
+          }
+          if (count > 65539 || (quick && count != 1000)) continue;
+          std::vector<double> ds(count), dr(count, -1.0);
+          for (std::size_t i = 0; i < count; ++i) ds[i] = static_cast<double>(val(me, i) % 13) * 0.5 - me;
+          world.allreduce(ds.data(), dr.data(), count, strata::Datatype::float64, strata::Op::max, opts(algo)).get();
+          bool ok = true;
+          for (std::size_t i = 0; i < count && ok; ++i) {
+            double want = -1e300;
+            for (int r = 0; r < n; ++r) want = std::max(want, static_cast<double>(val(r, i) % 13) * 0.5 - r);
+            ok = dr[i] == want;
+          }
+          EXPECT(ok, "allreduce max float64 '%s' count %zu", algo, count);
+        }
+        // Non-commutative: rank order with tree, rd, hier (hier refuses if a host's ranks are not consecutive).
+        if (count <= 1000) {
+          std::vector<M2> ms(count), want(count), mr(count, M2{0, 0, 0, 0});
+          for (std::size_t i = 0; i < count; ++i) {
+            ms[i] = mat(me, i);
+            want[i] = mat(0, i);
+            for (int k = 1; k < n; ++k) want[i] = mul(want[i], mat(k, i));
+          }
+          for (const char* algo : {"", "rd", "hier"}) {
+            try {
+              world.allreduce(ms.data(), mr.data(), count, matop, opts(algo)).get();
+              EXPECT(count == 0 || std::memcmp(mr.data(), want.data(), count * sizeof(M2)) == 0,
+                     "matmul allreduce '%s' count %zu", algo, count);
+            } catch (const strata::Error& e) {
+              EXPECT(std::string(algo) == "hier" && e.errc() == strata::Errc::unsupported,
+                     "matmul allreduce '%s' count %zu: %s", algo, count, e.what());
+            }
+          }
+          for (const char* algo : {"rabenseifner", "ring"})
+            EXPECT(throws([&] { return world.allreduce(ms.data(), mr.data(), count, matop, opts(algo)); },
+                          strata::Errc::unsupported, "matmul"),
+                   "matmul allreduce '%s' refused", algo);
+        }
+      }
+    }
 
     for (std::size_t count : sizes) {
       const bool big = count > 1000;
       // ---- allgather, allgatherv (every algorithm; in place too)
-      for (const char* algo : {"ring", "rd", "bruck", ""}) {
-        if (big && quick && std::string(algo) != "ring") continue;
+      for (const char* algo : {"ring", "rd", "bruck", "hier", "numa-ring", ""}) {
+        if (big && quick && std::string(algo) != "ring" && std::string(algo) != "hier") continue;
         for (int inplace = 0; inplace < 2; ++inplace) {
           std::vector<std::int32_t> send(count), recv(nn * count, -1);
           for (std::size_t i = 0; i < count; ++i) send[i] = val(me, i);
@@ -136,17 +243,23 @@ int main(int argc, char** argv) {
         }
       }
       // ---- alltoall (pairwise, bruck), alltoallv (pairwise)
-      for (const char* algo : {"pairwise", "bruck", ""}) {
-        if (big && quick && std::string(algo) != "pairwise") continue;
-        std::vector<std::int32_t> send(nn * count), recv(nn * count, -1);
-        for (std::size_t j = 0; j < nn; ++j)
-          for (std::size_t i = 0; i < count; ++i) send[j * count + i] = val(me * n + static_cast<int>(j), i);
-        world.alltoall(send.data(), recv.data(), count, strata::Datatype::int32, opts(algo)).get();
-        bool ok = true;
-        for (std::size_t j = 0; j < nn && ok; ++j)
-          for (std::size_t i = 0; i < count && ok; ++i)
-            ok = recv[j * count + i] == val(static_cast<int>(j) * n + me, i);
-        EXPECT(ok, "alltoall '%s' count %zu", algo, count);
+      for (const char* algo : {"pairwise", "bruck", "pull", ""}) {
+        if (big && quick && std::string(algo) != "pairwise" && std::string(algo) != "pull") continue;
+        for (int inplace = 0; inplace < 2; ++inplace) {
+          std::vector<std::int32_t> send(nn * count), recv(nn * count, -1);
+          for (std::size_t j = 0; j < nn; ++j)
+            for (std::size_t i = 0; i < count; ++i) send[j * count + i] = val(me * n + static_cast<int>(j), i);
+          if (inplace) recv = send;
+          world
+              .alltoall(inplace ? strata::in_place : send.data(), recv.data(), count, strata::Datatype::int32,
+                        opts(algo))
+              .get();
+          bool ok = true;
+          for (std::size_t j = 0; j < nn && ok; ++j)
+            for (std::size_t i = 0; i < count && ok; ++i)
+              ok = recv[j * count + i] == val(static_cast<int>(j) * n + me, i);
+          EXPECT(ok, "alltoall '%s' count %zu in_place %d", algo, count, inplace);
+        }
       }
       {
         auto pair = [count](std::size_t a, std::size_t b) -> std::size_t {
@@ -164,8 +277,27 @@ int main(int argc, char** argv) {
           for (std::size_t i = 0; i < sc[j]; ++i) send[sd[j] + i] = val(me * n + static_cast<int>(j), i);
           for (std::size_t i = 0; i < rc[j]; ++i) want[rd[j] + i] = val(static_cast<int>(j) * n + me, i);
         }
-        world.alltoallv(send.data(), sc, sd, recv.data(), rc, rd, strata::Datatype::int32, opts("pairwise")).get();
-        EXPECT(recv == want, "alltoallv count %zu", count);
+        for (const char* algo : {"pairwise", "pull"}) {
+          std::fill(recv.begin(), recv.end(), -1);
+          world.alltoallv(send.data(), sc, sd, recv.data(), rc, rd, strata::Datatype::int32, opts(algo)).get();
+          EXPECT(recv == want, "alltoallv '%s' count %zu", algo, count);
+        }
+        // In place: symmetric counts (the receive counts / displacements describe both sides).
+        std::vector<std::size_t> ic;
+        for (std::size_t j = 0; j < nn; ++j) ic.push_back((mine + j) % 4 == 1 ? 0 : count + (mine + j) % 5);
+        const std::vector<std::size_t> id = rev_displs(ic);
+        std::vector<std::int32_t> buf(extent(ic, id), -3), iwant = buf;
+        for (std::size_t j = 0; j < nn; ++j)
+          for (std::size_t i = 0; i < ic[j]; ++i) {
+            buf[id[j] + i] = val(me * n + static_cast<int>(j), i);
+            iwant[id[j] + i] = val(static_cast<int>(j) * n + me, i);
+          }
+        const std::vector<std::int32_t> orig = buf;
+        for (const char* algo : {"pairwise", "pull"}) {
+          buf = orig;
+          world.alltoallv(strata::in_place, {}, {}, buf.data(), ic, id, strata::Datatype::int32, opts(algo)).get();
+          EXPECT(buf == iwant, "alltoallv in place '%s' count %zu", algo, count);
+        }
       }
       // ---- reduce_scatter_block, reduce_scatter (sum int32; max int64)
       for (const char* algo : {"ring", "rh", "pairwise", ""}) {
@@ -182,6 +314,16 @@ int main(int argc, char** argv) {
           ok = recv[i] == want;
         }
         EXPECT(ok, "reduce_scatter_block '%s' count %zu", algo, count);
+        {  // in place: recv holds the input, the result lands at its start
+          std::vector<std::int32_t> io = send;
+          world
+              .reduce_scatter_block(strata::in_place, io.data(), count, strata::Datatype::int32, strata::Op::sum,
+                                    opts(algo))
+              .get();
+          bool ok2 = true;
+          for (std::size_t i = 0; i < count && ok2; ++i) ok2 = io[i] == recv[i];
+          EXPECT(ok2, "reduce_scatter_block in place '%s' count %zu", algo, count);
+        }
 
         const std::vector<std::size_t> cnt = vcounts(n, count, 1);
         std::size_t tot = 0, at = 0;
@@ -201,6 +343,12 @@ int main(int argc, char** argv) {
           ok = vr[i] == want;
         }
         EXPECT(ok, "reduce_scatter max int64 '%s' count %zu", algo, count);
+        {
+          std::vector<std::int64_t> io = vs;
+          world.reduce_scatter(strata::in_place, io.data(), cnt, strata::Datatype::int64, strata::Op::max, opts(algo))
+              .get();
+          EXPECT(std::equal(vr.begin(), vr.end(), io.begin()), "reduce_scatter in place '%s' count %zu", algo, count);
+        }
       }
       // ---- non-commutative user op: rank-ordered matrix products (pairwise / automatic)
       if (count <= 1000) {

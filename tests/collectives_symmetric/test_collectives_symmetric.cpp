@@ -1,6 +1,8 @@
-// Allgather(v), alltoall(v), reduce-scatter(_block) over real processes: runs
-// sym_rank under strata-run (hard timeout) for several rank counts, hosts,
-// a synthetic multi-NUMA topology, fragmentations, a tiny window and strict sync.
+// Allgather(v), alltoall(v), reduce-scatter(_block), allreduce over real
+// processes: runs sym_rank under strata-run (hard timeout) for several rank
+// counts (up to 11), hosts, a synthetic multi-NUMA topology, fragmentations, a
+// tiny window, strict sync, the alltoall throttle and the STRATA_CHECK=1
+// detection of counts that disagree across ranks.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -43,16 +45,21 @@ TEST_P(SymmetricOverProcesses, MatchSequentialReference) {
   EXPECT_NE(out.find("sym_rank: OK"), std::string::npos) << out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, SymmetricOverProcesses,
-                         ::testing::Values(Case{"n1", "", "-n 1", ""}, Case{"n2", "", "-n 2", ""},
-                                           Case{"n3", "", "-n 3", ""}, Case{"n5", "", "-n 5", ""},
-                                           Case{"n8_numa", "", "-n 8 --topology 'package:2 numa:2 core:2 pu:1'",
-                                                "--quick"},
-                                           Case{"n4_hosts2", "", "-n 4 --hosts 2", "--quick"},
-                                           Case{"n3_hosts2_strict", "", "-n 3 --hosts 2", "--quick --strict"},
-                                           Case{"n3_fixed4096", "", "-n 3", "--quick --fragment fixed:4096"},
-                                           Case{"n5_halves8192", "", "-n 5", "--quick --fragment halves:8192"},
-                                           Case{"n4_slot8192", "STRATA_SLOT_BYTES=8192", "-n 4", "--quick"}),
-                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, SymmetricOverProcesses,
+    ::testing::Values(Case{"n1", "", "-n 1", ""}, Case{"n2", "", "-n 2", ""}, Case{"n3", "", "-n 3", ""},
+                      Case{"n5", "", "-n 5", ""},
+                      Case{"n8_numa", "", "-n 8 --topology 'package:2 numa:2 core:2 pu:1'", "--quick"},
+                      Case{"n4_hosts2", "", "-n 4 --hosts 2", "--quick"},
+                      Case{"n3_hosts2_strict", "", "-n 3 --hosts 2", "--quick --strict"},
+                      Case{"n3_fixed4096", "", "-n 3", "--quick --fragment fixed:4096"},
+                      Case{"n5_halves8192", "", "-n 5", "--quick --fragment halves:8192"},
+                      Case{"n4_slot8192", "STRATA_SLOT_BYTES=8192", "-n 4", "--quick"},
+                      Case{"n11", "", "-n 11", "--quick"},
+                      Case{"n8_hosts2_numa", "", "-n 8 --hosts 2 --topology 'package:2 numa:2 core:2 pu:1'", "--quick"},
+                      Case{"n4_check_mismatch", "STRATA_CHECK=1", "-n 4", "--mismatch"},
+                      Case{"n3_hosts2_check_mismatch", "STRATA_CHECK=1", "-n 3 --hosts 2", "--mismatch"},
+                      Case{"n3_max_outstanding2", "STRATA_ALLTOALL_MAX_OUTSTANDING=2", "-n 3", "--quick"}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

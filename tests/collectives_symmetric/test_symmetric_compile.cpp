@@ -186,11 +186,16 @@ struct Sim {
   // Runs every rank's slice of c with per-rank send / recv buffers.
   bool run(const Call& c, std::vector<std::vector<std::int32_t>>& send, std::vector<std::vector<std::int32_t>>& recv,
            std::uint32_t seq) {
-    const auto plans = strata::coll::compile_all(group(n, slot_bytes), c, 1);
+    return run_plans(strata::coll::compile_all(grp, c, 1), c.in_place, send, recv, seq);
+  }
+  // Runs the given slices (slices[r] is rank r's); in place: no input buffer.
+  bool run_plans(const std::vector<std::shared_ptr<const dag::Plan>>& plans, bool in_place,
+                 std::vector<std::vector<std::int32_t>>& send, std::vector<std::vector<std::int32_t>>& recv,
+                 std::uint32_t seq) {
     std::atomic<int> finished{0}, failed{0};
     for (int r = n - 1; r >= 0; --r) {
       dag::Bindings b;
-      b.inputs = {c.in_place ? nullptr : send[static_cast<std::size_t>(r)].data()};
+      b.inputs = {in_place ? nullptr : send[static_cast<std::size_t>(r)].data()};
       b.outputs = {recv[static_cast<std::size_t>(r)].data(), win[static_cast<std::size_t>(r)].data() + slot_bytes};
       for (int q = 0; q < n; ++q) b.peers.push_back({q, 0, keys[static_cast<std::size_t>(q)]});
       const strata::Status st = ex[static_cast<std::size_t>(r)]->start(plans[static_cast<std::size_t>(r)], b, 0, seq,
@@ -211,6 +216,7 @@ struct Sim {
     }
     return failed.load() == 0;
   }
+  Group grp = group(n, slot_bytes);
 };
 
 std::int32_t val(int r, std::size_t i) { return static_cast<std::int32_t>(r * 1000 + static_cast<int>(i % 977) + 1); }
@@ -353,6 +359,304 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SymmetricSim,
                                            SimCase{8, 1 << 16}),
                          [](const ::testing::TestParamInfo<SimCase>& i) {
                            return "n" + std::to_string(i.param.n) + "_slot" + std::to_string(i.param.slot);
+                         });
+
+// ---------------------------------------------------------------- issue 6: allreduce algorithms, hier /
+// numa-ring allgather, pull and in-place alltoall(v), in-place reduce-scatter, over n = 1..12 ranks placed
+// on hosts (blocks or cyclic) with 2 NUMA regions each, executed over the fake transport.
+
+// n ranks on `hosts` hosts, in blocks (rank r on host r * hosts / n) or cyclic (r % hosts); 2 NUMA regions per host.
+Group placed(int n, std::size_t slot, int hosts, bool cyclic) {
+  Group g = group(n, slot);
+  for (int r = 0; r < n; ++r) {
+    g.host[static_cast<std::size_t>(r)] = cyclic ? r % hosts : r * hosts / n;
+    g.numa[static_cast<std::size_t>(r)] = (r / (cyclic ? hosts : 1)) % 2;
+  }
+  return g;
+}
+
+// 2x2 matrices of uint32 (mod 2^32): a non-commutative operator, 16 bytes per element.
+void matmul(const void* a, const void* b, void* dst, std::size_t count) {
+  const auto* x = static_cast<const std::uint32_t*>(a);
+  const auto* y = static_cast<const std::uint32_t*>(b);
+  auto* z = static_cast<std::uint32_t*>(dst);
+  for (std::size_t i = 0; i < count; ++i, x += 4, y += 4, z += 4) {
+    const std::uint32_t r0 = x[0] * y[0] + x[1] * y[2], r1 = x[0] * y[1] + x[1] * y[3];
+    const std::uint32_t r2 = x[2] * y[0] + x[3] * y[2], r3 = x[2] * y[1] + x[3] * y[3];
+    z[0] = r0;
+    z[1] = r1;
+    z[2] = r2;
+    z[3] = r3;
+  }
+}
+
+std::shared_ptr<const dag::UserReduce> matmul_op() {
+  auto u = std::make_shared<dag::UserReduce>();
+  u->fn = matmul;
+  u->elem_size = 16;
+  u->commutative = false;
+  u->name = "matmul";
+  return u;
+}
+
+struct Issue6Case {
+  int n;
+  std::size_t slot;
+  int hosts;
+  bool cyclic;
+};
+
+class Issue6Sim : public ::testing::TestWithParam<Issue6Case> {};
+
+std::string where(const Issue6Case& p) {
+  return " n=" + std::to_string(p.n) + " hosts=" + std::to_string(p.hosts) + (p.cyclic ? " cyclic" : " blocks") +
+         " slot=" + std::to_string(p.slot);
+}
+
+TEST_P(Issue6Sim, AllreduceAlgorithms) {
+  const Issue6Case& p = GetParam();
+  const auto nn = static_cast<std::size_t>(p.n);
+  Sim sim(p.n, p.slot, 11 + static_cast<std::uint64_t>(p.n));
+  sim.grp = placed(p.n, p.slot, p.hosts, p.cyclic);
+  std::uint32_t seq = 0;
+  for (const char* algo : {"tree", "rd", "rabenseifner", "ring", "hier", "hier:rd", "hier:ring", "hier:rabenseifner"}) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{5003}}) {
+      for (int inplace = 0; inplace < 2; ++inplace) {
+        const std::string what = std::string("allreduce ") + algo + " count=" + std::to_string(count) +
+                                 (inplace ? " in-place" : "") + where(p);
+        Call c;
+        c.kind = Kind::allreduce;
+        c.count = count;
+        c.dtype = dag::DataType::i32;
+        c.op = dag::ReduceOp::sum;
+        c.algo.name = algo;
+        c.in_place = inplace != 0;
+        const auto plans = strata::coll::compile_all(sim.grp, c, 1);
+        const strata::Status vs = dag::validate(raw(plans));
+        ASSERT_TRUE(vs.is_ok()) << what << ": " << vs.message();
+        std::vector<std::vector<std::int32_t>> send(nn), recv(nn);
+        std::vector<std::int32_t> want(count, 0);
+        for (std::size_t r = 0; r < nn; ++r) {
+          for (std::size_t i = 0; i < count; ++i) {
+            send[r].push_back(val(static_cast<int>(r), i * 7));
+            want[i] += send[r][i];
+          }
+          recv[r] = inplace ? send[r] : std::vector<std::int32_t>(count, -1);
+        }
+        ASSERT_TRUE(sim.run_plans(plans, c.in_place, send, recv, seq++)) << what;
+        for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(recv[r], want) << what << " rank " << r;
+      }
+    }
+  }
+  // Non-commutative: rank-ordered products with tree, rd and hier (hosts of consecutive ranks);
+  // the others refuse, naming the algorithm and the op.
+  for (const char* algo : {"tree", "rd", "hier", "rabenseifner", "ring", "hier:ring"}) {
+    const bool refuse = std::string(algo) == "rabenseifner" || std::string(algo) == "ring" ||
+                        std::string(algo) == "hier:ring" || (std::string(algo) == "hier" && p.cyclic && p.hosts > 1);
+    for (std::size_t count : {std::size_t{1}, std::size_t{5}, std::size_t{700}}) {
+      const std::string what = std::string("allreduce matmul ") + algo + " count=" + std::to_string(count) + where(p);
+      Call c;
+      c.kind = Kind::allreduce;
+      c.count = count;
+      c.user_op = matmul_op();
+      c.algo.name = algo;
+      if (refuse) {
+        try {
+          (void)strata::coll::compile_all(sim.grp, c, 1);
+          if (p.n > 1 || std::string(algo) != "hier") ADD_FAILURE() << what << ": accepted";
+        } catch (const strata::Error& e) {
+          EXPECT_EQ(e.errc(), strata::Errc::unsupported) << what;
+          EXPECT_NE(std::string(e.what()).find(algo), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("matmul"), std::string::npos) << e.what();
+        }
+        break;
+      }
+      const auto plans = strata::coll::compile_all(sim.grp, c, 1);
+      ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what;
+      std::vector<std::vector<std::int32_t>> send(nn), recv(nn);
+      std::vector<std::uint32_t> want(4 * count);
+      for (std::size_t r = 0; r < nn; ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          const auto rr = static_cast<std::int32_t>(r + 2);
+          const auto k = static_cast<std::int32_t>(i % 5);
+          for (std::int32_t v : {rr, 1 + k, rr * 3 + 1, 1}) send[r].push_back(v);
+        }
+        recv[r].assign(4 * count, -1);
+        if (r == 0)
+          std::memcpy(want.data(), send[0].data(), 16 * count);
+        else
+          matmul(want.data(), send[r].data(), want.data(), count);
+      }
+      ASSERT_TRUE(sim.run_plans(plans, false, send, recv, seq++)) << what;
+      for (std::size_t r = 0; r < nn; ++r)
+        ASSERT_EQ(std::memcmp(recv[r].data(), want.data(), 16 * count), 0) << what << " rank " << r;
+    }
+  }
+}
+
+TEST_P(Issue6Sim, AllgatherHierAndNumaRing) {
+  const Issue6Case& p = GetParam();
+  const auto nn = static_cast<std::size_t>(p.n);
+  Sim sim(p.n, p.slot, 23 + static_cast<std::uint64_t>(p.n));
+  sim.grp = placed(p.n, p.slot, p.hosts, p.cyclic);
+  std::uint32_t seq = 0;
+  for (Kind kind : {Kind::allgather, Kind::allgatherv}) {
+    for (const char* algo : {"hier", "numa-ring"}) {
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{3001}}) {
+        for (int inplace = 0; inplace < 2; ++inplace) {
+          const std::string what = std::string(strata::coll::to_string(kind)) + " " + algo +
+                                   " count=" + std::to_string(count) + (inplace ? " in-place" : "") + where(p);
+          Call c = make(kind, p.n, count, algo);
+          c.in_place = inplace != 0;
+          const auto plans = strata::coll::compile_all(sim.grp, c, 1);
+          ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what;
+          std::vector<std::size_t> cnt(nn, count), dsp(nn);
+          for (std::size_t r = 0; r < nn; ++r) dsp[r] = r * count;
+          if (kind == Kind::allgatherv) {
+            cnt = c.counts;
+            dsp = c.displs;
+          }
+          const std::size_t ext = extent(cnt, dsp);
+          std::vector<std::vector<std::int32_t>> send(nn), recv(nn);
+          std::vector<std::int32_t> want(ext, -1);
+          for (std::size_t r = 0; r < nn; ++r)
+            for (std::size_t i = 0; i < cnt[r]; ++i) want[dsp[r] + i] = val(static_cast<int>(r), i);
+          for (std::size_t r = 0; r < nn; ++r) {
+            for (std::size_t i = 0; i < cnt[r]; ++i) send[r].push_back(val(static_cast<int>(r), i));
+            recv[r].assign(ext, -1);
+            if (inplace)
+              for (std::size_t i = 0; i < cnt[r]; ++i) recv[r][dsp[r] + i] = send[r][i];
+          }
+          ASSERT_TRUE(sim.run_plans(plans, c.in_place, send, recv, seq++)) << what;
+          for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(recv[r], want) << what << " rank " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Issue6Sim, AlltoallPullInPlaceAndReduceScatterInPlace) {
+  const Issue6Case& p = GetParam();
+  const auto nn = static_cast<std::size_t>(p.n);
+  Sim sim(p.n, p.slot, 31 + static_cast<std::uint64_t>(p.n));
+  sim.grp = placed(p.n, p.slot, p.hosts, p.cyclic);
+  std::uint32_t seq = 0;
+  // alltoall: pull (throttled to 3 gets in flight, and the default), and in place with every algorithm.
+  for (const char* algo : {"pull", "pairwise", "bruck"}) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+      for (int inplace = 0; inplace < 2; ++inplace) {
+        for (std::size_t limit : {std::size_t{0}, std::size_t{3}}) {
+          if (limit != 0 && std::string(algo) != "pull") continue;
+          const std::string what = std::string("alltoall ") + algo + " count=" + std::to_string(count) +
+                                   (inplace ? " in-place" : "") + " limit=" + std::to_string(limit) + where(p);
+          Call c = make(Kind::alltoall, p.n, count, algo);
+          c.in_place = inplace != 0;
+          c.algo.max_outstanding = limit;
+          const auto plans = strata::coll::compile_all(sim.grp, c, 1);
+          ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what << ": " << dag::validate(raw(plans)).message();
+          std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+          for (std::size_t r = 0; r < nn; ++r)
+            for (std::size_t j = 0; j < nn; ++j)
+              for (std::size_t i = 0; i < count; ++i) {
+                send[r].push_back(val(static_cast<int>(r * nn + j), i));
+                want[r].push_back(val(static_cast<int>(j * nn + r), i));
+              }
+          for (std::size_t r = 0; r < nn; ++r) recv[r] = inplace ? send[r] : std::vector<std::int32_t>(nn * count, -1);
+          ASSERT_TRUE(sim.run_plans(plans, c.in_place, send, recv, seq++)) << what;
+          for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(recv[r], want[r]) << what << " rank " << r;
+        }
+      }
+    }
+  }
+  // alltoallv: pull, and pairwise / pull in place (the receive counts describe both sides).
+  for (const char* algo : {"pull", "pairwise"}) {
+    for (int inplace = 0; inplace < 2; ++inplace) {
+      if (!inplace && std::string(algo) == "pairwise") continue;  // covered by SymmetricSim
+      for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{2000}}) {
+        const std::string what = std::string("alltoallv ") + algo + " count=" + std::to_string(count) +
+                                 (inplace ? " in-place" : "") + where(p);
+        // In place needs symmetric counts: count(a -> b) == count(b -> a).
+        auto pair = [count, inplace](std::size_t a, std::size_t b) -> std::size_t {
+          if (inplace) return (a + b) % 4 == 1 ? 0 : count + (a + b) % 5;
+          return (a + 2 * b) % 4 == 1 ? 0 : count + (a * 3 + b) % 5;
+        };
+        std::vector<std::shared_ptr<const dag::Plan>> plans;
+        std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+        for (std::size_t r = 0; r < nn; ++r) {
+          Call c;
+          c.kind = Kind::alltoallv;
+          c.dtype = dag::DataType::i32;
+          c.algo.name = algo;
+          c.in_place = inplace != 0;
+          for (std::size_t j = 0; j < nn; ++j) {
+            c.counts.push_back(pair(r, j));
+            c.rcounts.push_back(pair(j, r));
+          }
+          c.rdispls = rdispls(c.rcounts);
+          c.displs = inplace ? c.rdispls : rdispls(c.counts);
+          if (inplace) c.counts = c.rcounts;
+          Group g = sim.grp;
+          g.rank = static_cast<int>(r);
+          plans.push_back(strata::coll::compile(g, c, 1));
+          recv[r].assign(extent(c.rcounts, c.rdispls), inplace ? -2 : -1);  // in place: gaps keep send's -2
+          want[r] = recv[r];
+          send[r].assign(extent(c.counts, c.displs), -2);
+          for (std::size_t j = 0; j < nn; ++j) {
+            for (std::size_t i = 0; i < c.counts[j]; ++i)
+              send[r][c.displs[j] + i] = val(static_cast<int>(r * nn + j), i);
+            for (std::size_t i = 0; i < c.rcounts[j]; ++i)
+              want[r][c.rdispls[j] + i] = val(static_cast<int>(j * nn + r), i);
+          }
+          if (inplace) recv[r] = send[r];
+        }
+        ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what << ": " << dag::validate(raw(plans)).message();
+        ASSERT_TRUE(sim.run_plans(plans, inplace != 0, send, recv, seq++)) << what;
+        for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(recv[r], want[r]) << what << " rank " << r;
+      }
+    }
+  }
+  // reduce_scatter(_block) in place: the input is in recv, the result lands at its start.
+  for (Kind kind : {Kind::reduce_scatter_block, Kind::reduce_scatter}) {
+    for (const char* algo : {"ring", "rh", "pairwise"}) {
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+        const std::string what = std::string(strata::coll::to_string(kind)) + " in-place " + algo +
+                                 " count=" + std::to_string(count) + where(p);
+        Call c = make(kind, p.n, count, algo);
+        c.in_place = true;
+        const auto plans = strata::coll::compile_all(sim.grp, c, 1);
+        ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what;
+        std::vector<std::size_t> cnt(nn, count);
+        if (kind == Kind::reduce_scatter) cnt = c.counts;
+        std::size_t tot = 0;
+        for (std::size_t x : cnt) tot += x;
+        std::vector<std::int32_t> sum(tot, 0);
+        std::vector<std::vector<std::int32_t>> send(nn), recv(nn);
+        for (std::size_t r = 0; r < nn; ++r)
+          for (std::size_t i = 0; i < tot; ++i) {
+            recv[r].push_back(val(static_cast<int>(r), i * 3));
+            sum[i] += recv[r][i];
+          }
+        ASSERT_TRUE(sim.run_plans(plans, true, send, recv, seq++)) << what;
+        std::size_t at = 0;
+        for (std::size_t r = 0; r < nn; ++r) {
+          for (std::size_t i = 0; i < cnt[r]; ++i) ASSERT_EQ(recv[r][i], sum[at + i]) << what << " rank " << r;
+          at += cnt[r];
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Issue6Sim,
+                         ::testing::Values(Issue6Case{1, 1 << 16, 1, false}, Issue6Case{2, 1 << 16, 2, false},
+                                           Issue6Case{3, 4096, 1, false}, Issue6Case{4, 1 << 16, 2, false},
+                                           Issue6Case{5, 8192, 2, true}, Issue6Case{6, 1 << 16, 3, false},
+                                           Issue6Case{7, 4096, 2, false}, Issue6Case{8, 1 << 16, 2, true},
+                                           Issue6Case{9, 8192, 3, true}, Issue6Case{10, 1 << 16, 2, false},
+                                           Issue6Case{11, 1 << 16, 3, false}, Issue6Case{12, 8192, 4, true}),
+                         [](const ::testing::TestParamInfo<Issue6Case>& i) {
+                           return "n" + std::to_string(i.param.n) + "_hosts" + std::to_string(i.param.hosts) +
+                                  (i.param.cyclic ? "_cyclic" : "_blocks") + "_slot" + std::to_string(i.param.slot);
                          });
 
 }  // namespace

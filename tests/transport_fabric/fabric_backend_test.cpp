@@ -140,6 +140,19 @@ TEST_P(FabricProvider, ThousandsOfSignalsArriveOnceAndInOrderPerPair) {
   expect_all_ok(run(s));
 }
 
+// Two ranks: each serves a single fabric peer, so signals travel as remote CQ
+// data even over tcp;ofi_rxm (which reports no source for remote writes):
+// the target attributes them to its only peer.
+TEST_P(FabricProvider, TwoRanksSignalAsCqDataInOrderWithoutSourceAddresses) {
+  Spawn s;
+  s.n = 2;
+  s.scenario = "signals";
+  s.provider = GetParam();
+  s.timeout_ms = 30000;
+  s.env = {{"FABRIC_TEST_K", "20000"}};
+  expect_all_ok(run(s));
+}
+
 TEST_P(FabricProvider, SignalsAsMessagesKeepOrderToo) {
   Spawn s;
   s.n = 3;

@@ -190,7 +190,8 @@ std::uint8_t pattern(int rank, std::size_t size, std::size_t i, int salt) {
 // ---------------------------------------------------------------- integrity
 // Ring: rank r writes into (r+1)'s buffer and reads from (r-1)'s buffer.
 int scenario_integrity(Rank& R) {
-  const std::vector<std::size_t> sizes = {0, 1, 7, 4096, (std::size_t{1} << 20) + 13, std::size_t{64} << 20};
+  // 960 / 961: the largest put_with_signal sent inline on the message path, and one more.
+  const std::vector<std::size_t> sizes = {0, 1, 7, 960, 961, 4096, (std::size_t{1} << 20) + 13, std::size_t{64} << 20};
   const std::size_t maxsz = sizes.back();
   const std::size_t guard = 64;
   const std::size_t off = 3;  // unaligned offset into the remote buffer

@@ -27,6 +27,7 @@
 #include "strata/future.hpp"
 #include "strata/transport/topology.hpp"
 #include "strata/types.hpp"
+#include "strata/window.hpp"
 
 namespace strata {
 
@@ -146,22 +147,28 @@ class Communicator {
   Future<void> allgatherv(const void* send, std::size_t count, void* recv, const std::vector<std::size_t>& counts,
                           const std::vector<std::size_t>& displs, Datatype type, const CollOptions& opts = {});
   /// @brief Block j (count elements) of @p send goes to rank j, where it lands
-  /// as block i (i = this rank) of @p recv.
+  /// as block i (i = this rank) of @p recv. @p send may be strata::in_place
+  /// (the blocks are taken from recv, then overwritten).
   Future<void> alltoall(const void* send, void* recv, std::size_t count, Datatype type, const CollOptions& opts = {});
   /// @brief alltoall() with per-peer send and receive counts and displacements (elements).
+  /// Rank i's send_counts[j] must equal rank j's recv_counts[i] (checked with STRATA_CHECK=1).
+  /// @p send may be strata::in_place: send_counts / send_displs are then ignored and the
+  /// receive counts and displacements describe both sides.
   Future<void> alltoallv(const void* send, const std::vector<std::size_t>& send_counts,
                          const std::vector<std::size_t>& send_displs, void* recv,
                          const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs,
                          Datatype type, const CollOptions& opts = {});
   /// @brief Reduces size() * count elements of every rank; rank r gets block r
-  /// (count elements) of the result in @p recv.
+  /// (count elements) of the result in @p recv. @p send may be strata::in_place:
+  /// recv then holds the size() * count input elements and gets the result at its start.
   Future<void> reduce_scatter_block(const void* send, void* recv, std::size_t count, Datatype type, Op op,
                                     const CollOptions& opts = {});
   /// @brief reduce_scatter_block() with a user-defined operator.
   Future<void> reduce_scatter_block(const void* send, void* recv, std::size_t count, const UserOp& op,
                                     const CollOptions& opts = {});
   /// @brief Reduces sum(counts) elements; rank r gets counts[r] elements
-  /// (starting at the sum of the counts before r) in @p recv.
+  /// (starting at the sum of the counts before r) in @p recv. @p send may be
+  /// strata::in_place: recv then holds the sum(counts) input elements.
   Future<void> reduce_scatter(const void* send, void* recv, const std::vector<std::size_t>& counts, Datatype type,
                               Op op, const CollOptions& opts = {});
 
@@ -176,6 +183,13 @@ class Communicator {
   /// @brief Persistent allreduce (collective): the broadcast half writes straight into the receive buffers.
   Plan plan_allreduce(const void* send, void* recv, std::size_t count, Datatype type, Op op,
                       const CollOptions& opts = {});
+
+  /// @brief Collective, blocking: exposes [@p base, @p base + @p bytes) of
+  /// every member for one-sided put / put_signal / signal with counted waits
+  /// (strata/window.hpp, docs/window.md). Sizes may differ between members;
+  /// 0 bytes (signals only) is allowed. The memory must stay valid until the
+  /// window is freed. Throws strata::Error naming the argument and the rank.
+  Window create_window(void* base, std::size_t bytes);
 
   /// @brief Internal handle.
   explicit Communicator(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}

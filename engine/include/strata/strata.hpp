@@ -6,3 +6,4 @@
 #include "strata/future.hpp"
 #include "strata/types.hpp"
 #include "strata/version.hpp"
+#include "strata/window.hpp"

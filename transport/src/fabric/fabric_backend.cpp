@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -49,8 +50,11 @@ constexpr std::size_t kRecvSlots = 256;
 constexpr std::uint64_t kMrAccess = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
 
 // Flags a rank advertises in its start-up blob.
-constexpr std::uint32_t kCanResolveSource = 1u;  // FI_SOURCE + 8-byte CQ data + WAW: signals as CQ data
-constexpr std::uint32_t kNativeAtomics = 2u;     // fi_fetch_atomic(FI_UINT64, FI_SUM) valid
+// The rank can attribute remote CQ data to its source (FI_SOURCE for remote
+// writes, or it serves a single fabric peer) and its provider has 8-byte CQ
+// data and WAW ordering: signals *to* it travel as CQ data.
+constexpr std::uint32_t kCanResolveSource = 1u;
+constexpr std::uint32_t kNativeAtomics = 2u;  // fi_fetch_atomic(FI_UINT64, FI_SUM) valid
 
 /// Control messages (pre-posted receives, FI_ORDER_SAS per pair).
 enum class MsgType : std::uint32_t { hello = 1, signal = 2, atomic_req = 3, atomic_resp = 4 };
@@ -93,6 +97,7 @@ struct Op {
   bool awaiting_resp = false;  // emulated atomic: waiting for the response message
   bool queued = false;         // in the retry queue
   bool reap_listed = false;    // in the reap candidate list
+  std::size_t live_index = 0;  // position in ops_ while live
   int outstanding = 0;         // posted fi operations not yet completed
   int step = 0;                // next step to post
   int nsteps = 1;
@@ -203,7 +208,10 @@ class FabricBackend final : public Backend, public PollHint {
     bool any = false;
     for (int p = 0; p < size_; ++p) {
       peers_[static_cast<std::size_t>(p)].served = serve[static_cast<std::size_t>(p)] && p != rank_;
-      any = any || peers_[static_cast<std::size_t>(p)].served;
+      if (peers_[static_cast<std::size_t>(p)].served) {
+        single_peer_ = any ? -1 : p;  // the only served peer, or -1
+        any = true;
+      }
     }
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 
@@ -271,8 +279,9 @@ class FabricBackend final : public Backend, public PollHint {
       ps.addr = a;
       ps.landing_addr = ph.landing_addr;
       ps.landing_key = ph.landing_key;
-      ps.cq_signals = (local_flags_ & kCanResolveSource) != 0 && (ph.flags & kCanResolveSource) != 0 &&
-                      !env_is("STRATA_FI_SIGNAL", "msg");
+      // Per direction: signals to p are CQ data when p can attribute them (the
+      // provider is the same on both sides, so cq_data_ok_ holds there too).
+      ps.cq_signals = cq_data_ok_ && (ph.flags & kCanResolveSource) != 0 && !env_is("STRATA_FI_SIGNAL", "msg");
       if (addr_to_rank_.size() <= a) addr_to_rank_.resize(static_cast<std::size_t>(a) + 1, -1);
       addr_to_rank_[static_cast<std::size_t>(a)] = p;
     }
@@ -356,7 +365,7 @@ class FabricBackend final : public Backend, public PollHint {
   Status signal(int peer, std::uint64_t payload, void* context) override {
     std::unique_lock<std::mutex> lk(mu_);
     if (Status s = check_peer("signal", peer); !s) return s;
-    auto op = new_op(Kind::signal, peer, context);
+    Op* op = new_op(Kind::signal, peer, context);
     op->data = payload;
     const PeerState& ps = peers_[static_cast<std::size_t>(peer)];
     if (ps.cq_signals) {
@@ -366,7 +375,7 @@ class FabricBackend final : public Backend, public PollHint {
       op->msg.type = static_cast<std::uint32_t>(MsgType::signal);
       op->msg.a = payload;
     }
-    submit(std::move(op));
+    submit(op);
     return Status::ok();
   }
 
@@ -380,7 +389,7 @@ class FabricBackend final : public Backend, public PollHint {
     if ((dst.addr + dst_offset) % alignof(std::uint64_t) != 0)
       return err(Errc::invalid_argument, "fetch_add to rank " + std::to_string(peer) + ": dst_offset " +
                                              std::to_string(dst_offset) + " gives a misaligned 64-bit word");
-    auto op = new_op(Kind::fetch_add, peer, context);
+    Op* op = new_op(Kind::fetch_add, peer, context);
     op->raddr = dst.fi_base + dst_offset;
     op->rkey = dst.fi_key;
     op->data = addend;
@@ -392,21 +401,32 @@ class FabricBackend final : public Backend, public PollHint {
       op->msg.c = addend;
       op->msg.d = next_req_id_;
       op->awaiting_resp = true;
-      atomic_reqs_[next_req_id_++] = op.get();
+      atomic_reqs_[next_req_id_++] = op;
     }
-    submit(std::move(op));
+    submit(op);
     return Status::ok();
   }
 
   std::size_t progress() override {
     std::size_t n = 0;
+    bool events = false;
+    Clock::time_point t0;
+    Clock::time_point t1;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      n = progress_locked();
+      t0 = Clock::now();
+      n = progress_locked(t0);
+      t1 = Clock::now();
       live_ops_.store(ops_.size(), std::memory_order_relaxed);
+      events = !events_.empty();
     }
-    if (n > 0) last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-    dispatch();
+    // A passive RMA target sees no CQ entry for incoming writes, but the
+    // provider moves their bytes inside this call: a long call means data is
+    // streaming in, so keep the short poll interval (poll_interval()) as if
+    // an event had arrived. An empty call is one poll() system call.
+    if (n > 0 || t1 - t0 > kBusyCall) last_activity_.store(t1.time_since_epoch().count(), std::memory_order_relaxed);
+    // Nothing to hand out: skip the dispatcher (two locks) on empty polls.
+    if (events || held_pending_.load(std::memory_order_acquire)) dispatch();
     return n;
   }
 
@@ -427,7 +447,7 @@ class FabricBackend final : public Backend, public PollHint {
   }
 
   void wait_for_event(std::chrono::microseconds timeout) override {
-    int ms = static_cast<int>(std::max<std::int64_t>(0, (timeout.count() + 999) / 1000));
+    std::chrono::microseconds limit = std::max(timeout, std::chrono::microseconds(0));
     std::array<pollfd, 2> fds{};
     nfds_t nfds = 0;
     fds[nfds++] = pollfd{wake_fd_, POLLIN, 0};
@@ -436,9 +456,15 @@ class FabricBackend final : public Backend, public PollHint {
     } else if (cq_fd_ >= 0) {
       return;  // work pending
     } else if (opened_) {
-      ms = std::min(ms, 1);  // provider offers no fd: poll again soon
+      // No fd: poll again at the PollHint interval (20 us while busy), with
+      // microsecond resolution (poll()'s milliseconds made every blocking
+      // ping-pong hop of fabric_rank and the start-up hello ~0.5-1 ms).
+      limit = std::min(limit, poll_interval());
     }
-    if (::poll(fds.data(), nfds, ms) > 0 && (fds[0].revents & POLLIN) != 0) {
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(limit.count() / 1000000);
+    ts.tv_nsec = static_cast<long>((limit.count() % 1000000) * 1000);
+    if (::ppoll(fds.data(), nfds, &ts, nullptr) > 0 && (fds[0].revents & POLLIN) != 0) {
       std::uint64_t v = 0;
       ssize_t r = ::read(wake_fd_, &v, sizeof(v));
       (void)r;
@@ -465,7 +491,7 @@ class FabricBackend final : public Backend, public PollHint {
       if (shut_) return;
       shut_ = true;
       Status why(Errc::shutdown, "fabric (rank " + std::to_string(rank_) + "): transport shut down");
-      for (auto& kv : ops_) finish_user(*kv.second, why);
+      for (Op* o : ops_) finish_user(*o, why);
       for (Op* o : retry_) o->queued = false;
       retry_.clear();
       reap();
@@ -587,8 +613,11 @@ class FabricBackend final : public Backend, public PollHint {
     // Measured with libfabric 1.17: shm reports it; tcp;ofi_rxm accepts
     // FI_SOURCE but leaves src_addr unset for remote writes, so signals to it
     // travel as messages. STRATA_FI_SIGNAL=cqdata|msg overrides.
+    // A rank that serves a single fabric peer needs no source: every remote
+    // CQ data entry comes from that peer (e.g. 2 ranks on 2 hosts).
     const bool source_for_rma = provider_ == "shm" || env_is("STRATA_FI_SIGNAL", "cqdata");
-    if (has_source && source_for_rma && waw && info_->domain_attr->cq_data_size >= 8) local_flags_ |= kCanResolveSource;
+    cq_data_ok_ = waw && info_->domain_attr->cq_data_size >= 8;
+    if (cq_data_ok_ && ((has_source && source_for_rma) || single_peer_ >= 0)) local_flags_ |= kCanResolveSource;
     // Delivery complete: requested per operation; fall back to a flushing read.
     delivery_complete_ = !env_is("STRATA_FI_DELIVERY", "flush") || !raw_;
 
@@ -695,7 +724,7 @@ class FabricBackend final : public Backend, public PollHint {
     fabric_ = nullptr;
     if (info_ != nullptr) fi_freeinfo(info_);
     info_ = nullptr;
-    for (auto& kv : ops_) kv.second->local_mr = nullptr;
+    for (Op* o : ops_) o->local_mr = nullptr;
     ops_.clear();
     opened_ = false;
   }
@@ -719,7 +748,7 @@ class FabricBackend final : public Backend, public PollHint {
       bool sends_pending = false;
       {
         std::lock_guard<std::mutex> lk(mu_);
-        progress_locked();
+        progress_locked(Clock::now());
         for (int p : targets) {
           const PeerState& ps = peers_[static_cast<std::size_t>(p)];
           if (!ps.dead.is_ok())
@@ -779,23 +808,24 @@ class FabricBackend final : public Backend, public PollHint {
     if (len > 0 && dst == nullptr && kind == Kind::get)
       return err(Errc::invalid_argument, std::string(what) + " from rank " + std::to_string(peer) + ": dst is null");
     if (Status s = check_key(what, peer, key, offset, len); !s) return s;
-    auto op = new_op(kind, peer, context);
+    MrEntry* local_mr = nullptr;
+    if (len > 0 && mr_local_) {
+      auto a = reinterpret_cast<std::uintptr_t>(kind == Kind::get ? dst : src);
+      int rc = 0;
+      local_mr = cache_.acquire(
+          a, len, [this](MrEntry& me) { return reg_mr(me); }, &rc);
+      if (local_mr == nullptr)
+        return err(Errc::not_registered, std::string(what) + ": registering the local buffer failed: " + fi_err(rc));
+      ++local_mr->inflight;
+    }
+    Op* op = new_op(kind, peer, context);
     op->src = static_cast<const std::byte*>(src);
     op->dst = static_cast<std::byte*>(dst);
     op->len = len;
     op->raddr = key.fi_base + offset;
     op->rkey = key.fi_key;
     op->data = signal_value;
-    if (len > 0 && mr_local_) {
-      auto a = reinterpret_cast<std::uintptr_t>(kind == Kind::get ? dst : src);
-      int rc = 0;
-      MrEntry* e = cache_.acquire(
-          a, len, [this](MrEntry& me) { return reg_mr(me); }, &rc);
-      if (e == nullptr)
-        return err(Errc::not_registered, std::string(what) + ": registering the local buffer failed: " + fi_err(rc));
-      ++e->inflight;
-      op->local_mr = e;
-    }
+    op->local_mr = local_mr;
     const PeerState& ps = peers_[static_cast<std::size_t>(peer)];
     std::size_t chunks = len == 0 ? 0 : (len + max_msg_ - 1) / max_msg_;
     if (kind == Kind::put_signal) {
@@ -818,21 +848,29 @@ class FabricBackend final : public Backend, public PollHint {
       if (kind == Kind::put && chunks > 0 && !delivery_complete_) op->nsteps += 1;
     }
     if (op->nsteps == 0) {  // zero-length put/get: nothing to move
-      Op& ref = *op;
-      ops_.emplace(op.get(), std::move(op));
-      finish_user(ref, Status::ok());
+      link(op);
+      finish_user(*op, Status::ok());
       reap();
       lk.unlock();
       dispatch();
       return Status::ok();
     }
-    submit(std::move(op));
+    submit(op);
     return Status::ok();
   }
 
   // ------------------------------------------------------------ operations
-  std::unique_ptr<Op> new_op(Kind kind, int peer, void* ctx) {
-    auto op = std::make_unique<Op>();
+  /// A fresh operation from the pool (no heap allocation once the pool is
+  /// warm). It is not live until link()/submit(); give it back with recycle().
+  Op* new_op(Kind kind, int peer, void* ctx) {
+    Op* op = nullptr;
+    if (op_free_.empty()) {
+      op_store_.push_back(std::make_unique<Op>());
+      op = op_store_.back().get();
+    } else {
+      op = op_free_.back();
+      op_free_.pop_back();
+    }
     op->kind = kind;
     op->peer = peer;
     op->user_ctx = ctx;
@@ -840,12 +878,29 @@ class FabricBackend final : public Backend, public PollHint {
     return op;
   }
 
-  /// Takes ownership, posts as much as possible; keeps FIFO order behind queued ops.
-  void submit(std::unique_ptr<Op> op) {
-    Op* raw = op.get();
-    ops_.emplace(raw, std::move(op));
+  void recycle(Op* op) {
+    *op = Op{};
+    op_free_.push_back(op);
+  }
+
+  void link(Op* op) {
+    op->live_index = ops_.size();
+    ops_.push_back(op);
+  }
+
+  void unlink(Op* op) {
+    Op* last = ops_.back();
+    ops_[op->live_index] = last;
+    last->live_index = op->live_index;
+    ops_.pop_back();
+  }
+
+  /// Makes the op live, posts as much as possible; keeps FIFO order behind queued ops.
+  void submit(Op* raw) {
+    link(raw);
     live_ops_.store(ops_.size(), std::memory_order_relaxed);
-    last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    // new_op() read the clock for the deadline: reuse it (one read per post).
+    last_activity_.store((raw->deadline - opts_.timeout).time_since_epoch().count(), std::memory_order_relaxed);
     if (!retry_.empty() || !advance(*raw)) {
       raw->queued = true;
       retry_.push_back(raw);
@@ -950,8 +1005,12 @@ class FabricBackend final : public Backend, public PollHint {
           return rma(true, off, n, step == op.nsteps - 1, 0);
         }
         if (step < op.nsteps - 1) {
+          // With FI_ORDER_SAW the signal message is processed at the target
+          // after these writes were placed, so they need no delivery-complete
+          // acknowledgement (one message less per put_with_signal); without
+          // SAW the message waits for their (delivery) completion.
           chunk(step, &off, &n);
-          return rma(true, off, n, false, dc);
+          return rma(true, off, n, false, saw_ ? 0 : dc);
         }
         return send_msg(op);
       case Kind::signal:
@@ -1020,15 +1079,17 @@ class FabricBackend final : public Backend, public PollHint {
 
   /// Frees ops that the user and the provider are both done with.
   void reap() {
-    std::vector<Op*> list;
-    list.swap(reap_list_);
-    for (Op* op : list) {
+    reap_scratch_.clear();
+    reap_scratch_.swap(reap_list_);  // both keep their capacity: no allocation per op
+    for (Op* op : reap_scratch_) {
       op->reap_listed = false;
       if (op->user_done && op->outstanding == 0 && !op->queued) {
         release_resources(*op);
-        ops_.erase(op);
+        unlink(op);
+        recycle(op);
       }
     }
+    reap_scratch_.clear();
   }
 
   void release_resources(Op& op) {
@@ -1039,7 +1100,8 @@ class FabricBackend final : public Backend, public PollHint {
   }
 
   // ------------------------------------------------------------ progress
-  std::size_t progress_locked() {
+  /// @p now: the time of the call (deadline checks).
+  std::size_t progress_locked(Clock::time_point now) {
     if (!opened_) return 0;
     std::size_t n = 0;
     std::array<fi_cq_data_entry, 32> ent{};
@@ -1081,11 +1143,10 @@ class FabricBackend final : public Backend, public PollHint {
       }
     }
     // Deadlines, at most every millisecond.
-    const auto now = Clock::now();
     if (now >= next_deadline_check_) {
       next_deadline_check_ = now + std::chrono::milliseconds(1);
-      for (auto& kv : ops_) {
-        Op& op = *kv.second;
+      for (Op* o : ops_) {
+        Op& op = *o;
         if (op.user_done || op.internal || now < op.deadline) continue;
         Status why(Errc::timeout, "fabric (rank " + std::to_string(rank_) + "): " + kind_name(op.kind) + " to rank " +
                                       std::to_string(op.peer) + " did not complete within " +
@@ -1107,7 +1168,9 @@ class FabricBackend final : public Backend, public PollHint {
                    e.op_context);
     if ((e.flags & FI_REMOTE_CQ_DATA) != 0 && (e.flags & FI_RECV) == 0) {
       // Remote write with data: a signal from 'from'.
-      int src = (from != FI_ADDR_NOTAVAIL && from < addr_to_rank_.size()) ? addr_to_rank_[from] : -1;
+      int src = single_peer_ >= 0                                           ? single_peer_
+                : (from != FI_ADDR_NOTAVAIL && from < addr_to_rank_.size()) ? addr_to_rank_[from]
+                                                                            : -1;
       push_signal(src, e.data);
       return;
     }
@@ -1188,14 +1251,14 @@ class FabricBackend final : public Backend, public PollHint {
   }
 
   void send_hello(int peer) {
-    auto op = new_op(Kind::internal_send, peer, nullptr);
+    Op* op = new_op(Kind::internal_send, peer, nullptr);
     op->internal = true;
     op->msg.type = static_cast<std::uint32_t>(MsgType::hello);
-    submit(std::move(op));
+    submit(op);
   }
 
   void serve_atomic(const Msg& m) {
-    auto op = new_op(Kind::internal_send, m.src, nullptr);
+    Op* op = new_op(Kind::internal_send, m.src, nullptr);
     op->internal = true;
     op->msg.type = static_cast<std::uint32_t>(MsgType::atomic_resp);
     op->msg.a = m.d;
@@ -1218,10 +1281,13 @@ class FabricBackend final : public Backend, public PollHint {
       op->msg.c = static_cast<std::uint64_t>(Errc::out_of_range);
     }
     PeerState& ps = peers_[static_cast<std::size_t>(m.src)];
-    if (!ps.served || !ps.dead.is_ok()) return;
+    if (!ps.served || !ps.dead.is_ok()) {
+      recycle(op);
+      return;
+    }
     op->step = 0;
     op->nsteps = 1;
-    submit(std::move(op));
+    submit(op);
   }
 
   void push_signal(int src, std::uint64_t payload) {
@@ -1236,8 +1302,8 @@ class FabricBackend final : public Backend, public PollHint {
     PeerState& ps = peers_[static_cast<std::size_t>(peer)];
     if (!ps.dead.is_ok()) return;
     ps.dead = why.is_ok() ? Status(Errc::peer_dead, "rank " + std::to_string(peer) + " failed") : why;
-    for (auto& kv : ops_) {
-      Op& op = *kv.second;
+    for (Op* o : ops_) {
+      Op& op = *o;
       if (op.peer != peer || op.user_done) continue;
       finish_user(op, ps.dead);
     }
@@ -1258,7 +1324,7 @@ class FabricBackend final : public Backend, public PollHint {
     if (dispatching_) return;
     dispatching_ = true;
     for (;;) {
-      std::deque<Event> batch;
+      std::deque<Event>& batch = batch_;  // only the dispatcher uses it: keeps its nodes
       batch.swap(events_);
       lk.unlock();
       {
@@ -1286,7 +1352,9 @@ class FabricBackend final : public Backend, public PollHint {
               break;
           }
         }
+        held_pending_.store(!held_.empty(), std::memory_order_release);
       }
+      batch.clear();
       lk.lock();
       if (events_.empty()) break;
     }
@@ -1302,14 +1370,19 @@ class FabricBackend final : public Backend, public PollHint {
   CompletionHandler on_complete_;
   SignalHandler on_signal_;
   PeerFailureHandler on_peer_failed_;
-  std::deque<Event> held_;  // signals waiting for a handler (handler_mu_)
+  std::deque<Event> held_;                 // signals waiting for a handler (handler_mu_)
+  std::atomic<bool> held_pending_{false};  // !held_.empty(), readable without handler_mu_
+  std::deque<Event> batch_;                // the dispatcher's batch (dispatching_)
 
   std::vector<PeerState> peers_;
   std::vector<int> addr_to_rank_;
   MrCache cache_;
-  std::unordered_map<Op*, std::unique_ptr<Op>> ops_;
+  std::vector<Op*> ops_;                       // live operations (Op::live_index)
+  std::vector<std::unique_ptr<Op>> op_store_;  // every Op ever allocated (pool)
+  std::vector<Op*> op_free_;                   // recycled Ops
   std::deque<Op*> retry_;
   std::vector<Op*> reap_list_;
+  std::vector<Op*> reap_scratch_;
   std::vector<int> repost_;
   std::unordered_map<std::uint64_t, Op*> atomic_reqs_;
   std::uint64_t next_req_id_ = 1;
@@ -1327,6 +1400,7 @@ class FabricBackend final : public Backend, public PollHint {
   int cq_fd_ = -1;
   int wake_fd_ = -1;
   static constexpr std::chrono::microseconds kBusyPoll{20};
+  static constexpr std::chrono::microseconds kBusyCall{10};  // a progress() call this long moved data
   static constexpr std::chrono::microseconds kWarmPoll{100};
   static constexpr std::chrono::milliseconds kHotWindow{2};
   static constexpr std::chrono::milliseconds kWarmWindow{100};
@@ -1345,6 +1419,8 @@ class FabricBackend final : public Backend, public PollHint {
   bool debug_ = std::getenv("STRATA_FI_DEBUG") != nullptr;
   bool raw_ = false;
   bool native_atomics_ = false;
+  bool cq_data_ok_ = false;  // 8-byte remote CQ data with WAW ordering
+  int single_peer_ = -1;     // the only served peer, or -1
   std::size_t max_msg_ = std::size_t{1} << 30;
   std::uint64_t next_key_ = 1;
 

@@ -75,6 +75,17 @@ struct Shape {
   int radix = 2;
 };
 
+/// @brief Who moves a fragment across one tree edge (docs/algorithms.md).
+///  - push: the child signals ready-to-receive (RTR) for its window region,
+///    the parent put_with_signal's the fragment into it;
+///  - pull: the parent makes the fragment available in its own window region
+///    and signals ready(f) to the child, the child `get`s it (into its window,
+///    or straight into its receive buffer when it forwards nothing) and
+///    signals done(f) back so the parent may reuse the region.
+enum class Direction : std::uint8_t { push, pull };
+/// @brief Printable name ("push", "pull").
+const char* to_string(Direction d) noexcept;
+
 /// @brief Algorithm choice for one call (resolved by the engine's selection).
 struct Algorithm {
   std::string name = "tree";  ///< "tree", "ring", "rd" (recursive doubling), "dissemination", "flat", ...
@@ -87,7 +98,29 @@ struct Algorithm {
   /// > 0 fixed fragments of this many bytes; halves when halves_threshold > 0.
   std::size_t fragment = 0;
   std::size_t halves_threshold = 0;
+  /// Direction per tree level (broadcast, scatter, scatterv with the tree
+  /// algorithms; every other collective moves data by push and refuses pull).
+  /// An edge's level follows the places of its two ends: different hosts ->
+  /// host, same host and different NUMA regions -> numa, else core; every edge
+  /// of the single-level tree (!hierarchical) uses `dir_single`. Persistent
+  /// plans (Call::direct) always push.
+  Direction dir_host = Direction::push;
+  Direction dir_numa = Direction::push;
+  Direction dir_core = Direction::push;
+  Direction dir_single = Direction::push;
+  /// alltoall(v): remote operations (puts, or gets of the `pull` algorithm) a
+  /// rank keeps in flight: operation j waits for operation j - max_outstanding.
+  /// 0 = the default (128, seed 002); the engine sets STRATA_ALLTOALL_MAX_OUTSTANDING.
+  std::size_t max_outstanding = 0;
+  /// @brief Whether any level pulls.
+  [[nodiscard]] bool any_pull() const noexcept {
+    return dir_host == Direction::pull || dir_numa == Direction::pull || dir_core == Direction::pull ||
+           dir_single == Direction::pull;
+  }
 };
+
+/// @brief Direction of the tree edge @p parent -> @p child (communicator ranks) of @p g under @p a.
+Direction edge_direction(const Group& g, const Algorithm& a, int parent, int child) noexcept;
 
 /// @brief One call's arguments.
 struct Call {

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata/dag/reduce.hpp"
@@ -133,7 +134,8 @@ class Plan {
   [[nodiscard]] std::int64_t buffer_size(const BufferRef& ref) const noexcept;
   /// Wait node of @p slot, or kNoNode.
   [[nodiscard]] NodeId wait_node(std::uint32_t slot) const noexcept {
-    return slot < slot_node_.size() ? slot_node_[slot] : kNoNode;
+    if (slot < slot_node_.size()) return slot_node_[slot];
+    return sparse_wait_node(slot);
   }
   /// Ranks this slice talks to (remote nodes and declared wait sources).
   [[nodiscard]] const std::vector<int>& peers() const noexcept { return peers_; }
@@ -158,7 +160,13 @@ class Plan {
   std::vector<std::uint32_t> succ_off_;
   std::vector<NodeId> succ_;
   std::vector<BufferDecl> buffers_;
+  /// Slot -> wait node: a dense table for slots below kDenseSlots, sorted
+  /// (slot, node) pairs above (barrier / token slots sit near 2^20: a dense
+  /// table up to them cost 4 MB per cached plan).
+  static constexpr std::uint32_t kDenseSlots = 4096;
+  [[nodiscard]] NodeId sparse_wait_node(std::uint32_t slot) const noexcept;
   std::vector<NodeId> slot_node_;
+  std::vector<std::pair<std::uint32_t, NodeId>> slot_sparse_;
   std::vector<NodeId> waits_;
   std::vector<std::uint32_t> nbuf_;
   std::vector<int> peers_;

@@ -1,0 +1,272 @@
+// Broadcast compiler without processes, push and pull: every rank's slice is
+// compiled and validated across ranks, then executed over the fake transport
+// (random release order) and checked against the root's buffer, for several
+// group shapes (one host, 2x2 NUMA, two hosts, cyclic placement), trees,
+// fragmentations, every root and per-level directions (all push, all pull,
+// mixed). Also: pull is refused where it does not apply.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/collectives/compile.hpp"
+#include "strata/dag/executor.hpp"
+#include "strata/transport/fake.hpp"
+
+namespace {
+
+using strata::coll::Call;
+using strata::coll::Direction;
+using strata::coll::Group;
+using strata::coll::Kind;
+namespace dag = strata::dag;
+
+enum class Place { one, numa4, hosts2, cyclic };
+
+Group make_group(int n, Place p, std::size_t slot_bytes) {
+  Group g;
+  g.world_size = n;
+  for (int r = 0; r < n; ++r) {
+    g.world.push_back(r);
+    switch (p) {
+      case Place::one:
+        g.host.push_back(0);
+        g.numa.push_back(0);
+        break;
+      case Place::numa4:
+        g.host.push_back(0);
+        g.numa.push_back(r / 2);
+        break;
+      case Place::hosts2:
+        g.host.push_back(r * 2 / n);
+        g.numa.push_back(r % 2);
+        break;
+      case Place::cyclic:
+        g.host.push_back(r % 2);
+        g.numa.push_back((r / 2) % 2);
+        break;
+    }
+  }
+  g.slot_bytes = slot_bytes;
+  g.credits = 2;
+  return g;
+}
+
+// Direction sets: all push, all pull, and two mixtures.
+struct Dirs {
+  Direction host, numa, core, single;
+  const char* label;
+};
+const Dirs kDirs[] = {
+    {Direction::push, Direction::push, Direction::push, Direction::push, "push"},
+    {Direction::pull, Direction::pull, Direction::pull, Direction::pull, "pull"},
+    {Direction::pull, Direction::push, Direction::pull, Direction::pull, "host:pull,numa:push,core:pull"},
+    {Direction::push, Direction::pull, Direction::push, Direction::push, "host:push,numa:pull,core:push"},
+};
+
+Call make_call(int root, std::size_t count, bool hierarchical, const Dirs& d, std::size_t fragment,
+               std::size_t halves) {
+  Call c;
+  c.kind = Kind::broadcast;
+  c.dtype = dag::DataType::i32;
+  c.root = root;
+  c.count = count;
+  c.algo.name = hierarchical ? "tree" : "single";
+  c.algo.hierarchical = hierarchical;
+  c.algo.single = {strata::coll::Shape::knomial, 2};
+  c.algo.dir_host = d.host;
+  c.algo.dir_numa = d.numa;
+  c.algo.dir_core = d.core;
+  c.algo.dir_single = d.single;
+  c.algo.fragment = fragment;
+  c.algo.halves_threshold = halves;
+  return c;
+}
+
+std::vector<const dag::Plan*> raw(const std::vector<std::shared_ptr<const dag::Plan>>& p) {
+  std::vector<const dag::Plan*> r;
+  for (const auto& x : p) r.push_back(x.get());
+  return r;
+}
+
+class FakeRun {
+ public:
+  FakeRun(int n, std::size_t slot, std::uint64_t seed)
+      : n_(n), slot_(slot), world_(n, strata::transport::FakeMode::manual, seed) {
+    keys_.resize(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      dag::ExecutorOptions o;
+      o.arena = &arena_;
+      ex_.push_back(std::make_unique<dag::Executor>(world_.endpoint(r), o));
+      win_.emplace_back(2 * slot, 0);
+      EXPECT_TRUE(world_.endpoint(r)
+                      .register_memory(win_.back().data(), 2 * slot, &keys_[static_cast<std::size_t>(r)])
+                      .is_ok());
+    }
+  }
+  ~FakeRun() {
+    for (int r = 0; r < n_; ++r)
+      world_.endpoint(r).deregister_memory(win_[static_cast<std::size_t>(r)].data(), 2 * slot_);
+  }
+  FakeRun(const FakeRun&) = delete;
+  FakeRun& operator=(const FakeRun&) = delete;
+
+  // buf[root] is the input, every other buf[r] the output (window slot 1).
+  bool run(const std::vector<std::shared_ptr<const dag::Plan>>& plans, int root,
+           std::vector<std::vector<std::int32_t>>& buf) {
+    std::atomic<int> finished{0}, failed{0};
+    const std::uint32_t seq = seq_++;
+    for (int r = n_ - 1; r >= 0; --r) {
+      const auto ur = static_cast<std::size_t>(r);
+      dag::Bindings b;
+      void* data = buf[ur].empty() ? nullptr : buf[ur].data();
+      b.inputs = {r == root ? data : nullptr};
+      b.outputs = {r == root ? nullptr : data, win_[ur].data() + slot_};
+      for (int q = 0; q < n_; ++q) b.peers.push_back({q, 0, keys_[static_cast<std::size_t>(q)]});
+      const strata::Status st = ex_[ur]->start(plans[ur], b, 0, seq, [&](const strata::Status& s) {
+        if (!s.is_ok()) failed.fetch_add(1);
+        finished.fetch_add(1);
+      });
+      if (!st.is_ok()) {
+        ADD_FAILURE() << st.message();
+        return false;
+      }
+    }
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (finished.load() < n_) {
+      if (std::chrono::steady_clock::now() > limit) {
+        ADD_FAILURE() << "instance did not finish";
+        return false;
+      }
+      const bool moved = world_.release_random();
+      if (world_.progress_all() == 0 && !moved) std::this_thread::yield();
+    }
+    return failed.load() == 0;
+  }
+
+ private:
+  int n_;
+  std::size_t slot_;
+  tbb::task_arena arena_{2, 0};
+  strata::transport::FakeWorld world_;
+  std::vector<std::unique_ptr<dag::Executor>> ex_;
+  std::vector<std::vector<char>> win_;
+  std::vector<strata::transport::RemoteKey> keys_;
+  std::uint32_t seq_ = 0;
+};
+
+std::int32_t val(int root, std::size_t i) { return static_cast<std::int32_t>(root * 100000 + (i % 9973) + 1); }
+
+struct SimCase {
+  int n;
+  Place place;
+  std::size_t slot;
+};
+
+class BcastSim : public ::testing::TestWithParam<SimCase> {};
+
+TEST_P(BcastSim, EveryDirectionMatchesTheRootsBuffer) {
+  const int n = GetParam().n;
+  const auto nn = static_cast<std::size_t>(n);
+  const Group g0 = make_group(n, GetParam().place, GetParam().slot);
+  FakeRun sim(n, GetParam().slot, 7 + static_cast<std::uint64_t>(n));
+  int pulls = 0;
+  for (const Dirs& d : kDirs)
+    for (bool hier : {true, false})
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{3001}})
+        for (int frag = 0; frag < 3; ++frag)
+          for (int root = 0; root < n; ++root) {
+            if (frag > 0 && count != 3001) continue;
+            const std::size_t fixed = frag == 1 ? 1024 : 0;
+            const std::size_t halves = frag == 2 ? 2048 : 0;
+            const std::string what = std::string(d.label) + (hier ? " tree" : " single") + " n=" + std::to_string(n) +
+                                     " count=" + std::to_string(count) + " frag=" + std::to_string(frag) +
+                                     " root=" + std::to_string(root);
+            std::vector<std::shared_ptr<const dag::Plan>> plans;
+            Group g = g0;
+            for (int r = 0; r < n; ++r) {
+              g.rank = r;
+              ASSERT_NO_THROW(
+                  plans.push_back(strata::coll::compile(g, make_call(root, count, hier, d, fixed, halves), 1)))
+                  << what;
+            }
+            const strata::Status st = dag::validate(raw(plans));
+            ASSERT_TRUE(st.is_ok()) << what << ": " << st.message();
+            for (const auto& p : plans) {
+              for (const dag::Node& nd : p->nodes()) {
+                if (nd.kind != dag::NodeKind::get) continue;
+                {
+                  ++pulls;
+                  ASSERT_NE(d.label, std::string("push")) << what << ": a get in a push plan";
+                  ASSERT_TRUE(nd.src.offset >= g.slot_bytes && nd.src.offset + nd.src.len <= 2 * g.slot_bytes)
+                      << what << ": get outside the peer's slot";
+                }
+              }
+            }
+            std::vector<std::vector<std::int32_t>> buf(nn);
+            for (std::size_t r = 0; r < nn; ++r) buf[r].assign(count, -1);
+            for (std::size_t i = 0; i < count; ++i) buf[static_cast<std::size_t>(root)][i] = val(root, i);
+            ASSERT_TRUE(sim.run(plans, root, buf)) << what;
+            for (std::size_t r = 0; r < nn; ++r)
+              for (std::size_t i = 0; i < count; ++i)
+                ASSERT_EQ(buf[r][i], val(root, i)) << what << " rank " << r << " element " << i;
+          }
+  if (n > 1) {
+    EXPECT_GT(pulls, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, BcastSim,
+                         ::testing::Values(SimCase{1, Place::one, 1 << 20}, SimCase{2, Place::one, 1 << 20},
+                                           SimCase{3, Place::one, 4096}, SimCase{5, Place::hosts2, 8192},
+                                           SimCase{8, Place::numa4, 1 << 16}, SimCase{8, Place::cyclic, 4096},
+                                           SimCase{11, Place::cyclic, 1 << 20}));
+
+TEST(BcastCompile, PullIsRefusedWhereItDoesNotApplyNamingDirectionCollectiveAndRank) {
+  Group g = make_group(4, Place::one, 1 << 20);
+  g.rank = 2;
+  for (Kind k : {Kind::reduce, Kind::allreduce, Kind::gather, Kind::allgather, Kind::alltoall}) {
+    Call c;
+    c.kind = k;
+    c.dtype = dag::DataType::i32;
+    c.count = 4;
+    c.algo.dir_core = Direction::pull;
+    std::string m = "no error";
+    try {
+      (void)strata::coll::compile(g, c, 0);
+    } catch (const strata::Error& e) {
+      m = e.what();
+    }
+    EXPECT_NE(m.find("'direction'"), std::string::npos) << m;
+    EXPECT_NE(m.find(strata::coll::to_string(k)), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 2"), std::string::npos) << m;
+  }
+  // Persistent broadcast plans (direct mode) keep push: accepted, no gets.
+  Call c = make_call(0, 100, true, kDirs[1], 0, 0);
+  c.direct = true;
+  std::shared_ptr<const dag::Plan> p;
+  ASSERT_NO_THROW(p = strata::coll::compile(g, c, 0));
+  for (const dag::Node& nd : p->nodes()) EXPECT_NE(nd.kind, dag::NodeKind::get);
+}
+
+TEST(BcastCompile, EdgeDirectionFollowsThePlacesOfBothEnds) {
+  const Group g = make_group(8, Place::hosts2, 1 << 20);  // hosts {0..3}, {4..7}; numa r % 2
+  strata::coll::Algorithm a;
+  a.dir_host = Direction::pull;
+  a.dir_numa = Direction::push;
+  a.dir_core = Direction::pull;
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 4), Direction::pull);  // other host
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 1), Direction::push);  // same host, other NUMA
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 2), Direction::pull);  // same NUMA
+  a.hierarchical = false;
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 1), Direction::push);  // single level: dir_single
+  a.dir_single = Direction::pull;
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 1), Direction::pull);
+}
+
+}  // namespace
