@@ -199,7 +199,8 @@ namespace detail {
 // Allreduce names: tree names go to choose() (tree shapes, fragmentation);
 // the schedule algorithms keep choose()'s fragment options under their own name.
 coll::Algorithm resolve_allreduce(const CollOptions& o, const CommImpl& impl, const dag::UserReduce* user_op) {
-  std::string name = env_or(o.algorithm, "STRATA_ALGO_ALLREDUCE");
+  static const std::string env_algo = env_or(std::string(), "STRATA_ALGO_ALLREDUCE");  // environment: read once
+  std::string name = o.algorithm.empty() ? env_algo : o.algorithm;
   const bool tree = name.empty() || name == "auto" || name == "tree" || name == "hierarchical" || name == "single" ||
                     name == "flat-tree";
   CollOptions topts = o;

@@ -546,7 +546,7 @@ inline void parse_direction(coll::Kind kind, const std::string& spec, const std:
 // STRATA_DIRECTION_<COLL>/STRATA_DIRECTION (the latter only for the collectives
 // that can pull), then defaults. @p rank (the caller's communicator rank, -1 if
 // unknown) is named in errors.
-inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o, int rank = -1) {
+inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, int rank) {
   const std::string cname = upper(coll::to_string(kind));
   coll::Algorithm a;
   const std::string algo = env_or(o.algorithm, "STRATA_ALGO_" + cname);
@@ -626,6 +626,35 @@ inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o, int rank = 
     parse_direction(kind, it->second, "STRATA_DIRECTION_" + cname, rank, &a);
   } else if (const auto all = env.find("STRATA_DIRECTION"); all != env.end() && pull_capable(kind)) {
     parse_direction(kind, all->second, "STRATA_DIRECTION", rank, &a);
+  }
+  return a;
+}
+
+// choose() with a small per-thread memo: the environment is read once per
+// process, so (kind, the four option strings, rank) determine the result.
+// Parsing it on every call cost ~0.3 us of a small collective (perf).
+// Errors are not memoized (they throw again).
+inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o, int rank = -1) {
+  struct Entry {
+    coll::Kind kind;
+    int rank;
+    std::string algorithm, tree, fragment, direction;
+    coll::Algorithm result;
+  };
+  constexpr std::size_t kEntries = 16;
+  thread_local std::vector<Entry> memo;
+  thread_local std::size_t next = 0;
+  for (const Entry& e : memo)
+    if (e.kind == kind && e.rank == rank && e.algorithm == o.algorithm && e.tree == o.tree &&
+        e.fragment == o.fragment && e.direction == o.direction)
+      return e.result;
+  coll::Algorithm a = choose_uncached(kind, o, rank);
+  Entry e{kind, rank, o.algorithm, o.tree, o.fragment, o.direction, a};
+  if (memo.size() < kEntries) {
+    memo.push_back(std::move(e));
+  } else {
+    memo[next] = std::move(e);
+    next = (next + 1) % kEntries;
   }
   return a;
 }
