@@ -25,11 +25,9 @@ namespace {
 
 using namespace steps;  // NOLINT: the step emitter
 
-// ---------------------------------------------------------------- decision table
-// Automatic selection (empty name, "auto", "tree"): the fragment-pipelined
-// tree for every size, as before issue 6. The lead sets the table from
-// measurements; the constants below are what the schedule algorithms use when
-// named without a variant.
+// The automatic choice is coll::allreduce_auto() (thresholds in
+// compile_common.hpp); the constant below is what "hier" uses among the
+// leaders when named without a variant.
 constexpr std::size_t kHierInterRdMaxBytes = 65536;  // "hier": rd among the leaders up to this size, else rabenseifner
 
 bool tree_name(const std::string& n) {
@@ -272,3 +270,37 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
 }
 
 }  // namespace strata::coll::cc
+
+namespace strata::coll {
+
+std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered) {
+  using namespace cc;  // NOLINT: the decision table
+  if (g.size() <= 1) return "tree";
+  if (bytes <= kAllreduceRdMaxBytes) return "rd";
+  if (ordered) return "tree";  // rabenseifner / ring cannot keep rank order
+  return bytes < kAllreduceRingMinBytes ? "rabenseifner" : "ring";
+}
+
+std::vector<std::pair<std::string, std::string>> selection_rules() {
+  using namespace cc;  // NOLINT: the decision table
+  auto kib = [](std::uint64_t b) { return std::to_string(b >> 10) + " KiB"; };
+  return {
+      {"barrier", "dissemination"},
+      {"broadcast, reduce",
+       "tree: host:binomial, numa:binomial, core:flat (STRATA_TREE); push (STRATA_DIRECTION); whole message if it "
+       "fits the window region, else 32 KiB fragments"},
+      {"allreduce", "rd up to " + kib(kAllreduceRdMaxBytes) + ", rabenseifner below " +
+                        std::to_string(kAllreduceRingMinBytes >> 20) +
+                        " MiB, ring above; non-commutative ops: rd, then tree"},
+      {"gather, scatter", "tree (alternatives: single, flat, ring; scatter can pull)"},
+      {"gatherv, scatterv", "flat (tree needs the counts broadcast first)"},
+      {"allgather(v)", "bruck if the result is <= " + kib(kAllgatherBruckMaxBytes) +
+                           " and n > 2, else ring (alternatives: rd, hier, numa-ring)"},
+      {"alltoall", "bruck if n >= " + std::to_string(kAlltoallBruckMinRanks) +
+                       " and blocks <= " + std::to_string(kAlltoallBruckMaxBlock) +
+                       " B, else pairwise (alternative: pull; alltoallv: pairwise)"},
+      {"reduce_scatter(_block)", "ring; pairwise for non-commutative user ops (alternative: rh)"},
+  };
+}
+
+}  // namespace strata::coll

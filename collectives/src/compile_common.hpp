@@ -19,6 +19,15 @@
 
 namespace strata::coll::cc {
 
+// ---------------------------------------------------------------- decision table
+// The automatic selection's thresholds (docs/algorithms.md, "Automatic
+// selection"; strata-info prints them through coll::selection_rules()).
+inline constexpr std::uint64_t kAllgatherBruckMaxBytes = 16384;  // Bruck up to this whole receive buffer, n > 2
+inline constexpr int kAlltoallBruckMinRanks = 5;                 // alltoall: Bruck from this many ranks ...
+inline constexpr std::uint64_t kAlltoallBruckMaxBlock = 256;     // ... and blocks up to this many bytes
+inline constexpr std::uint64_t kAllreduceRdMaxBytes = 16384;     // allreduce: recursive doubling up to this
+inline constexpr std::uint64_t kAllreduceRingMinBytes = std::uint64_t{2} << 20;  // ring from this; rabenseifner between
+
 using dag::NodeId;
 using dag::PlanBuilder;
 using dag::Region;

@@ -72,8 +72,8 @@ class AllgatherKind : public StepKind {
 
 // ---------------------------------------------------------------- allgather decision table
 // Automatic selection (empty name, "auto", or a tree name): Bruck for small
-// results (log2 n messages), the ring otherwise and for n <= 2.
-constexpr std::uint64_t kAllgatherBruckMaxBytes = 16384;  // whole receive buffer
+// results (log2 n messages), the ring otherwise and for n <= 2
+// (kAllgatherBruckMaxBytes: compile_common.hpp, the decision table).
 
 std::string allgather_algorithm(const Group& g, const Call& c, std::uint64_t recv_total) {
   if (!automatic(c.algo.name)) return c.algo.name;
@@ -269,9 +269,8 @@ namespace {
 
 // ---------------------------------------------------------------- alltoall(v)
 // Automatic selection: Bruck for small blocks and more than 4 ranks (log2 n
-// messages instead of n - 1), else the rotated pairwise exchange (push).
-constexpr int kAlltoallBruckMinRanks = 5;
-constexpr std::uint64_t kAlltoallBruckMaxBlock = 256;  // bytes per block
+// messages instead of n - 1), else the rotated pairwise exchange (push)
+// (thresholds: compile_common.hpp, the decision table).
 
 std::string alltoall_algorithm(const Group& g, const Call& c, std::uint64_t block_bytes) {
   if (!automatic(c.algo.name)) return c.algo.name;

@@ -198,9 +198,16 @@ namespace detail {
 
 // Allreduce names: tree names go to choose() (tree shapes, fragmentation);
 // the schedule algorithms keep choose()'s fragment options under their own name.
-coll::Algorithm resolve_allreduce(const CollOptions& o, const CommImpl& impl, const dag::UserReduce* user_op) {
+coll::Algorithm resolve_allreduce(const CollOptions& o, const CommImpl& impl, const dag::UserReduce* user_op,
+                                  std::uint64_t bytes) {
   static const std::string env_algo = env_or(std::string(), "STRATA_ALGO_ALLREDUCE");  // environment: read once
   std::string name = o.algorithm.empty() ? env_algo : o.algorithm;
+  if (name.empty() || name == "auto") {
+    // The measured decision table (coll::allreduce_auto); the tree stays the
+    // choice for a communicator of one rank and large non-commutative reductions.
+    name = coll::allreduce_auto(impl.group, bytes, user_op != nullptr && !user_op->commutative);
+    if (name == "tree") name.clear();
+  }
   const bool tree = name.empty() || name == "auto" || name == "tree" || name == "hierarchical" || name == "single" ||
                     name == "flat-tree";
   CollOptions topts = o;

@@ -126,7 +126,8 @@ std::uint16_t Communicator::id() const { return impl_ ? impl_->id : 0; }
 
 namespace detail {
 // Allreduce algorithm names (engine/src/api_symmetric.cpp).
-coll::Algorithm resolve_allreduce(const CollOptions& o, const CommImpl& impl, const dag::UserReduce* user_op);
+coll::Algorithm resolve_allreduce(const CollOptions& o, const CommImpl& impl, const dag::UserReduce* user_op,
+                                  std::uint64_t bytes);
 }  // namespace detail
 
 namespace {
@@ -191,7 +192,8 @@ Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, co
   c.user_op = std::move(u);
   c.root = all ? 0 : root;
   c.in_place = inplace;
-  c.algo = all ? resolve_allreduce(opts, *impl, c.user_op.get()) : choose(c.kind, opts, impl->rank());
+  c.algo = all ? resolve_allreduce(opts, *impl, c.user_op.get(), static_cast<std::uint64_t>(count) * esize)
+               : choose(c.kind, opts, impl->rank());
   apply_sync(c, opts);
   if (!c.user_op && dag::reduce_kernel(op, dt) == nullptr)
     throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(impl->rank()) + ": argument 'op' " +

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/collectives/compile.hpp"
 #include "strata/transport/bootstrap.hpp"
 #include "strata/transport/topology.hpp"
 
@@ -180,21 +181,12 @@ void print_text(const strata::JobInfo& job, const strata::Hierarchy& hier, const
   }
 
   std::printf("\n== collective algorithm selection (built-in rules; STRATA_ALGO_<COLL> / CollOptions override)\n");
-  static const char* const rules[][2] = {
-      {"barrier", "dissemination"},
-      {"broadcast, reduce, allreduce",
-       "tree: host:binomial, numa:binomial, core:flat (STRATA_TREE); whole message if it fits the window, else 32 KiB "
-       "fragments"},
-      {"gather, scatter", "tree (alternatives: single, flat, ring)"},
-      {"gatherv, scatterv", "flat (tree needs the counts broadcast first)"},
-      {"allgather(v)", "bruck if the result is <= 16 KiB and n > 2, else ring (alternative: rd)"},
-      {"alltoall", "bruck if n > 4 and blocks <= 256 B, else pairwise (alltoallv: pairwise)"},
-      {"reduce_scatter(_block)", "ring; pairwise for non-commutative user ops (alternative: rh)"},
-  };
-  for (const auto& r : rules) std::printf("%-30s %s\n", r[0], r[1]);
+  for (const auto& [colls, rule] : strata::coll::selection_rules())
+    std::printf("%-30s %s\n", colls.c_str(), rule.c_str());
   for (const auto& [name, value] : env)
     if (name.rfind("STRATA_ALGO_", 0) == 0 || name.rfind("STRATA_TREE", 0) == 0 ||
-        name.rfind("STRATA_FRAGMENT", 0) == 0)
+        name.rfind("STRATA_FRAGMENT", 0) == 0 || name.rfind("STRATA_DIRECTION", 0) == 0 ||
+        name == "STRATA_ALLTOALL_MAX_OUTSTANDING")
       std::printf("override: %s=%s\n", name.c_str(), value.c_str());
   std::printf("(STRATA_LOG_LEVEL=debug logs the algorithm of every call)\n");
 

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata/dag/plan.hpp"
@@ -146,6 +147,16 @@ struct Call {
   std::function<void(int source, void* data, std::size_t bytes)> on_block;
   Algorithm algo;
 };
+
+/// @brief The automatic allreduce algorithm for @p bytes on @p g (the
+/// measured decision table, docs/algorithms.md "Automatic selection"):
+/// "rd" up to 16 KiB, "rabenseifner" up to 2 MiB, "ring" above; with
+/// @p ordered (a non-commutative operator) "rd" up to 16 KiB, else "tree".
+std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered);
+
+/// @brief The automatic selection rules in effect, one (collectives, rule)
+/// pair per family, built from the thresholds the compiler uses (strata-info).
+std::vector<std::pair<std::string, std::string>> selection_rules();
 
 /// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot < credits).
 /// Throws strata::Error(invalid_argument / unsupported) naming the argument.
