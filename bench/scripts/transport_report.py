@@ -369,7 +369,10 @@ def parse_raw(out_dir, manifest):
         except OSError:
             continue
         entry = res.setdefault(prov, {"bw": {}})
-        mlat = re.search(r"latency \(polling\): ([0-9.]+) us", text)
+        # The median of half round trips (what strata-bench reports); the older
+        # mean-only line is the fallback.
+        mlat = re.search(r"median of half round trips ([0-9.]+) us", text) or \
+            re.search(r"latency \(polling\): ([0-9.]+) us", text)
         if mlat:
             entry["lat"] = min(entry.get("lat", float("inf")), float(mlat.group(1)))
         mbw = re.search(r"bandwidth (\d+) B: ([0-9.]+) MB/s", text)
