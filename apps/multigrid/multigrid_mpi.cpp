@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "multigrid-mpi: --trace is ignored on the MPI backend\n");
       mg::Options mo = o;
       mo.trace.clear();
-      rc = mg::main_with(b, mo, STRATA_MG_MPI_NAME, "-");
+      rc = mg::main_with(b, mo, STRATA_APP_MPI, "-");
     }
   }
   MPI_Finalize();
