@@ -6,30 +6,13 @@
 #include <thread>
 #include <vector>
 
+#include "../common/inprocess_ranks.hpp"
 #include "strata/strata.hpp"
 #include "strata/transport/bootstrap.hpp"
 
 namespace {
 
-void run_ranks(int n, int hosts, const std::function<void(strata::Engine&)>& body) {
-  auto boots = strata::make_inprocess_bootstraps(n, hosts);
-  std::vector<std::thread> ts;
-  std::vector<std::string> errors(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] {
-      try {
-        strata::EngineOptions o;
-        o.worker_threads = 1;
-        strata::Engine e(std::move(boots[static_cast<std::size_t>(r)]), o);
-        body(e);
-      } catch (const std::exception& ex) {
-        errors[static_cast<std::size_t>(r)] = ex.what();
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
-}
+using inprocess_ranks::run_ranks;
 
 TEST(EngineThreads, AllreduceBroadcastAndBarrierAreCorrectWithRanksAsThreads) {
   run_ranks(3, 1, [](strata::Engine& e) {
