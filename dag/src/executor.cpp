@@ -106,9 +106,33 @@ extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);
 inline void tsan_release(void* p) noexcept { __tsan_release(p); }
 inline void tsan_acquire(void* p) noexcept { __tsan_acquire(p); }
+
+// A task's callable is copied into oneTBB's task object inside enqueue/run
+// and read by the worker: the copy publishes itself once its members are
+// written, and the call acquires it before reading them.
+template <class F>
+struct Handoff {
+  F f;
+  explicit Handoff(F fn) : f(std::move(fn)) { tsan_release(this); }
+  Handoff(const Handoff& o) : f(o.f) { tsan_release(this); }
+  Handoff(Handoff&& o) noexcept : f(std::move(o.f)) { tsan_release(this); }
+  Handoff& operator=(const Handoff&) = delete;
+  Handoff& operator=(Handoff&&) = delete;
+  ~Handoff() = default;
+  void operator()() const {
+    tsan_acquire(const_cast<Handoff*>(this));
+    f();
+  }
+};
+template <class F>
+Handoff<F> handoff(F f) {
+  return Handoff<F>(std::move(f));
+}
 #else
-inline void tsan_release(void*) noexcept {}
-inline void tsan_acquire(void*) noexcept {}
+template <class F>
+F handoff(F f) {
+  return f;
+}
 #endif
 
 }  // namespace
@@ -305,23 +329,18 @@ struct Executor::Impl {
   // Inside our tasks: spawn into the task group (local deque, tracked by the
   // group). Elsewhere: enqueue into the arena, counted in `tasks`.
   void spawn(Instance* in, NodeId id) {
-    tsan_release(&in->nodes[id]);
     if (tls_in_task == this) {
-      group.run([this, in, id] {
-        tsan_acquire(&in->nodes[id]);
-        drive(in, id, true);
-      });
+      group.run(handoff([this, in, id] { drive(in, id, true); }));
       return;
     }
     tasks.fetch_add(1, std::memory_order_relaxed);
-    arena->enqueue([this, in, id] {
-      tsan_acquire(&in->nodes[id]);
+    arena->enqueue(handoff([this, in, id] {
       const Impl* prev = tls_in_task;
       tls_in_task = this;
       drive(in, id, true);
       tls_in_task = prev;
       tasks.fetch_sub(1, std::memory_order_release);
-    });
+    }));
   }
 
   // ------------------------------------------------------------ instance end

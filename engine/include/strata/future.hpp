@@ -66,9 +66,33 @@ extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);
 inline void tsan_release(const void* p) noexcept { __tsan_release(const_cast<void*>(p)); }
 inline void tsan_acquire(const void* p) noexcept { __tsan_acquire(const_cast<void*>(p)); }
+// An enqueued callable is copied into oneTBB's task object and read by the
+// worker: each copy publishes itself once written, the call acquires it first.
+template <class F>
+struct Handoff {
+  F f;
+  explicit Handoff(F fn) : f(std::move(fn)) { tsan_release(this); }
+  Handoff(const Handoff& o) : f(o.f) { tsan_release(this); }
+  Handoff(Handoff&& o) noexcept : f(std::move(o.f)) { tsan_release(this); }
+  Handoff& operator=(const Handoff&) = delete;
+  Handoff& operator=(Handoff&&) = delete;
+  ~Handoff() = default;
+  void operator()() const {
+    tsan_acquire(this);
+    f();
+  }
+};
+template <class F>
+Handoff<F> handoff(F f) {
+  return Handoff<F>(std::move(f));
+}
 #else
 inline void tsan_release(const void*) noexcept {}
 inline void tsan_acquire(const void*) noexcept {}
+template <class F>
+F handoff(F f) {
+  return f;
+}
 #endif
 
 /// Process-wide arena used when no FutureContext arena is given.
@@ -93,9 +117,14 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
   bool complete(const Status& st, Store&& store) {
     std::function<void()> cb;
     std::vector<tbb::task::suspend_point> sps;
+    // Once ready_ is set a waiter may drop the last other reference (e.g. its
+    // Promise and Future) while we still unlock mu_ and notify cv_: keep the
+    // state alive until we are done with it.
+    std::shared_ptr<StateBase> self;
     {
       std::lock_guard<std::mutex> g(mu_);
       if (ready_.load(std::memory_order_relaxed)) return false;
+      self = shared_from_this();
       if (st.is_ok()) store();
       error_ = st;
       ready_.store(true, std::memory_order_release);
@@ -175,9 +204,7 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
   static void poll(std::shared_ptr<StateBase> s, tbb::task::suspend_point sp,
                    std::optional<std::chrono::steady_clock::time_point> deadline) {
     tbb::task_arena& a = s->arena();
-    tsan_release(s.get());
-    a.enqueue([s = std::move(s), sp, deadline]() {
-      tsan_acquire(s.get());
+    a.enqueue(handoff([s = std::move(s), sp, deadline]() {
       if (s->ctx_ && s->ctx_->progress) s->ctx_->progress();
       if (s->ready()) return;
       if (deadline && std::chrono::steady_clock::now() >= *deadline) {
@@ -195,7 +222,7 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
         return;
       }
       poll(s, sp, deadline);
-    });
+    }));
   }
 
   std::shared_ptr<const FutureContext> ctx_;
@@ -318,9 +345,7 @@ class [[nodiscard]] Future {
     detail::State<T>* raw = src.get();
     auto fnp = std::make_shared<std::decay_t<F>>(std::forward<F>(f));
     raw->on_ready([src = std::move(src), next, &ex, fnp = std::move(fnp)]() mutable {
-      detail::tsan_release(fnp.get());
-      ex.enqueue([src = std::move(src), next = std::move(next), fnp = std::move(fnp)]() {
-        detail::tsan_acquire(fnp.get());
+      ex.enqueue(detail::handoff([src = std::move(src), next = std::move(next), fnp = std::move(fnp)]() {
         auto& fn = *fnp;
         if (!src->error().is_ok()) {
           next->complete(src->error(), [] {});
@@ -344,7 +369,7 @@ class [[nodiscard]] Future {
         } catch (...) {
           next->complete(detail::status_of_current_exception("then() continuation"), [] {});
         }
-      });
+      }));
     });
     return Future<U>(std::move(next));
   }
