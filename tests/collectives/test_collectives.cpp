@@ -2,6 +2,8 @@
 // rank counts, host counts, synthetic topologies, algorithms and sync modes.
 #include <gtest/gtest.h>
 
+#include "../common/launch.hpp"
+
 #include <sys/wait.h>
 
 #include <cctype>
@@ -11,21 +13,10 @@
 
 namespace {
 
-std::string bin() {
-  const char* b = std::getenv("STRATA_BIN");
-  return b ? b : STRATA_BINARY_DIR "/bin";
-}
+using launch::bin;
 
-// Runs a command with a hard timeout (strata-run --timeout), returns exit status and output.
 int run(const std::string& env, const std::string& launcher_args, const std::string& rank_args, std::string* out) {
-  const std::string cmd = "env " + env + " " + bin() + "/strata-run " + launcher_args + " --timeout 240 -- " + bin() +
-                          "/coll_rank " + rank_args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) out->append(buf);
-  const int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return launch::run("coll_rank", 240, env, launcher_args, rank_args, out);
 }
 
 struct Case {

@@ -5,6 +5,8 @@
 // detection of counts that disagree across ranks.
 #include <gtest/gtest.h>
 
+#include "../common/launch.hpp"
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -13,20 +15,10 @@
 
 namespace {
 
-std::string bin() {
-  const char* b = std::getenv("STRATA_BIN");
-  return b ? b : STRATA_BINARY_DIR "/bin";
-}
+using launch::bin;
 
 int run(const std::string& env, const std::string& launcher_args, const std::string& rank_args, std::string* out) {
-  const std::string cmd = env + " " + bin() + "/strata-run " + launcher_args + " --timeout 280 -- " + bin() +
-                          "/sym_rank " + rank_args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) out->append(buf);
-  const int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return launch::run("sym_rank", 280, env, launcher_args, rank_args, out);
 }
 
 struct Case {

@@ -3,6 +3,8 @@
 // and a member that dies with a window open.
 #include <gtest/gtest.h>
 
+#include "../common/launch.hpp"
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -12,20 +14,10 @@
 
 namespace {
 
-std::string bin() {
-  const char* b = std::getenv("STRATA_BIN");
-  return b ? b : STRATA_BINARY_DIR "/bin";
-}
+using launch::bin;
 
 int run(const std::string& env, const std::string& launcher_args, const std::string& rank_args, std::string* out) {
-  const std::string cmd = env + " " + bin() + "/strata-run " + launcher_args + " --timeout 100 -- " + bin() +
-                          "/win_rank " + rank_args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) out->append(buf);
-  const int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return launch::run("win_rank", 100, env, launcher_args, rank_args, out);
 }
 
 int count(const std::string& s, const std::string& what) {

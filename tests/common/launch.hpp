@@ -1,0 +1,33 @@
+// Runs a rank program under strata-run with a hard timeout (strata-run
+// --timeout) and returns its exit status (128 + signal if killed) with the
+// combined output: the launcher of the multi-process test files.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace launch {
+
+/// Directory of the built binaries (STRATA_BIN, set by CTest, else the build tree's bin/).
+inline std::string bin() {
+  const char* b = std::getenv("STRATA_BIN");
+  return b ? b : STRATA_BINARY_DIR "/bin";
+}
+
+/// `env strata-run <launcher_args> --timeout <timeout_s> -- <program> <rank_args>`.
+inline int run(const std::string& program, int timeout_s, const std::string& env, const std::string& launcher_args,
+               const std::string& rank_args, std::string* out) {
+  const std::string cmd = "env " + env + " " + bin() + "/strata-run " + launcher_args + " --timeout " +
+                          std::to_string(timeout_s) + " -- " + bin() + "/" + program + " " + rank_args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out->append(buf);
+  const int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace launch
