@@ -6,16 +6,20 @@
 // logic and its checks live in fabric_rank.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "strata/detail/rendezvous.hpp"
 #include "test_bootstrap.hpp"
 
 namespace {
@@ -98,6 +102,11 @@ std::vector<int> run(const Spawn& s) {
     }
   }
   ::rmdir(dir);
+  // A rank killed on purpose (or at the deadline) leaves the shm provider's
+  // region behind; its name carries this run's tag (SocketBootstrap's job id).
+  const std::array<std::uint8_t, 32> zero{};  // SocketBootstrap leaves the secret zero
+  const std::string tag = strata::detail::rdv::shm_job_tag("fabric-test:" + sock, zero.data(), zero.size());
+  for (int r = 0; r < s.n; ++r) ::shm_unlink(("/strata-" + tag + "-fi" + std::to_string(r)).c_str());
   return status;
 }
 

@@ -59,7 +59,7 @@ SocketBootstrap::SocketBootstrap(const std::string& path, int rank, int size) {
   job_.size = size;
   job_.local_size = size;
   job_.local_rank = rank;
-  job_.job_id = "fabric-test";
+  job_.job_id = "fabric-test:" + path;  // unique per run: names the shm provider's regions
   job_.launcher = "fabric-test";
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un a = make_addr(path);

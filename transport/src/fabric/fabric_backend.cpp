@@ -36,6 +36,7 @@
 #include "backend.hpp"
 #include "fabric/fabric_mr_cache.hpp"
 #include "shm/sync.hpp"
+#include "strata/detail/rendezvous.hpp"
 
 namespace strata::transport::detail {
 namespace fabric {
@@ -195,7 +196,12 @@ bool env_is(const char* name, const char* value) {
 class FabricBackend final : public Backend, public PollHint {
  public:
   FabricBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector<bool>& serve, const TransportOptions& opts)
-      : rank_(boot.rank()), size_(boot.size()), opts_(opts), cache_(opts.mr_cache_entries) {
+      : rank_(boot.rank()),
+        size_(boot.size()),
+        shm_tag_(
+            strata::detail::rdv::shm_job_tag(boot.job().job_id, boot.job().secret.data(), boot.job().secret.size())),
+        opts_(opts),
+        cache_(opts.mr_cache_entries) {
     if (static_cast<int>(serve.size()) != size_)
       throw Error(Errc::invalid_argument, "fabric backend (rank " + std::to_string(rank_) + "): serve has " +
                                               std::to_string(serve.size()) + " entries for " + std::to_string(size_) +
@@ -650,6 +656,15 @@ class FabricBackend final : public Backend, public PollHint {
     check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
     check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
     check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+    if (provider_ == "shm") {
+      // The shm provider names its region "<pid>:<domain>:<endpoint>" in
+      // /dev/shm; a killed process leaves it behind and a later process that
+      // reuses the PID fails fi_enable with EBUSY (seen in CI). A name from the
+      // job tag is unique per job and rank, and strata-run's end-of-job sweep
+      // of "strata-<tag>-*" removes it if this rank dies.
+      std::string shm_name = "strata-" + shm_tag_ + "-fi" + std::to_string(rank_);
+      check(fi_setname(&ep_->fid, shm_name.data(), shm_name.size() + 1), "fi_setname");
+    }
     check(fi_enable(ep_), "fi_enable");
     std::array<char, 256> name{};
     std::size_t name_len = name.size();
@@ -1364,6 +1379,7 @@ class FabricBackend final : public Backend, public PollHint {
   // ------------------------------------------------------------ state
   int rank_;
   int size_;
+  std::string shm_tag_;  // names the shm provider's region (see open())
   TransportOptions opts_;
   mutable std::mutex mu_;
   std::mutex handler_mu_;
