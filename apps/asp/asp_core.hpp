@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/app_options.hpp"
+
 namespace asp {
 
 constexpr std::int32_t kInf = 1 << 29;  // "no path"; kInf + kInf still fits int32
@@ -47,41 +49,24 @@ struct Options {
 
 /// Parses the command line; returns an error message or "" (sets help on -h).
 inline std::string parse(int argc, char** argv, Options& o, bool& help) {
-  help = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> std::string {
-      if (i + 1 >= argc) throw std::string("missing value for ") + name;
-      return argv[++i];
-    };
-    try {
-      if (a == "--n") {
-        o.n = std::stoi(value("--n"));
-      } else if (a == "--seed") {
-        o.seed = std::stoull(value("--seed"));
-      } else if (a == "--density") {
-        o.density = std::stod(value("--density"));
-      } else if (a == "--mode") {
-        o.mode = value("--mode");
-        if (o.mode != "blocking" && o.mode != "pipelined" && o.mode != "both")
-          return "--mode must be blocking, pipelined or both (got '" + o.mode + "')";
-      } else if (a == "--check") {
-        o.check = true;
-      } else if (a == "--trace") {
-        o.trace = value("--trace");
-      } else if (a == "--backend") {
-        o.backend = value("--backend");
-      } else if (a == "-h" || a == "--help") {
-        help = true;
-      } else {
-        return "unknown argument '" + a + "'";
-      }
-    } catch (const std::string& e) {
-      return e;
-    } catch (const std::exception&) {
-      return "bad value for " + a;
-    }
-  }
+  const std::string err =
+      apps::parse_options(argc, argv, o, help, [&o](const std::string& a, const apps::NextValue& value) {
+        if (a == "--n") {
+          o.n = std::stoi(value());
+        } else if (a == "--seed") {
+          o.seed = std::stoull(value());
+        } else if (a == "--density") {
+          o.density = std::stod(value());
+        } else if (a == "--mode") {
+          o.mode = value();
+          if (o.mode != "blocking" && o.mode != "pipelined" && o.mode != "both")
+            throw "--mode must be blocking, pipelined or both (got '" + o.mode + "')";
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (!err.empty()) return err;
   if (o.n < 1) return "--n must be >= 1";
   if (o.density < 0 || o.density > 1) return "--density must be in [0, 1]";
   return "";

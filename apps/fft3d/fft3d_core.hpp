@@ -74,6 +74,8 @@
 #include <utility>
 #include <vector>
 
+#include "../common/app_options.hpp"
+
 namespace fft3d {
 
 using Cplx = std::complex<double>;
@@ -109,55 +111,39 @@ inline bool parse_grid(const std::string& s, Options& o) {
 
 /// Parses the command line; returns an error message or "" (sets help on -h).
 inline std::string parse(int argc, char** argv, Options& o, bool& help) {
-  help = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> std::string {
-      if (i + 1 >= argc) throw std::string("missing value for ") + name;
-      return argv[++i];
-    };
-    try {
-      if (a == "--n" || a == "--grid") {
-        const std::string v = value(a.c_str());
-        if (!parse_grid(v, o)) return "bad grid '" + v + "' (use N or N1xN2xN3)";
-      } else if (a == "--mode") {
-        o.mode = value("--mode");
-        if (o.mode != "blocking" && o.mode != "overlap" && o.mode != "pipelined" && o.mode != "then" && o.mode != "all")
-          return "--mode must be blocking, overlap, pipelined, then or all (got '" + o.mode + "')";
-      } else if (a == "--decomp") {
-        o.decomp = value("--decomp");
-        if (o.decomp != "slab" && o.decomp != "pencil")
-          return "--decomp must be slab or pencil (got '" + o.decomp + "')";
-      } else if (a == "--pgrid") {
-        const std::string v = value("--pgrid");
-        char x = 0, extra = 0;
-        if (std::sscanf(v.c_str(), "%d%c%d%c", &o.pg1, &x, &o.pg2, &extra) != 3 || x != 'x' || o.pg1 < 1 || o.pg2 < 1)
-          return "bad --pgrid '" + v + "' (use P1xP2, both >= 1)";
-      } else if (a == "--chunks") {
-        o.chunks = std::stoi(value("--chunks"));
-      } else if (a == "--iters") {
-        o.iters = std::stoi(value("--iters"));
-      } else if (a == "--check") {
-        o.check = true;
-      } else if (a == "--ref-max") {
-        o.ref_max = std::stoll(value("--ref-max"));
-      } else if (a == "--measure") {
-        o.measure = true;
-      } else if (a == "--trace") {
-        o.trace = value("--trace");
-      } else if (a == "--backend") {
-        o.backend = value("--backend");
-      } else if (a == "-h" || a == "--help") {
-        help = true;
-      } else {
-        return "unknown argument '" + a + "'";
-      }
-    } catch (const std::string& e) {
-      return e;
-    } catch (const std::exception&) {
-      return "bad value for " + a;
-    }
-  }
+  const std::string err =
+      apps::parse_options(argc, argv, o, help, [&o](const std::string& a, const apps::NextValue& value) {
+        if (a == "--n" || a == "--grid") {
+          const std::string v = value();
+          if (!parse_grid(v, o)) throw "bad grid '" + v + "' (use N or N1xN2xN3)";
+        } else if (a == "--mode") {
+          o.mode = value();
+          if (o.mode != "blocking" && o.mode != "overlap" && o.mode != "pipelined" && o.mode != "then" &&
+              o.mode != "all")
+            throw "--mode must be blocking, overlap, pipelined, then or all (got '" + o.mode + "')";
+        } else if (a == "--decomp") {
+          o.decomp = value();
+          if (o.decomp != "slab" && o.decomp != "pencil")
+            throw "--decomp must be slab or pencil (got '" + o.decomp + "')";
+        } else if (a == "--pgrid") {
+          const std::string v = value();
+          char x = 0, extra = 0;
+          if (std::sscanf(v.c_str(), "%d%c%d%c", &o.pg1, &x, &o.pg2, &extra) != 3 || x != 'x' || o.pg1 < 1 || o.pg2 < 1)
+            throw "bad --pgrid '" + v + "' (use P1xP2, both >= 1)";
+        } else if (a == "--chunks") {
+          o.chunks = std::stoi(value());
+        } else if (a == "--iters") {
+          o.iters = std::stoi(value());
+        } else if (a == "--ref-max") {
+          o.ref_max = std::stoll(value());
+        } else if (a == "--measure") {
+          o.measure = true;
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (!err.empty()) return err;
   if (o.n1 < 1 || o.n2 < 1 || o.n3 < 1) return "grid dimensions must be >= 1";
   if (o.chunks < 1) return "--chunks must be >= 1";
   if (o.iters < 1) return "--iters must be >= 1";

@@ -40,6 +40,8 @@
 #include <utility>
 #include <vector>
 
+#include "../common/app_options.hpp"
+
 namespace mg {
 
 struct Options {
@@ -55,41 +57,24 @@ struct Options {
 };
 
 inline std::string parse(int argc, char** argv, Options& o, bool& help) {
-  help = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> std::string {
-      if (i + 1 >= argc) throw std::string("missing value for ") + name;
-      return argv[++i];
-    };
-    try {
-      if (a == "--n") {
-        o.n = std::stoi(value("--n"));
-      } else if (a == "--boxes") {
-        o.boxes = std::stoi(value("--boxes"));
-      } else if (a == "--levels") {
-        o.levels = std::stoi(value("--levels"));
-      } else if (a == "--cycles") {
-        o.cycles = std::stoi(value("--cycles"));
-      } else if (a == "--nu") {
-        o.nu1 = o.nu2 = std::stoi(value("--nu"));
-      } else if (a == "--check") {
-        o.check = true;
-      } else if (a == "--trace") {
-        o.trace = value("--trace");
-      } else if (a == "--backend") {
-        o.backend = value("--backend");
-      } else if (a == "-h" || a == "--help") {
-        help = true;
-      } else {
-        return "unknown argument '" + a + "'";
-      }
-    } catch (const std::string& e) {
-      return e;
-    } catch (const std::exception&) {
-      return "bad value for " + a;
-    }
-  }
+  const std::string err =
+      apps::parse_options(argc, argv, o, help, [&o](const std::string& a, const apps::NextValue& value) {
+        if (a == "--n") {
+          o.n = std::stoi(value());
+        } else if (a == "--boxes") {
+          o.boxes = std::stoi(value());
+        } else if (a == "--levels") {
+          o.levels = std::stoi(value());
+        } else if (a == "--cycles") {
+          o.cycles = std::stoi(value());
+        } else if (a == "--nu") {
+          o.nu1 = o.nu2 = std::stoi(value());
+        } else {
+          return false;
+        }
+        return true;
+      });
+  if (!err.empty()) return err;
   if (o.n < 2) return "--n must be >= 2";
   if (o.boxes < 1) return "--boxes must be >= 1";
   if (o.levels < 0 || o.levels > 20) return "--levels must be in [1, 20] (0 = automatic)";

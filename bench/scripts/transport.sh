@@ -4,8 +4,11 @@
 # every backend (strata shm; libfabric with tcp;ofi_rxm and shm) in both
 # progress modes (ProgressServer thread, inline), each beside the memcpy
 # ceiling of the same run; the idle CPU of an engine; the raw libfabric
-# provider (tests/transport_fabric/fabric_raw_pingpong) for comparison. Then
-# rewrites the transport section of docs/performance.md.
+# provider (tests/transport_fabric/fabric_raw_pingpong) for comparison, with
+# the backend's hints and its bandwidth measured like strata's put (windows of
+# 8 writes drained each time, both directions, the slower counts; the former
+# sliding-window figure is kept for reference). Then rewrites the transport
+# section of docs/performance.md.
 #
 # usage: bench/scripts/transport.sh [--quick] [--skip-build] [--no-doc]
 #   --quick       sizes 8:1M, 2 s idle (a smoke run; the doc says so)

@@ -300,6 +300,11 @@ std::vector<std::pair<std::string, std::string>> selection_rules() {
                        " and blocks <= " + std::to_string(kAlltoallBruckMaxBlock) +
                        " B, else pairwise (alternative: pull; alltoallv: pairwise)"},
       {"reduce_scatter(_block)", "ring; pairwise for non-commutative user ops (alternative: rh)"},
+      {"allgather(v), alltoall(v) large blocks",
+       "messages from " + std::to_string(kSymLargeMessage >> 20) + " MiB: " + kib(kSymLargeFragment) +
+           " fragments and the own block copied per fragment after the matching puts; copies into recv with "
+           "non-temporal stores when send + recv of a rank is at least " +
+           std::to_string(kSymStreamMinBytes >> 20) + " MiB"},
   };
 }
 

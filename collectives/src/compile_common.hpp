@@ -27,6 +27,14 @@ inline constexpr int kAlltoallBruckMinRanks = 5;                 // alltoall: Br
 inline constexpr std::uint64_t kAlltoallBruckMaxBlock = 256;     // ... and blocks up to this many bytes
 inline constexpr std::uint64_t kAllreduceRdMaxBytes = 16384;     // allreduce: recursive doubling up to this
 inline constexpr std::uint64_t kAllreduceRingMinBytes = std::uint64_t{2} << 20;  // ring from this; rabenseifner between
+// allgather(v), alltoall(v) with large blocks (docs/algorithms.md "Large blocks"; measured on 2 ranks, one per
+// core): messages of at least kSymLargeMessage bytes travel in kSymLargeFragment fragments (else 32 KiB), and an
+// own block of at least kSymLargeMessage bytes is copied fragment by fragment, each after the puts of the same
+// send bytes (allgather) or of the first message (alltoall); from kSymStreamMinBytes of send + recv per rank the
+// copies into recv use non-temporal stores (PlanBuilder::streaming).
+inline constexpr std::uint64_t kSymLargeMessage = std::uint64_t{1} << 20;
+inline constexpr std::uint64_t kSymLargeFragment = std::uint64_t{128} << 10;
+inline constexpr std::uint64_t kSymStreamMinBytes = std::uint64_t{12} << 20;
 
 using dag::NodeId;
 using dag::PlanBuilder;

@@ -99,7 +99,10 @@ struct Geometry {
 };
 
 // Fragment / region size for messages of at most `max_msg` bytes (0 = unknown).
-inline Geometry geometry(const Group& g, const Call& c, std::size_t esize, std::uint64_t max_msg, bool known) {
+// `large` (allgather / alltoall): the default fragment of messages of at least
+// large.first bytes is large.second bytes instead of kDefaultFragment.
+inline Geometry geometry(const Group& g, const Call& c, std::size_t esize, std::uint64_t max_msg, bool known,
+                         std::pair<std::uint64_t, std::uint64_t> large = {0, 0}) {
   Geometry geo;
   std::uint64_t cap = g.slot_bytes / 2;
   cap -= cap % esize;
@@ -117,6 +120,9 @@ inline Geometry geometry(const Group& g, const Call& c, std::size_t esize, std::
     z = std::min(z, cap);
   } else if (known && max_msg <= kDefaultFragment) {
     z = max_msg;
+  } else if (known && large.second > 0 && max_msg >= large.first) {
+    z = std::min<std::uint64_t>(large.second, cap);
+    z -= z % esize;
   } else {
     z = std::min<std::uint64_t>(kDefaultFragment, cap);
     z -= z % esize;

@@ -25,6 +25,9 @@
 // allreduces of compile_allreduce.cpp). Besides the step schedules: the pull
 // alltoall (emit_pull), the hierarchical and NUMA-spreading allgathers, and
 // the in-place forms (the send side read from a copy of recv in scratch 1).
+// Large blocks (decision table kSymLarge*, kSymStreamMinBytes): 128 KiB
+// fragments, the own block copied per fragment after the matching puts, and
+// non-temporal stores into recv when the working set exceeds the caches.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -44,6 +47,40 @@ namespace {
 
 using namespace steps;  // NOLINT: the step emitter
 
+// ---------------------------------------------------------------- large blocks
+// Messages of at least kSymLargeMessage bytes travel in kSymLargeFragment
+// fragments (compile_common.hpp, the decision table; docs/algorithms.md "Large
+// blocks").
+std::pair<std::uint64_t, std::uint64_t> sym_large() { return {kSymLargeMessage, kSymLargeFragment}; }
+
+// The local copy of this rank's own block (src -> dst, `len` bytes) when it is
+// large, cut into fragments of `z` bytes, each after the puts that read the
+// send bytes `partner(off, flen)` names (allgather: the same bytes, which the
+// copy then reads from the cache; alltoall: the same offsets of the first
+// message). One copy of the whole block at the start would run as a separate
+// task, evict what the puts are about to read, and compete with them for the
+// core; the fragments interleave with the exchange, in the threads that
+// complete the puts. `streaming`: non-temporal stores (PlanBuilder::streaming).
+void own_copy(Ctx& x, Tracker& t, const Region& src, const Region& dst, std::uint64_t len, std::uint64_t z,
+              const std::vector<NodeId>& start, bool streaming,
+              const std::function<Region(std::uint64_t, std::uint64_t)>& partner) {
+  PlanBuilder& b = x.b();
+  for (std::uint64_t off = 0; off < len; off += z) {
+    const std::uint64_t flen = std::min(z, len - off);
+    const Region s{src.buf, src.offset + off, flen};
+    const Region d{dst.buf, dst.offset + off, flen};
+    std::vector<NodeId> deps = start;
+    append(&deps, t.read_deps(s));
+    append(&deps, t.write_deps(d));
+    const Region pr = partner(off, flen);
+    if (pr.len > 0) append(&deps, t.write_deps(pr));  // every access to it so far: the puts that read it
+    const NodeId n = b.copy(s, d, deps);
+    if (streaming) b.streaming(n);
+    t.read(s, n);
+    t.write(d, n);
+  }
+}
+
 // ---------------------------------------------------------------- allgather(v)
 class AllgatherKind : public StepKind {
  public:
@@ -59,8 +96,11 @@ class AllgatherKind : public StepKind {
   std::vector<NodeId> sink(std::size_t, const patterns::Step&, const Region& win, int b, std::uint64_t off,
                            std::uint64_t len, NodeId arrived) override {
     const Region dst = dag::out(0, at_[static_cast<std::size_t>(b)] + off, len);
-    return {copy_out(t_, b_, win, dst, arrived)};
+    const NodeId n = copy_out(t_, b_, win, dst, arrived);
+    if (streaming) b_.streaming(n);
+    return {n};
   }
+  bool streaming = false;  // copies into recv bypass the caches
 
  private:
   Tracker& t_;
@@ -251,10 +291,13 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
 
   Tracker t;
   AllgatherKind k(t, x.b(), bytes, at, g.rank, c.in_place);
+  const std::uint64_t send_total = c.in_place ? 0 : bytes[me];
+  k.streaming = send_total + recv_total >= kSymStreamMinBytes;
   const std::uint64_t maxm = max_message(n, build, k);
-  const Geometry geo = geometry(g, c, es, maxm, true);
+  const Geometry geo = geometry(g, c, es, maxm, true, sym_large());
   const std::vector<NodeId> start = entry(x);
-  if (!c.in_place && bytes[me] > 0) {
+  const bool split = !c.in_place && bytes[me] >= kSymLargeMessage;
+  if (!c.in_place && bytes[me] > 0 && !split) {
     const Region dst = dag::out(0, at[me], bytes[me]);
     t.write(dst, x.b().copy(dag::in(0, 0, bytes[me]), dst, start));
   }
@@ -262,6 +305,10 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
   build(g.rank, s);
   Emitter e(x, t, geo, start);
   e.run(s, k);
+  if (split)
+    own_copy(x, t, dag::in(0, 0, bytes[me]), dag::out(0, at[me], bytes[me]), bytes[me],
+             std::max(geo.z, kSymLargeFragment), start, k.streaming,
+             [](std::uint64_t off, std::uint64_t len) { return dag::in(0, off, len); });
   return done(x);
 }
 
@@ -365,8 +412,11 @@ class PairwiseKind : public StepKind {
   std::vector<NodeId> sink(std::size_t, const patterns::Step&, const Region& win, int b, std::uint64_t off,
                            std::uint64_t len, NodeId arrived) override {
     const Region dst = dag::out(0, rat_[static_cast<std::size_t>(b)] + off, len);
-    return {copy_out(t_, b_, win, dst, arrived)};
+    const NodeId n = copy_out(t_, b_, win, dst, arrived);
+    if (streaming) b_.streaming(n);
+    return {n};
   }
+  bool streaming = false;  // copies into recv bypass the caches
 
  private:
   Tracker& t_;
@@ -469,7 +519,9 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
     const NodeId n0 = x.b().copy(whole, copy, start);
     t.read(whole, n0);
     t.write(copy, n0);
-  } else if (!c.in_place && sb[me] > 0) {
+  }
+  const bool split = !c.in_place && name != "bruck" && sb[me] >= kSymLargeMessage;
+  if (!c.in_place && sb[me] > 0 && !split) {
     const Region dst = dag::out(0, rat[me], rb[me]);
     t.write(dst, x.b().copy(dag::in(0, sat[me], sb[me]), dst, start));
   }
@@ -483,14 +535,27 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
     e.limit_outstanding(max_out);
     patterns::bruck_alltoall(g.rank, n, s);
     e.run(s, k);
-  } else if (name == "pull") {
-    emit_pull(x, t, geometry(g, c, es, v ? 0 : bb, !v), start, c.in_place, sb, sat, rb, rat, max_out);
   } else {
-    PairwiseKind k(t, x.b(), sb, sat, rb, rat, c.in_place);
-    Emitter e(x, t, geometry(g, c, es, v ? 0 : bb, !v), start);
-    e.limit_outstanding(max_out);
-    patterns::pairwise_alltoall(g.rank, n, s);
-    e.run(s, k);
+    const Geometry geo = geometry(g, c, es, v ? 0 : bb, !v, sym_large());
+    const bool stream = in_total + out_total >= kSymStreamMinBytes;
+    if (name == "pull") {
+      emit_pull(x, t, geo, start, c.in_place, sb, sat, rb, rat, max_out);
+    } else {
+      PairwiseKind k(t, x.b(), sb, sat, rb, rat, c.in_place);
+      k.streaming = stream;
+      Emitter e(x, t, geo, start);
+      e.limit_outstanding(max_out);
+      patterns::pairwise_alltoall(g.rank, n, s);
+      e.run(s, k);
+    }
+    if (split) {
+      const auto to = static_cast<std::size_t>(patterns::mod(g.rank + 1, n));
+      own_copy(x, t, dag::in(0, sat[me], sb[me]), dag::out(0, rat[me], rb[me]), sb[me],
+               std::max(geo.z, kSymLargeFragment), start, stream, [&](std::uint64_t off, std::uint64_t len) {
+                 if (n == 1 || off >= sb[to]) return dag::in(0, 0, 0);
+                 return dag::in(0, sat[to] + off, std::min(len, sb[to] - off));
+               });
+    }
   }
   // Application work in the graph: a compute node per source block that runs
   // as soon as every node writing that block of recv is done (issue 4's hook).

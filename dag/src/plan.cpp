@@ -147,6 +147,10 @@ NodeId PlanBuilder::copy(const Region& src, const Region& dst, std::vector<NodeI
   n.deps = std::move(deps);
   return add(std::move(n));
 }
+PlanBuilder& PlanBuilder::streaming(NodeId id) {
+  if (id < plan_->nodes_.size() && plan_->nodes_[id].kind == NodeKind::copy) plan_->nodes_[id].streaming = true;
+  return *this;
+}
 NodeId PlanBuilder::reduce(const Region& a, const Region& b, const Region& dst, ReduceOp op, DataType t,
                            std::vector<NodeId> deps) {
   Node n;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -18,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fastpath.hpp"
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
 #include "strata/detail/log.hpp"
@@ -77,13 +79,14 @@ inline dag::ReduceOp to_dag(Op op) {
 }
 
 // Page-aligned, zeroed window memory: a transport SharedRegion when the rank
-// has same-host peers (they put into it with one memcpy), else private memory.
+// has same-host peers among @p members (world ranks; they map it at once and
+// put into it with one memcpy), else private memory.
 struct WindowMem {
   void* p = nullptr;
   std::size_t len = 0;
   std::unique_ptr<transport::SharedRegion> shared;
-  WindowMem(transport::Transport& t, std::size_t n) : len(n) {
-    shared = t.allocate_shared(n);
+  WindowMem(transport::Transport& t, std::size_t n, const std::vector<int>& members) : len(n) {
+    shared = t.allocate_shared(n, members);
     if (shared) {
       p = shared->addr;
       return;
@@ -109,6 +112,8 @@ struct EngineCore {
   EngineOptions opts;
   std::unique_ptr<Bootstrap> boot;
   Hierarchy hier;
+  // Before the transport: its progress hook polls the hub until it is destroyed.
+  std::shared_ptr<FastHub> fast_hub = std::make_shared<FastHub>();
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<dag::Executor> exec;
   std::unique_ptr<transport::ProgressServer> progress;
@@ -139,6 +144,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   coll::Group group;
   std::unique_ptr<WindowMem> window;
   std::vector<dag::PeerKey> peers;
+  std::shared_ptr<FastChannel> fast;  // the small-message fast path (null: not on this communicator)
 
   std::mutex mu;
   std::uint32_t next_seq = 0;
@@ -170,6 +176,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     }
     for (auto& f : queued) f();  // the engine is no longer alive: each fails its promise
     for (auto& kv : live) kv.second.set_error(why);
+    if (fast) fast->fail(why);
   }
   std::unordered_map<std::string, std::shared_ptr<const dag::Plan>> cache;
 
@@ -182,12 +189,64 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   // Registers the window; returns its key (the caller exchanges keys).
   transport::RemoteKey open_window() {
-    const std::size_t bytes = group.slot_bytes * static_cast<std::size_t>(group.credits);
-    window = std::make_unique<WindowMem>(*core->transport, bytes);
+    // The fast path's area follows the collective slots (same offset on every member).
+    const std::size_t bytes = group.slot_bytes * static_cast<std::size_t>(group.credits) +
+                              (fast_candidate() ? fast_area_bytes(FastConfig::get()) : 0);
+    window = std::make_unique<WindowMem>(*core->transport, bytes, group.world);
+    // Until the members mapped the region its name is in /dev/shm, where a job
+    // killed with its launcher would leave it (docs/transport.md, "Mapped
+    // regions"). Every member creates its window in this same collective call
+    // and answers from its progress; bounded all the same (a name left over
+    // goes when the window is destroyed).
+    if (window->shared && core->progress)
+      core->progress->wait_until([this] { return window->shared->is_settled(); }, std::chrono::seconds(10));
     transport::RemoteKey key;
     throw_if_error(core->transport->register_memory(window->p, bytes, &key));
     slots.assign(static_cast<std::size_t>(group.credits), Slot{});
     return key;
+  }
+
+  // Whether the fast path may serve this communicator: enabled, every member on this host.
+  [[nodiscard]] bool fast_candidate() const {
+    if (!FastConfig::get().enabled) return false;
+    for (int h : group.host)
+      if (h != group.host[static_cast<std::size_t>(group.rank)]) return false;
+    return true;
+  }
+
+  // After set_peer_keys, on every member (collective): maps the members' fast
+  // areas and agrees (one allreduce) that every member could, so that all of
+  // them take the same calls on the fast path.
+  void enable_fast() {
+    if (!fast_candidate()) return;
+    const std::size_t at = group.slot_bytes * static_cast<std::size_t>(group.credits);
+    const std::size_t len = fast_area_bytes(FastConfig::get());
+    std::vector<std::byte*> areas(static_cast<std::size_t>(size()), nullptr);
+    std::uint64_t ok = 1;
+    for (int r = 0; r < size(); ++r) {
+      const auto ur = static_cast<std::size_t>(r);
+      areas[ur] = r == rank()
+                      ? static_cast<std::byte*>(window->p) + at
+                      : static_cast<std::byte*>(core->transport->map_peer(peers[ur].rank, peers[ur].key, at, len));
+      if (areas[ur] == nullptr) ok = 0;
+    }
+    if (size() > 1) {
+      std::uint64_t all = 0;
+      coll::Call k;
+      k.kind = coll::Kind::allreduce;
+      k.count = 1;
+      k.dtype = dag::DataType::u64;
+      k.op = dag::ReduceOp::min;
+      submit(k, &ok, &all, nullptr, /*internal=*/true).get();
+      ok = all;
+    }
+    if (ok == 0) {
+      detail::logger().debug("comm {}: fast path off (a member cannot map the others' areas)", id);
+      return;
+    }
+    fast = FastChannel::create(*core->transport, core->progress.get(), core->fctx, id, rank(), group.world,
+                               std::move(areas), FastConfig::get());
+    core->fast_hub->add(fast);
   }
 
   void set_peer_keys(const std::vector<transport::RemoteKey>& keys) {
@@ -318,6 +377,12 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
                       std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys = nullptr, bool internal = false) {
     throw_if_error(core->check_alive(coll::to_string(c.kind)));
     if (core->opts.check && !internal) check_signature(c);
+    if (fast && fast->takes(c)) {
+      Future<void> f = fast->submit(c, send, recv, shared_from_this());
+      core->fast_hub->touch();
+      detail::logger().debug("{} of {} elements on comm {}: fast path", coll::to_string(c.kind), c.count, id);
+      return f;
+    }
     std::uint32_t seq = 0;
     {
       std::lock_guard<std::mutex> lk(mu);
@@ -659,9 +724,34 @@ inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o, int rank = 
   return a;
 }
 
+// Whether STRATA_ALGO_<COLL> or STRATA_ALGO_<FAMILY> names an algorithm for @p kind (read once).
+inline bool algo_env_set(coll::Kind kind) {
+  static const std::vector<bool> set = [] {
+    std::vector<bool> v;
+    const auto& env = strata_env();
+    for (int k = 0; k <= static_cast<int>(coll::Kind::reduce_scatter_block); ++k) {
+      const std::string name = upper(coll::to_string(static_cast<coll::Kind>(k)));
+      std::string fam = name;
+      for (const char* suffix : {"V", "_BLOCK"}) {
+        const std::string sx = suffix;
+        if (fam.size() > sx.size() && fam.compare(fam.size() - sx.size(), sx.size(), sx) == 0 && fam != "ALLREDUCE")
+          fam.resize(fam.size() - sx.size());
+      }
+      v.push_back(env.count("STRATA_ALGO_" + name) > 0 || env.count("STRATA_ALGO_" + fam) > 0);
+    }
+    return v;
+  }();
+  const auto i = static_cast<std::size_t>(kind);
+  return i < set.size() && set[i];
+}
+
+// Strict synchronization and the fast path's eligibility (an automatic
+// algorithm, no per-call tree / fragment / direction, loose).
 inline void apply_sync(coll::Call& c, const CollOptions& o) {
   c.entry_all = o.sync.entry == SyncMode::all;
   c.exit_all = o.sync.exit == SyncMode::all;
+  c.fast_ok = !c.entry_all && !c.exit_all && (o.algorithm.empty() || o.algorithm == "auto") && o.tree.empty() &&
+              o.fragment.empty() && o.direction.empty() && !o.on_block && !algo_env_set(c.kind);
 }
 
 inline std::shared_ptr<const dag::UserReduce> wrap(const UserOp& op, const char* coll, const CommImpl& c) {

@@ -332,7 +332,7 @@ Communicator Communicator::split(int color, int key) const {
   const int n = impl_->size();
   int new_id = 0;
   for (int r = 0; r < n; ++r) new_id = std::max(new_id, static_cast<int>(meta[static_cast<std::size_t>(3 * r + 2)]));
-  if (new_id >= detail::kWindowSignalComm)  // the last id is reserved for window signals
+  if (new_id >= detail::kFastNudgeComm)  // the last two ids are reserved (fast-path nudges, window signals)
     throw Error(Errc::unsupported, "split on rank " + std::to_string(impl_->rank()) + ": out of communicator ids");
   {
     std::lock_guard<std::mutex> lk(core.id_mu);
@@ -376,6 +376,7 @@ Communicator Communicator::split(int color, int key) const {
     mk.push_back(k);
   }
   ni->set_peer_keys(mk);
+  ni->enable_fast();
   {
     std::lock_guard<std::mutex> lk(core.id_mu);
     core.comms.push_back(ni);
@@ -411,6 +412,7 @@ std::shared_ptr<detail::CommImpl> make_world(const std::shared_ptr<detail::Engin
                 sizeof(transport::RemoteKey));
   }
   w->set_peer_keys(keys);
+  w->enable_fast();
   {
     std::lock_guard<std::mutex> lk(core->id_mu);
     core->comms.push_back(w);
@@ -431,6 +433,8 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   dag::ExecutorOptions eo;
   eo.threads = opts.worker_threads;
   eo.inline_bytes = opts.inline_bytes;
+  // Every progress() call (servers, waiters, inline mode) also completes fast-path calls.
+  core_->transport->set_progress_hook([hub = core_->fast_hub.get()] { return hub->poll(); });
   core_->exec = std::make_unique<dag::Executor>(*core_->transport, eo);
   detail::install_window_routing(*core_);  // window events beside the executor's (window.cpp)
   transport::ProgressOptions po = transport::ProgressOptions::from_environment();
@@ -467,6 +471,7 @@ Engine::~Engine() {
   core_->fctx->spin = nullptr;
   core_->fctx->progress = nullptr;
   core_->fctx->arena = nullptr;
+  for (auto& ch : core_->fast_hub->channels()) ch->detach();
   // Every peer has entered shutdown (barrier above): what is still posted
   // completes now with Errc::shutdown instead of waiting for peers that will
   // not answer, so the executor's drain is quick.

@@ -5,17 +5,14 @@
 // transport (random release order) and checked against a sequential reference.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "../common/fake_ranks.hpp"
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
-#include "strata/transport/fake.hpp"
 
 namespace {
 
@@ -307,70 +304,8 @@ TEST(RootedCompile, PullIsRefusedWhereItDoesNotApply) {
 
 // ---------------------------------------------------------------- execution over the fake transport
 
-class FakeRun {
- public:
-  FakeRun(int n, std::size_t slot, std::uint64_t seed)
-      : n_(n), slot_(slot), world_(n, strata::transport::FakeMode::manual, seed) {
-    keys_.resize(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r) {
-      dag::ExecutorOptions o;
-      o.arena = &arena_;
-      ex_.push_back(std::make_unique<dag::Executor>(world_.endpoint(r), o));
-      win_.emplace_back(2 * slot, 0);
-      EXPECT_TRUE(world_.endpoint(r)
-                      .register_memory(win_.back().data(), 2 * slot, &keys_[static_cast<std::size_t>(r)])
-                      .is_ok());
-    }
-  }
-  ~FakeRun() {
-    for (int r = 0; r < n_; ++r)
-      world_.endpoint(r).deregister_memory(win_[static_cast<std::size_t>(r)].data(), 2 * slot_);
-  }
-  FakeRun(const FakeRun&) = delete;
-  FakeRun& operator=(const FakeRun&) = delete;
-
-  // Runs the slices; send[r] / recv[r] empty means "not bound" (nullptr).
-  bool run(const std::vector<std::shared_ptr<const dag::Plan>>& plans, std::vector<std::vector<std::int32_t>>& send,
-           std::vector<std::vector<std::int32_t>>& recv) {
-    std::atomic<int> finished{0}, failed{0};
-    const std::uint32_t seq = seq_++;
-    for (int r = n_ - 1; r >= 0; --r) {
-      const auto ur = static_cast<std::size_t>(r);
-      dag::Bindings b;
-      b.inputs = {send[ur].empty() ? nullptr : send[ur].data()};
-      b.outputs = {recv[ur].empty() ? nullptr : recv[ur].data(), win_[ur].data() + slot_};
-      for (int q = 0; q < n_; ++q) b.peers.push_back({q, 0, keys_[static_cast<std::size_t>(q)]});
-      const strata::Status st = ex_[ur]->start(plans[ur], b, 0, seq, [&](const strata::Status& s) {
-        if (!s.is_ok()) failed.fetch_add(1);
-        finished.fetch_add(1);
-      });
-      if (!st.is_ok()) {
-        ADD_FAILURE() << st.message();
-        return false;
-      }
-    }
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (finished.load() < n_) {
-      if (std::chrono::steady_clock::now() > limit) {
-        ADD_FAILURE() << "instance did not finish";
-        return false;
-      }
-      const bool moved = world_.release_random();
-      if (world_.progress_all() == 0 && !moved) std::this_thread::yield();
-    }
-    return failed.load() == 0;
-  }
-
- private:
-  int n_;
-  std::size_t slot_;
-  tbb::task_arena arena_{2, 0};
-  strata::transport::FakeWorld world_;
-  std::vector<std::unique_ptr<dag::Executor>> ex_;
-  std::vector<std::vector<char>> win_;
-  std::vector<strata::transport::RemoteKey> keys_;
-  std::uint32_t seq_ = 0;
-};
+using fake_ranks::data_or_null;
+using fake_ranks::FakeRanks;
 
 std::int32_t val(int r, std::size_t i) {
   return static_cast<std::int32_t>(r * 100000 + static_cast<int>(i % 9973) + 1);
@@ -388,7 +323,7 @@ TEST_P(RootedSim, MatchesSequentialReference) {
   const int n = GetParam().n;
   const auto nn = static_cast<std::size_t>(n);
   const Group g = make_group(n, GetParam().place, GetParam().slot);
-  FakeRun sim(n, GetParam().slot, 11 + static_cast<std::uint64_t>(n));
+  FakeRanks sim(n, GetParam().slot, 11 + static_cast<std::uint64_t>(n));
   for (Kind k : kKinds)
     for (const Algo& a : kAlgos)
       for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{3001}})
@@ -436,7 +371,11 @@ TEST_P(RootedSim, MatchesSequentialReference) {
               want[ur].clear();
             }
           }
-          ASSERT_TRUE(sim.run(plans, send, recv)) << what;
+          // send[r] / recv[r] empty means "not bound".
+          ASSERT_TRUE(sim.run(plans, [&](int r) -> FakeRanks::Io {
+            const auto q = static_cast<std::size_t>(r);
+            return {data_or_null(send[q]), data_or_null(recv[q])};
+          })) << what;
           for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(recv[r], want[r]) << what << " rank " << r;
         }
 }

@@ -1,8 +1,10 @@
 // Allgather(v), alltoall(v), reduce-scatter(_block), allreduce over real
 // processes: runs sym_rank under strata-run (hard timeout) for several rank
 // counts (up to 11), hosts, a synthetic multi-NUMA topology, fragmentations, a
-// tiny window, strict sync, the alltoall throttle and the STRATA_CHECK=1
-// detection of counts that disagree across ranks.
+// tiny window, strict sync, the alltoall throttle, the STRATA_CHECK=1
+// detection of counts that disagree across ranks, and large blocks (4 MiB:
+// split own-block copy, 128 KiB fragments, streaming copies) for n = 1, 2, 3, 5
+// and across two virtual hosts.
 #include <gtest/gtest.h>
 
 #include "../common/launch.hpp"
@@ -51,7 +53,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"n8_hosts2_numa", "", "-n 8 --hosts 2 --topology 'package:2 numa:2 core:2 pu:1'", "--quick"},
                       Case{"n4_check_mismatch", "STRATA_CHECK=1", "-n 4", "--mismatch"},
                       Case{"n3_hosts2_check_mismatch", "STRATA_CHECK=1", "-n 3 --hosts 2", "--mismatch"},
-                      Case{"n3_max_outstanding2", "STRATA_ALLTOALL_MAX_OUTSTANDING=2", "-n 3", "--quick"}),
+                      Case{"n3_max_outstanding2", "STRATA_ALLTOALL_MAX_OUTSTANDING=2", "-n 3", "--quick"},
+                      Case{"n1_large", "", "-n 1", "--large"}, Case{"n2_large", "", "-n 2", "--large"},
+                      Case{"n3_large", "", "-n 3", "--large"}, Case{"n5_large", "", "-n 5", "--large"},
+                      Case{"n3_hosts2_large", "", "-n 3 --hosts 2", "--large"}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -4,26 +4,21 @@
 // sequential reference.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "../common/fake_ranks.hpp"
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
-#include "strata/transport/fake.hpp"
 
 using strata::coll::Call;
 using strata::coll::Group;
 using strata::coll::Kind;
 namespace dag = strata::dag;
-using strata::transport::FakeMode;
-using strata::transport::FakeWorld;
 
 namespace {
 
@@ -159,30 +154,11 @@ TEST(SymmetricCompile, RefusesNonCommutativeWhereOrderIsLost) {
 }
 
 // ---------------------------------------------------------------- execution over the fake transport
-struct Sim {
-  int n;
+struct Sim : fake_ranks::FakeRanks {
   std::size_t slot_bytes;
-  tbb::task_arena arena{2, 0};
-  FakeWorld world;
-  std::vector<std::unique_ptr<dag::Executor>> ex;
-  std::vector<std::vector<char>> win;
-  std::vector<strata::transport::RemoteKey> keys;
+  Group grp;
   Sim(int nranks, std::size_t slot, std::uint64_t seed)
-      : n(nranks), slot_bytes(slot), world(nranks, FakeMode::manual, seed) {
-    keys.resize(static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r) {
-      dag::ExecutorOptions o;
-      o.arena = &arena;
-      ex.push_back(std::make_unique<dag::Executor>(world.endpoint(r), o));
-      win.emplace_back(slot * 2, 0);
-      EXPECT_TRUE(
-          world.endpoint(r).register_memory(win.back().data(), slot * 2, &keys[static_cast<std::size_t>(r)]).is_ok());
-    }
-  }
-  ~Sim() {
-    for (int r = 0; r < n; ++r)
-      world.endpoint(r).deregister_memory(win[static_cast<std::size_t>(r)].data(), slot_bytes * 2);
-  }
+      : FakeRanks(nranks, slot, seed), slot_bytes(slot), grp(group(nranks, slot)) {}
   // Runs every rank's slice of c with per-rank send / recv buffers.
   bool run(const Call& c, std::vector<std::vector<std::int32_t>>& send, std::vector<std::vector<std::int32_t>>& recv,
            std::uint32_t seq) {
@@ -192,31 +168,11 @@ struct Sim {
   bool run_plans(const std::vector<std::shared_ptr<const dag::Plan>>& plans, bool in_place,
                  std::vector<std::vector<std::int32_t>>& send, std::vector<std::vector<std::int32_t>>& recv,
                  std::uint32_t seq) {
-    std::atomic<int> finished{0}, failed{0};
-    for (int r = n - 1; r >= 0; --r) {
-      dag::Bindings b;
-      b.inputs = {in_place ? nullptr : send[static_cast<std::size_t>(r)].data()};
-      b.outputs = {recv[static_cast<std::size_t>(r)].data(), win[static_cast<std::size_t>(r)].data() + slot_bytes};
-      for (int q = 0; q < n; ++q) b.peers.push_back({q, 0, keys[static_cast<std::size_t>(q)]});
-      const strata::Status st = ex[static_cast<std::size_t>(r)]->start(plans[static_cast<std::size_t>(r)], b, 0, seq,
-                                                                       [&](const strata::Status& s) {
-                                                                         if (!s.is_ok()) failed.fetch_add(1);
-                                                                         finished.fetch_add(1);
-                                                                       });
-      if (!st.is_ok()) {
-        ADD_FAILURE() << st.message();
-        return false;
-      }
-    }
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (finished.load() < n) {
-      if (std::chrono::steady_clock::now() > limit) return false;
-      const bool moved = world.release_random();
-      if (world.progress_all() == 0 && !moved) std::this_thread::yield();
-    }
-    return failed.load() == 0;
+    return FakeRanks::run(plans, seq, [&](int r) -> Io {
+      const auto ur = static_cast<std::size_t>(r);
+      return {in_place ? nullptr : send[ur].data(), recv[ur].data()};
+    });
   }
-  Group grp = group(n, slot_bytes);
 };
 
 std::int32_t val(int r, std::size_t i) { return static_cast<std::int32_t>(r * 1000 + static_cast<int>(i % 977) + 1); }
@@ -326,29 +282,7 @@ TEST_P(SymmetricSim, MatchesSequentialReference) {
       plans.push_back(strata::coll::compile(g, calls[r], 1));
     }
     ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << dag::validate(raw(plans)).message();
-    std::atomic<int> finished{0}, failed{0};
-    for (int r = n - 1; r >= 0; --r) {
-      dag::Bindings b;
-      b.inputs = {send[static_cast<std::size_t>(r)].data()};
-      b.outputs = {recv[static_cast<std::size_t>(r)].data(),
-                   sim.win[static_cast<std::size_t>(r)].data() + sim.slot_bytes};
-      for (int q = 0; q < n; ++q) b.peers.push_back({q, 0, sim.keys[static_cast<std::size_t>(q)]});
-      ASSERT_TRUE(sim.ex[static_cast<std::size_t>(r)]
-                      ->start(plans[static_cast<std::size_t>(r)], b, 0, seq,
-                              [&](const strata::Status& s) {
-                                if (!s.is_ok()) failed.fetch_add(1);
-                                finished.fetch_add(1);
-                              })
-                      .is_ok());
-    }
-    ++seq;
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (finished.load() < n) {
-      ASSERT_LT(std::chrono::steady_clock::now(), limit) << "alltoallv hangs, count " << count;
-      const bool moved = sim.world.release_random();
-      if (sim.world.progress_all() == 0 && !moved) std::this_thread::yield();
-    }
-    ASSERT_EQ(failed.load(), 0);
+    ASSERT_TRUE(sim.run_plans(plans, false, send, recv, seq++)) << "alltoallv count " << count;
     for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(recv[r], want[r]) << "alltoallv count " << count << " rank " << r;
   }
 }
@@ -360,6 +294,154 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SymmetricSim,
                          [](const ::testing::TestParamInfo<SimCase>& i) {
                            return "n" + std::to_string(i.param.n) + "_slot" + std::to_string(i.param.slot);
                          });
+
+// ---------------------------------------------------------------- large blocks (issue 7)
+// From 1 MiB messages the own block is copied fragment by fragment after the
+// puts of the same bytes (128 KiB fragments), and from 12 MiB of send + recv
+// per rank the copies into recv are streaming (non-temporal stores). Sizes
+// around the thresholds, in place, allgatherv / alltoallv, n = 1, 2, 3, 5.
+
+struct PlanShape {
+  std::size_t own_copies = 0;  // copy nodes reading the send buffer
+  std::size_t streaming = 0;   // streaming copy nodes
+};
+PlanShape shape(const dag::Plan& p) {
+  PlanShape s;
+  for (const dag::Node& nd : p.nodes()) {
+    if (nd.kind != dag::NodeKind::copy) continue;
+    if (nd.src.buf.kind == dag::BufferKind::input) ++s.own_copies;
+    if (nd.streaming) ++s.streaming;
+  }
+  return s;
+}
+
+class LargeSim : public ::testing::TestWithParam<int> {};
+
+TEST_P(LargeSim, SplitOwnCopyAndStreamingMatchReference) {
+  const int n = GetParam();
+  const auto nn = static_cast<std::size_t>(n);
+  Sim sim(n, std::size_t{1} << 20, 71 + static_cast<std::uint64_t>(n));
+  std::uint32_t seq = 0;
+  const std::size_t big = (std::size_t{1} << 20) + 13;  // int32: 4 MiB + 52 B per block
+  for (std::size_t count :
+       {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{16387}, std::size_t{262147}, big}) {
+    const std::uint64_t block = count * 4;
+    // allgather (ring, automatic; in place), allgatherv (ring)
+    for (const char* algo : {"ring", "auto"}) {
+      for (int inplace = 0; inplace < 2; ++inplace) {
+        const std::string what = std::string("allgather ") + algo + " n=" + std::to_string(n) +
+                                 " count=" + std::to_string(count) + (inplace ? " in-place" : "");
+        Call c = make(Kind::allgather, n, count, algo);
+        c.in_place = inplace != 0;
+        const auto plans = strata::coll::compile_all(sim.grp, c, 1);
+        ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what << ": " << dag::validate(raw(plans)).message();
+        const PlanShape sh = shape(*plans[0]);
+        const bool split = !c.in_place && block >= (std::uint64_t{1} << 20);
+        const bool stream = (c.in_place ? 0 : block) + nn * block >= (std::uint64_t{12} << 20);
+        EXPECT_EQ(sh.own_copies, c.in_place || count == 0 ? 0
+                                 : split                  ? (block + (128 << 10) - 1) / (128 << 10)
+                                                          : 1)
+            << what;
+        EXPECT_EQ(sh.streaming > 0, stream && (n > 1 || !c.in_place) && count > 0) << what;
+        std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+        for (std::size_t r = 0; r < nn; ++r) {
+          for (std::size_t i = 0; i < count; ++i) send[r].push_back(val(static_cast<int>(r), i));
+          recv[r].assign(nn * count, -1);
+          for (std::size_t q = 0; q < nn; ++q)
+            for (std::size_t i = 0; i < count; ++i) want[r].push_back(val(static_cast<int>(q), i));
+          if (inplace)
+            std::copy(send[r].begin(), send[r].end(), recv[r].begin() + static_cast<std::ptrdiff_t>(r * count));
+        }
+        ASSERT_TRUE(sim.run_plans(plans, c.in_place, send, recv, seq++)) << what;
+        for (std::size_t r = 0; r < nn; ++r) ASSERT_TRUE(recv[r] == want[r]) << what << " rank " << r;
+      }
+    }
+    {
+      const std::string what = "allgatherv ring n=" + std::to_string(n) + " count=" + std::to_string(count);
+      Call c = make(Kind::allgatherv, n, count, "ring");
+      const auto plans = strata::coll::compile_all(sim.grp, c, 1);
+      ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what;
+      const std::size_t ext = extent(c.counts, c.displs);
+      std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+      for (std::size_t r = 0; r < nn; ++r) {
+        for (std::size_t i = 0; i < c.counts[r]; ++i) send[r].push_back(val(static_cast<int>(r), i));
+        recv[r].assign(ext, -1);
+        want[r].assign(ext, -1);
+        for (std::size_t q = 0; q < nn; ++q)
+          for (std::size_t i = 0; i < c.counts[q]; ++i) want[r][c.displs[q] + i] = val(static_cast<int>(q), i);
+      }
+      ASSERT_TRUE(sim.run_plans(plans, false, send, recv, seq++)) << what;
+      for (std::size_t r = 0; r < nn; ++r) ASSERT_TRUE(recv[r] == want[r]) << what << " rank " << r;
+    }
+    // alltoall (pairwise, pull, automatic; in place)
+    for (const char* algo : {"pairwise", "pull", "auto"}) {
+      for (int inplace = 0; inplace < 2; ++inplace) {
+        const std::string what = std::string("alltoall ") + algo + " n=" + std::to_string(n) +
+                                 " count=" + std::to_string(count) + (inplace ? " in-place" : "");
+        Call c = make(Kind::alltoall, n, count, algo);
+        c.in_place = inplace != 0;
+        const auto plans = strata::coll::compile_all(sim.grp, c, 1);
+        ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what << ": " << dag::validate(raw(plans)).message();
+        const PlanShape sh = shape(*plans[0]);
+        const bool split = !c.in_place && block >= (std::uint64_t{1} << 20);
+        if (!c.in_place && count > 0 && std::string(algo) == "pairwise") {
+          EXPECT_EQ(sh.own_copies, split ? (block + (128 << 10) - 1) / (128 << 10) : 1) << what;
+        }
+        if (std::string(algo) == "pairwise" && n > 1) {
+          EXPECT_EQ(sh.streaming > 0, 2 * nn * block >= (std::uint64_t{12} << 20)) << what;
+        }
+        std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+        for (std::size_t r = 0; r < nn; ++r)
+          for (std::size_t j = 0; j < nn; ++j)
+            for (std::size_t i = 0; i < count; ++i) {
+              send[r].push_back(val(static_cast<int>(r * nn + j), i));
+              want[r].push_back(val(static_cast<int>(j * nn + r), i));
+            }
+        for (std::size_t r = 0; r < nn; ++r) recv[r] = inplace ? send[r] : std::vector<std::int32_t>(nn * count, -1);
+        ASSERT_TRUE(sim.run_plans(plans, c.in_place, send, recv, seq++)) << what;
+        for (std::size_t r = 0; r < nn; ++r) ASSERT_TRUE(recv[r] == want[r]) << what << " rank " << r;
+      }
+    }
+    // alltoallv (pairwise): unequal pairs, zeros, reversed / gapped displacements.
+    {
+      const std::string what = "alltoallv pairwise n=" + std::to_string(n) + " count=" + std::to_string(count);
+      auto pair = [count](std::size_t a, std::size_t b) -> std::size_t {
+        return (a + 2 * b) % 4 == 1 ? 0 : count + (a * 3 + b) % 5;
+      };
+      std::vector<std::shared_ptr<const dag::Plan>> plans;
+      std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+      for (std::size_t r = 0; r < nn; ++r) {
+        Call c;
+        c.kind = Kind::alltoallv;
+        c.dtype = dag::DataType::i32;
+        c.algo.name = "pairwise";
+        for (std::size_t j = 0; j < nn; ++j) {
+          c.counts.push_back(pair(r, j));
+          c.rcounts.push_back(pair(j, r));
+        }
+        c.displs = rdispls(c.counts);
+        c.rdispls = rdispls(c.rcounts);
+        Group g = sim.grp;
+        g.rank = static_cast<int>(r);
+        plans.push_back(strata::coll::compile(g, c, 1));
+        send[r].assign(extent(c.counts, c.displs), -2);
+        recv[r].assign(extent(c.rcounts, c.rdispls), -1);
+        want[r] = recv[r];
+        for (std::size_t j = 0; j < nn; ++j) {
+          for (std::size_t i = 0; i < c.counts[j]; ++i) send[r][c.displs[j] + i] = val(static_cast<int>(r * nn + j), i);
+          for (std::size_t i = 0; i < c.rcounts[j]; ++i)
+            want[r][c.rdispls[j] + i] = val(static_cast<int>(j * nn + r), i);
+        }
+      }
+      ASSERT_TRUE(dag::validate(raw(plans)).is_ok()) << what << ": " << dag::validate(raw(plans)).message();
+      ASSERT_TRUE(sim.run_plans(plans, false, send, recv, seq++)) << what;
+      for (std::size_t r = 0; r < nn; ++r) ASSERT_TRUE(recv[r] == want[r]) << what << " rank " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LargeSim, ::testing::Values(1, 2, 3, 5),
+                         [](const ::testing::TestParamInfo<int>& i) { return "n" + std::to_string(i.param); });
 
 // ---------------------------------------------------------------- issue 6: allreduce algorithms, hier /
 // numa-ring allgather, pull and in-place alltoall(v), in-place reduce-scatter, over n = 1..12 ranks placed

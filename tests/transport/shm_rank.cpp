@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/shm_names.hpp"
 #include "backend.hpp"
 #include "strata/transport/bootstrap.hpp"
 #include "strata/transport/progress.hpp"
@@ -342,12 +343,30 @@ void mapped(World& w) {
   const int prev = (w.rank + w.size - 1) % w.size;
   const std::vector<std::size_t> sizes = {1, 1023, 1024, 4096 + 3, (1u << 20) + 13};
   const std::size_t region_bytes = (2u << 20) + 8192;
-  auto src_region = w.t->allocate_shared(region_bytes);
-  auto in_region = w.t->allocate_shared(region_bytes);
+  std::vector<int> everyone(static_cast<std::size_t>(w.size));
+  for (int r = 0; r < w.size; ++r) everyone[static_cast<std::size_t>(r)] = r;
+  auto src_region = w.t->allocate_shared(region_bytes, everyone);
+  auto in_region = w.t->allocate_shared(region_bytes, everyone);
   const bool expect_shared = w.size > 1;
   check((src_region != nullptr) == expect_shared, "allocate_shared returned a region only with same-host peers");
   if (!src_region) return;
   check(in_region != nullptr && in_region->len == region_bytes, "second region");
+  check(w.t->allocate_shared(4096, {w.rank}) == nullptr, "a region nobody else maps has no name");
+  // The peers map both regions from their progress and answer; then the names go.
+  w.wait([&] { return src_region->is_settled() && in_region->is_settled(); }, "peers mapping the regions");
+  w.boot->barrier();  // every rank's regions are settled
+  const std::string prefix = shm_names::job_prefix();
+  check(!prefix.empty(), "no job tag in the environment");
+  for (const std::string& n : shm_names::in_dev_shm(prefix))
+    check(!shm_names::is_region(n, prefix), "/dev/shm/" + n + " is left while the regions are in use");
+  const std::vector<std::string> mapped_names = shm_names::mapped_here(prefix);
+  for (int r = 0; r < w.size; ++r) {
+    if (r == w.rank || !w.hier.same_host(w.rank, r)) continue;  // other hosts: fabric, nothing to map
+    const std::string peer = prefix + std::to_string(r) + "-m";
+    const auto got = std::count_if(mapped_names.begin(), mapped_names.end(),
+                                   [&peer](const std::string& n) { return n.rfind(peer, 0) == 0; });
+    check(got == 2, "rank " + std::to_string(r) + ": " + std::to_string(got) + " of its 2 regions are mapped here");
+  }
   auto* src_base = static_cast<std::uint8_t*>(src_region->addr);
   auto* in_base = static_cast<std::uint8_t*>(in_region->addr);
   for (std::size_t i = 0; i < region_bytes; ++i) check(in_base[i] == 0, "regions start zeroed");

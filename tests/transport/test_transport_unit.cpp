@@ -139,6 +139,38 @@ TEST(MrCache, InvalidateDeregistersOverlappingRanges) {
   EXPECT_EQ(c.stats().entries, 0u);
 }
 
+TEST(MrCache, HeldEntriesStayUntilInvalidatedAndSurvivePinsAndEviction) {
+  FakeRegistrar f;
+  MrCache c(1, f.reg(), f.dereg());
+  std::vector<char> win(4096), other(64), third(64);
+  const MrCache::Entry* h = nullptr;
+  ASSERT_TRUE(c.hold(win.data(), win.size(), &h));
+  const MrCache::Entry* sub = nullptr;
+  ASSERT_TRUE(c.acquire(win.data() + 100, 200, &sub));  // a local descriptor inside the held range
+  EXPECT_EQ(sub, h);
+  c.release(sub);
+  const MrCache::Entry* o = nullptr;
+  ASSERT_TRUE(c.acquire(other.data(), other.size(), &o));
+  c.release(o);
+  ASSERT_TRUE(c.acquire(third.data(), third.size(), &o));  // bound 1: the unpinned ones go, never the held one
+  c.release(o);
+  EXPECT_EQ(f.registrations, 3);
+  EXPECT_EQ(f.live.count(h->handle), 1u);
+  EXPECT_EQ(f.live.size(), 1u);
+  ASSERT_TRUE(c.acquire(win.data(), 8, &sub));  // pinned while invalidated: deregistered at release
+  EXPECT_EQ(c.invalidate(win.data() + 10, 1), 1u);
+  EXPECT_EQ(f.live.size(), 1u);
+  c.release(sub);
+  EXPECT_EQ(f.live.size(), 0u);
+  const MrCache::Entry* again = nullptr;  // a new registration, not the dropped one
+  const int before = f.registrations;
+  ASSERT_TRUE(c.hold(win.data(), win.size(), &again));
+  EXPECT_EQ(f.registrations, before + 1);
+  EXPECT_EQ(c.invalidate(win.data(), win.size()), 1u);
+  EXPECT_EQ(f.live.size(), 0u);
+  EXPECT_EQ(c.hold(nullptr, 8, &again).code(), Errc::invalid_argument);
+}
+
 TEST(MrCache, BadInputIsAnErrorAndFailedRegistrationIsNotCached) {
   int calls = 0;
   MrCache c(

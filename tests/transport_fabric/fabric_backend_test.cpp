@@ -172,6 +172,19 @@ TEST_P(FabricProvider, SignalsAsMessagesKeepOrderToo) {
   expect_all_ok(run(s));
 }
 
+// Four ranks, three fabric peers each: over tcp;ofi_rxm put_with_signal takes
+// the message path, small payloads inside the signal message; forced onto the
+// message path for shm too. The targets check order and data at each signal.
+TEST_P(FabricProvider, PutWithSignalDataBeforeSignalInOrderWithSeveralPeers) {
+  Spawn s;
+  s.n = 4;
+  s.scenario = "pws_order";
+  s.provider = GetParam();
+  s.timeout_ms = 30000;
+  s.env = {{"STRATA_FI_SIGNAL", "msg"}};
+  expect_all_ok(run(s));
+}
+
 TEST_P(FabricProvider, EightRanksExchangeSignals) {
   Spawn s;
   s.n = 8;

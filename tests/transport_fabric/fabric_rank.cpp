@@ -2,12 +2,13 @@
 //
 //   fabric_rank <rendezvous-socket> <rank> <size> <scenario> [provider] [timeout-ms]
 //
-// Scenarios: integrity, signals, atomics, invalid, kill, idle. Exit status 0
+// Scenarios: integrity, signals, pws_order, atomics, invalid, kill, pingpong, idle. Exit status 0
 // on success; on failure a message naming the rank goes to stderr and the
 // status is 1. The test binary (fabric_backend_test) starts the ranks.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -324,6 +325,85 @@ int scenario_signals(Rank& R) {
   return 0;
 }
 
+// ---------------------------------------------------------------- pws_order
+// Every rank streams K put_with_signal to every peer, sizes cycling through
+// the inline limit (960 B: the data rides in the signal message on the
+// message path) and past it (write + message), each into its own range of
+// the target's buffer. The target's signal handler checks, for each signal,
+// that it is the next one from that source and that its data is already
+// there: data before signal, in order, on both paths, with several peers.
+int scenario_pws_order(Rank& R) {
+  const std::uint64_t K = std::getenv("FABRIC_TEST_K") ? std::strtoull(std::getenv("FABRIC_TEST_K"), nullptr, 10) : 300;
+  const std::vector<std::size_t> sizes = {1, 8, 0, 64, 500, 959, 960, 961, 1100, 4096};
+  const std::size_t stride = 4096;
+  const std::size_t per_src = K * stride;
+  std::vector<std::uint8_t> inbox(per_src * static_cast<std::size_t>(R.n), 0);
+  std::vector<std::uint8_t> src(per_src);
+  auto size_of = [&](std::uint64_t i) { return sizes[i % sizes.size()]; };
+  auto byte_of = [](int from, std::uint64_t i, std::size_t j) {
+    return static_cast<std::uint8_t>((static_cast<std::size_t>(from) * 29u + i * 13u + j * 7u + 1u) & 0xffu);
+  };
+  for (std::uint64_t i = 0; i < K; ++i)
+    for (std::size_t j = 0; j < size_of(i); ++j) src[i * stride + j] = byte_of(R.me, i, j);
+  RemoteKey k;
+  check_ok(R.be->register_memory(inbox.data(), inbox.size(), &k), "register inbox");
+  RemoteKey sk;
+  check_ok(R.be->register_memory(src.data(), src.size(), &sk), "register source");
+  auto keys = R.exchange_key(k);
+  std::vector<std::uint64_t> next(static_cast<std::size_t>(R.n), 0);  // per source: the next expected sequence
+  std::atomic<std::uint64_t> checked{0};
+  R.on_signal_hook = [&](int from, std::uint64_t p) {
+    if (tag_of(p) != kSeq) return;
+    CHECK(from >= 0 && from < R.n && from != R.me, "signal from rank " + std::to_string(from));
+    const std::uint64_t i = val_of(p);
+    CHECK(i == next[static_cast<std::size_t>(from)], "from rank " + std::to_string(from) + ": signal " +
+                                                         std::to_string(i) + " arrived, expected " +
+                                                         std::to_string(next[static_cast<std::size_t>(from)]));
+    ++next[static_cast<std::size_t>(from)];
+    const std::uint8_t* d = inbox.data() + static_cast<std::size_t>(from) * per_src + i * stride;
+    for (std::size_t j = 0; j < size_of(i); ++j)
+      CHECK(d[j] == byte_of(from, i, j), "from rank " + std::to_string(from) + ": signal " + std::to_string(i) + " (" +
+                                             std::to_string(size_of(i)) + " B) ran before byte " + std::to_string(j) +
+                                             " of its data was visible");
+    checked++;
+  };
+  std::atomic<std::uint64_t> done{0};
+  std::atomic<std::uint64_t> errors{0};
+  R.be->set_completion_handler([&](void*, const Status& st) {
+    if (!st.is_ok()) errors++;
+    done++;
+  });
+  R.boot.barrier();  // every handler is installed before the first signal
+  std::uint64_t posted = 0;
+  for (std::uint64_t i = 0; i < K; ++i) {
+    for (int p = 0; p < R.n; ++p) {
+      if (p == R.me) continue;
+      check_ok(R.be->put_with_signal(p, src.data() + i * stride, size_of(i), keys[static_cast<std::size_t>(p)],
+                                     static_cast<std::uint64_t>(R.me) * per_src + i * stride, tagged(kSeq, i), nullptr),
+               "put_with_signal " + std::to_string(i) + " to rank " + std::to_string(p));
+      ++posted;
+    }
+    if (i % 16 == 0) R.be->progress();
+  }
+  const std::uint64_t expect = K * static_cast<std::uint64_t>(R.n - 1);
+  R.wait_until([&] { return done.load() == posted && checked.load() == expect; }, "put_with_signal stream");
+  CHECK(errors.load() == 0, std::to_string(errors.load()) + " completions failed");
+  R.be->set_completion_handler([&R](void* ctx, const Status& st) {
+    std::lock_guard<std::mutex> lk(R.mu);
+    R.completions.push_back({ctx, st});
+  });
+  {
+    std::lock_guard<std::mutex> lk(R.mu);
+    for (auto& q : R.signals)  // keep a fast peer's bye
+      q.erase(std::remove_if(q.begin(), q.end(), [](std::uint64_t p) { return tag_of(p) == kSeq; }), q.end());
+  }
+  std::printf("rank %d: %llu put_with_signal per peer, data before signal and in order over %s\n", R.me,
+              static_cast<unsigned long long>(K), R.be->name().c_str());
+  R.finish();
+  R.on_signal_hook = nullptr;
+  return 0;
+}
+
 // ---------------------------------------------------------------- atomics
 int scenario_atomics(Rank& R) {
   const int M = 300;
@@ -618,6 +698,7 @@ int main(int argc, char** argv) {
     Rank R(path, rank, size, provider, timeout);
     if (scenario == "integrity") return scenario_integrity(R);
     if (scenario == "signals") return scenario_signals(R);
+    if (scenario == "pws_order") return scenario_pws_order(R);
     if (scenario == "atomics") return scenario_atomics(R);
     if (scenario == "invalid") return scenario_invalid(R);
     if (scenario == "kill") return scenario_kill(R);

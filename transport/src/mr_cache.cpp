@@ -21,12 +21,21 @@ MrCache::~MrCache() {
 }
 
 Status MrCache::acquire(void* addr, std::size_t len, const Entry** out) {
-  if (out == nullptr) return {Errc::invalid_argument, "MrCache::acquire: out is null"};
-  if (addr == nullptr) return {Errc::invalid_argument, "MrCache::acquire: addr is null"};
+  return lookup_or_register(addr, len, false, out);
+}
+
+Status MrCache::hold(void* addr, std::size_t len, const Entry** out) {
+  return lookup_or_register(addr, len, true, out);
+}
+
+Status MrCache::lookup_or_register(void* addr, std::size_t len, bool hold, const Entry** out) {
+  const char* what = hold ? "MrCache::hold" : "MrCache::acquire";
+  if (out == nullptr) return {Errc::invalid_argument, std::string(what) + ": out is null"};
+  if (addr == nullptr) return {Errc::invalid_argument, std::string(what) + ": addr is null"};
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
   const std::size_t n = std::max<std::size_t>(len, 1);
   if (a + n < a) {
-    return {Errc::invalid_argument, "MrCache::acquire: range of " + std::to_string(len) + " bytes wraps around"};
+    return {Errc::invalid_argument, std::string(what) + ": range of " + std::to_string(len) + " bytes wraps around"};
   }
   std::lock_guard<std::mutex> g(mu_);
   // Candidates contain a: base <= a and base + len >= a + n. Entries are
@@ -37,7 +46,7 @@ Status MrCache::acquire(void* addr, std::size_t len, const Entry** out) {
     Entry* e = it->second.get();
     if (a - e->base > max_len_) break;
     if (e->base + e->len >= a + n) {
-      ++e->pins;
+      ++(hold ? e->holds : e->pins);
       lru_.splice(lru_.begin(), lru_, e->lru);
       ++stats_.hits;
       *out = e;
@@ -55,7 +64,7 @@ Status MrCache::acquire(void* addr, std::size_t len, const Entry** out) {
   e->base = a;
   e->len = n;
   e->handle = handle;
-  e->pins = 1;
+  (hold ? e->holds : e->pins) = 1;
   lru_.push_front(e);
   e->lru = lru_.begin();
   by_base_.emplace(a, std::move(owned));
@@ -86,6 +95,7 @@ void MrCache::release(const Entry* ce) {
 void MrCache::drop_locked(Entry* e) {
   lru_.erase(e->lru);
   e->cached = false;
+  e->holds = 0;
   auto range = by_base_.equal_range(e->base);
   for (auto it = range.first; it != range.second; ++it) {
     if (it->second.get() != e) continue;
@@ -103,12 +113,12 @@ void MrCache::drop_locked(Entry* e) {
 }
 
 void MrCache::evict_locked() {
-  // Walk from the least recently used end, skipping pinned entries.
+  // Walk from the least recently used end, skipping pinned and held entries.
   auto it = lru_.end();
   while (by_base_.size() > max_entries_ && it != lru_.begin()) {
     --it;
     Entry* e = *it;
-    if (e->pins > 0) continue;
+    if (e->pins > 0 || e->holds > 0) continue;
     it = std::next(it);  // drop_locked erases e; keep a valid iterator past it
     drop_locked(e);
     ++stats_.evictions;

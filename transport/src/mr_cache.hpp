@@ -2,7 +2,8 @@
 // backend (fi_mr_reg for libfabric, nothing for shm), so registering the same
 // buffer twice is free and a sub-range of a registered range reuses it.
 //
-// Generic over the backend through two callbacks. Example (fabric backend):
+// Generic over the backend through two callbacks. Example (the libfabric
+// backend, transport/src/fabric/fabric_backend.cpp, does this):
 // @code
 //   MrCache cache(opts.mr_cache_entries,
 //       [&](void* addr, std::size_t len, std::uint64_t* handle) -> Status {
@@ -14,11 +15,18 @@
 //       },
 //       [](std::uint64_t handle, void*, std::size_t) { fi_close(&reinterpret_cast<fid_mr*>(handle)->fid); });
 //   const MrCache::Entry* e = nullptr;
-//   Status s = cache.acquire(buf, len, &e);   // hit or register; pins e
+//   Status s = cache.acquire(buf, len, &e);   // hit or register; pins e (a local descriptor in use)
 //   ... use e->handle, e->base, e->len ...
 //   cache.release(e);                          // unpinned entries stay cached (LRU)
-//   cache.invalidate(buf, len);                // before freeing buf
+//   cache.hold(win, wlen, &e);                 // a registration whose key peers hold: kept until
+//   cache.invalidate(win, wlen);               //   invalidated (before freeing the memory)
 // @endcode
+//
+// Two kinds of reference keep an entry registered and out of the LRU's reach:
+// pins (acquire/release, counted, e.g. an operation in flight uses the range
+// as a local descriptor) and holds (hold(), dropped only by invalidate():
+// registrations published to peers). invalidate() removes the entry from the
+// cache at once; a pinned one is deregistered at its last release().
 //
 // Thread-safe (one internal mutex; callbacks run under it, so they must not
 // call back into the cache).
@@ -52,6 +60,7 @@ class MrCache {
     std::uint64_t handle = 0;  ///< what RegisterFn stored
     // internal bookkeeping
     int pins = 0;
+    int holds = 0;       ///< hold() calls since the entry was registered (cleared by invalidate)
     bool cached = true;  ///< false once invalidated/evicted (zombie until unpinned)
     std::list<Entry*>::iterator lru;
   };
@@ -79,17 +88,22 @@ class MrCache {
   /// Errors: invalid_argument (null addr/out, or the range wraps the address
   /// space), whatever RegisterFn returns.
   Status acquire(void* addr, std::size_t len, const Entry** out);
+  /// Like acquire(), but takes a *hold* instead of a pin: the entry is never
+  /// evicted and stays registered until invalidate() drops it (no release()).
+  /// For registrations whose keys were handed to peers. Same errors.
+  Status hold(void* addr, std::size_t len, const Entry** out);
   /// Unpins an entry returned by acquire(). Deregisters it now if it was
   /// invalidated or evicted while pinned.
   void release(const Entry* e);
   /// Drops every registration overlapping [addr, addr+len) (call before
-  /// freeing the memory). Pinned ones are deregistered at their last release.
-  /// Returns the number of entries dropped.
+  /// freeing the memory), held ones included. Pinned ones are deregistered at
+  /// their last release. Returns the number of entries dropped.
   std::size_t invalidate(void* addr, std::size_t len);
 
   [[nodiscard]] Stats stats() const;
 
  private:
+  Status lookup_or_register(void* addr, std::size_t len, bool hold, const Entry** out);
   void drop_locked(Entry* e);  // remove from index and LRU; deregister if unpinned
   void evict_locked();
 

@@ -125,14 +125,20 @@ class Router final : public Transport, public detail::WakeArm {
     *key = merged;
     return {};
   }
-  std::unique_ptr<SharedRegion> allocate_shared(std::size_t len) override {
-    return shm_uses_ ? shm_->allocate_shared(len) : nullptr;
+  std::unique_ptr<SharedRegion> allocate_shared(std::size_t len, const std::vector<int>& peers) override {
+    return shm_uses_ ? shm_->allocate_shared(len, peers) : nullptr;
   }
   Status deregister_memory(void* addr, std::size_t len) override {
     Status a = shm_uses_ ? shm_->deregister_memory(addr, len) : Status();
     Status b = fab_uses_ ? fab_->deregister_memory(addr, len) : Status();
     return a ? b : a;
   }
+
+  void* map_peer(int peer, const RemoteKey& key, std::uint64_t off, std::size_t len) override {
+    Backend* b = route("map_peer", peer);
+    return b != nullptr && b == shm_.get() ? b->map_peer(peer, key, off, len) : nullptr;
+  }
+  void set_progress_hook(std::function<std::size_t()> hook) override { hook_ = std::move(hook); }
 
   Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t off, void* ctx) override {
     Backend* b = route("put", peer);
@@ -162,6 +168,7 @@ class Router final : public Transport, public detail::WakeArm {
     if (shm_uses_) n += shm_->progress();
     if (fab_uses_) n += fab_->progress();
     n += poll_launcher();
+    if (hook_) n += hook_();
     return n;
   }
 
@@ -286,6 +293,7 @@ class Router final : public Transport, public detail::WakeArm {
   int rank_ = 0;
   int size_ = 0;
   bool shm_uses_ = false;
+  std::function<std::size_t()> hook_;  // set_progress_hook (the engine's fast path)
   bool fab_uses_ = false;
   std::unique_ptr<Backend> shm_;
   std::unique_ptr<Backend> fab_;

@@ -49,6 +49,12 @@ struct FutureContext {
   /// spin(done) (which polls the transport for a bounded time and returns
   /// done()), and sleeps on the future only if that returned false.
   std::function<bool(const std::function<bool()>& done)> spin;
+  /// Called with true right before a waiter blocks (on the condition variable
+  /// or as a suspended oneTBB task) and with false once it runs again. It may
+  /// complete the future itself (e.g. by polling); the waiter then does not
+  /// block. The engine's small-message fast path uses it to learn which ranks
+  /// have a sleeping waiter that needs a wake-up.
+  std::function<void(bool)> park;
 };
 
 template <class T>
@@ -172,9 +178,11 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
             return;
           }
           tsan_release(this);
+          if (ctx_ && ctx_->park) ctx_->park(true);
           if (hook || deadline) poll(self, sp, deadline);
         });
         tsan_acquire(this);
+        if (ctx_ && ctx_->park) ctx_->park(false);
       }
       return true;
     }
@@ -187,6 +195,13 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
     }
     // Timed waits skip the spin: its budget must not stretch a short wait_for.
     if (!deadline && ctx_ && ctx_->spin && ctx_->spin([this] { return ready(); })) return true;
+    struct Parked {
+      const std::function<void(bool)>* hook;
+      ~Parked() {
+        if (hook) (*hook)(false);
+      }
+    } parked{ctx_ && ctx_->park ? &ctx_->park : nullptr};
+    if (parked.hook) (*parked.hook)(true);
     std::unique_lock<std::mutex> g(mu_);
     if (!deadline) {
       cv_.wait(g, [&] { return ready_.load(std::memory_order_relaxed); });

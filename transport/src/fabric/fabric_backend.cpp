@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "backend.hpp"
-#include "fabric/fabric_mr_cache.hpp"
+#include "mr_cache.hpp"
 #include "shm/sync.hpp"
 #include "strata/detail/rendezvous.hpp"
 
@@ -45,7 +45,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint32_t kBlobMagic = 0x5354464bu;  // "STFK"
-constexpr std::size_t kMsgSize = 64;
+constexpr std::size_t kMsgSize = 64;               // message header
+constexpr std::size_t kSlotSize = 1024;            // one send / receive slot: header + inline data
+/// put_with_signal payloads up to this size travel inside the signal message
+/// on the message path (one message instead of a write plus a message).
+constexpr std::size_t kInlineMax = kSlotSize - kMsgSize;
 constexpr std::size_t kSendSlots = 1024;
 constexpr std::size_t kRecvSlots = 256;
 constexpr std::uint64_t kMrAccess = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
@@ -58,18 +62,28 @@ constexpr std::uint32_t kCanResolveSource = 1u;
 constexpr std::uint32_t kNativeAtomics = 2u;  // fi_fetch_atomic(FI_UINT64, FI_SUM) valid
 
 /// Control messages (pre-posted receives, FI_ORDER_SAS per pair).
-enum class MsgType : std::uint32_t { hello = 1, signal = 2, atomic_req = 3, atomic_resp = 4 };
+/// put_signal: a put_with_signal whose data (d bytes) follows the header; the
+/// target copies it into its registration (b = RMA address, c = key), then
+/// delivers the signal a.
+enum class MsgType : std::uint32_t { hello = 1, signal = 2, atomic_req = 3, atomic_resp = 4, put_signal = 5 };
 
 struct Msg {
   std::uint32_t type = 0;
   std::int32_t src = -1;
   std::uint64_t a = 0;  // signal payload | atomic: remote address | resp: request id
-  std::uint64_t b = 0;  // atomic: key | resp: fetched value
-  std::uint64_t c = 0;  // atomic: addend | resp: errc
-  std::uint64_t d = 0;  // atomic: request id
+  std::uint64_t b = 0;  // atomic: key | resp: fetched value | put_signal: remote address
+  std::uint64_t c = 0;  // atomic: addend | resp: errc | put_signal: key
+  std::uint64_t d = 0;  // atomic: request id | put_signal: data length
   std::uint64_t pad[3] = {};
 };
-static_assert(sizeof(Msg) == kMsgSize, "Msg is one 64-byte slot");
+static_assert(sizeof(Msg) == kMsgSize, "Msg is the 64-byte header of a slot");
+
+/// One registered message buffer: the header, then inline put_with_signal data.
+struct Slot {
+  Msg hdr;
+  std::array<std::byte, kInlineMax> data;
+};
+static_assert(sizeof(Slot) == kSlotSize, "Slot is kSlotSize bytes");
 
 /// The blob each rank contributes to the start-up allgather.
 struct BlobHeader {
@@ -110,10 +124,12 @@ struct Op {
   std::uint64_t rkey = 0;
   std::uint64_t data = 0;  // signal payload / addend
   std::uint64_t* fetched = nullptr;
-  MrEntry* local_mr = nullptr;
-  int slot = -1;  // send slot (messages, native atomic operand/result)
-  Msg msg{};      // message to send (copied into the slot when posted)
-  Status error;   // first error seen while posting/completing
+  const MrCache::Entry* local_mr = nullptr;  // pinned while the op uses it as a local descriptor
+  bool inline_data = false;                  // put_with_signal: the data rides in the signal message
+  bool bulk = false;                         // counted in bulk_ops_ until its user completion
+  int slot = -1;                             // send slot (messages, native atomic operand/result)
+  Msg msg{};                                 // message to send (copied into the slot when posted)
+  Status error;                              // first error seen while posting/completing
 };
 
 struct PeerState {
@@ -200,8 +216,7 @@ class FabricBackend final : public Backend, public PollHint {
         size_(boot.size()),
         shm_tag_(
             strata::detail::rdv::shm_job_tag(boot.job().job_id, boot.job().secret.data(), boot.job().secret.size())),
-        opts_(opts),
-        cache_(opts.mr_cache_entries) {
+        opts_(opts) {
     if (static_cast<int>(serve.size()) != size_)
       throw Error(Errc::invalid_argument, "fabric backend (rank " + std::to_string(rank_) + "): serve has " +
                                               std::to_string(serve.size()) + " entries for " + std::to_string(size_) +
@@ -240,7 +255,7 @@ class FabricBackend final : public Backend, public PollHint {
     h.opened = (opened_ ? 1u : 0u);
     h.flags = local_flags_;
     h.landing_addr = landing_rma_addr_;
-    h.landing_key = landing_mr_ != nullptr ? landing_mr_->key : 0;
+    h.landing_key = landing_key_;
     std::snprintf(h.provider, sizeof(h.provider), "%s", provider_.c_str());
     std::snprintf(h.error, sizeof(h.error), "%s", open_error.c_str());
     h.name_len = static_cast<std::uint32_t>(ep_name_.size());
@@ -335,14 +350,14 @@ class FabricBackend final : public Backend, public PollHint {
     key->addr = reinterpret_cast<std::uintptr_t>(addr);
     key->len = len;
     if (!opened_) return Status::ok();  // no fabric peer: nothing to register
-    int rc = 0;
     auto a = reinterpret_cast<std::uintptr_t>(addr);
-    MrEntry* e = cache_.acquire(
-        a, len, [this](MrEntry& me) { return reg_mr(me); }, &rc);
-    if (e == nullptr) return err(Errc::transport_error, "register_memory: fi_mr_reg failed: " + fi_err(rc));
-    ++e->pinned;
+    // Held: peers get the key, so the entry stays until deregister_memory().
+    const MrCache::Entry* e = nullptr;
+    if (Status s = cache_->hold(addr, len, &e); !s) return err(s.code(), "register_memory: " + s.message());
+    const std::uint64_t k = fi_mr_key(mr_of(e));
+    published_[k] = HeldRange{e->base, e->len};
     key->flags |= RemoteKey::kFabric;
-    key->fi_key = e->key;
+    key->fi_key = k;
     // RMA address of byte 0 of the range = fi_base (+ offset at use).
     key->fi_base = virt_addr_ ? a : a - e->base;
     return Status::ok();
@@ -351,7 +366,18 @@ class FabricBackend final : public Backend, public PollHint {
   Status deregister_memory(void* addr, std::size_t len) override {
     if (addr == nullptr || len == 0) return err(Errc::invalid_argument, "deregister_memory: empty range");
     std::lock_guard<std::mutex> lk(mu_);
-    cache_.drop(reinterpret_cast<std::uintptr_t>(addr), len);
+    if (!opened_) return Status::ok();
+    // Forget the keys of every overlapping registration (the rule of
+    // MrCache::invalidate) before the cache drops the entries.
+    const auto a = reinterpret_cast<std::uintptr_t>(addr);
+    const std::uintptr_t end = a + len < a ? UINTPTR_MAX : a + len;
+    for (auto it = published_.begin(); it != published_.end();) {
+      if (it->second.base < end && it->second.base + it->second.len > a)
+        it = published_.erase(it);
+      else
+        ++it;
+    }
+    cache_->invalidate(addr, len);
     return Status::ok();
   }
 
@@ -431,6 +457,7 @@ class FabricBackend final : public Backend, public PollHint {
     // streaming in, so keep the short poll interval (poll_interval()) as if
     // an event had arrived. An empty call is one poll() system call.
     if (n > 0 || t1 - t0 > kBusyCall) last_activity_.store(t1.time_since_epoch().count(), std::memory_order_relaxed);
+    if (t1 - t0 > kStreamCall) last_stream_.store(t1.time_since_epoch().count(), std::memory_order_relaxed);
     // Nothing to hand out: skip the dispatcher (two locks) on empty polls.
     if (events || held_pending_.load(std::memory_order_acquire)) dispatch();
     return n;
@@ -441,12 +468,25 @@ class FabricBackend final : public Backend, public PollHint {
   /// Every provider here needs the target to progress for RMA to complete,
   /// and a passive target sees no CQ entry for it (FI_RMA_EVENT gives none),
   /// so the interval follows this rank's own activity (posts and events):
-  /// kBusyPoll while operations are in flight or within kHotWindow of the
-  /// last activity, kWarmPoll within kWarmWindow, a millisecond when idle.
+  /// zero (do not sleep) while bulk data moves: a put/get of kStreamBytes or
+  /// more is in flight, or a progress() call within kStreamWindow copied
+  /// incoming data (a passive target of a stream of puts); kBusyPoll while
+  /// operations are in flight or within kHotWindow of the last activity,
+  /// kWarmPoll within kWarmWindow, a millisecond when idle.
+  /// Why zero: the provider moves a large transfer's bytes only inside
+  /// progress calls on both sides (tcp: the socket is fed and drained there),
+  /// so every nap of the source or of the target is idle link time; a 20 us
+  /// nap (70 us with the default timer slack of a waiting thread) per ~150 us
+  /// of a 1 MiB put cost a good part of the bandwidth (docs/fabric.md).
   [[nodiscard]] std::chrono::microseconds poll_interval() const override {
     if (cq_fd_ >= 0) return std::chrono::microseconds(1000);
+    if (stream_poll_ && bulk_ops_.load(std::memory_order_relaxed) > 0) return std::chrono::microseconds(0);
+    const auto now = Clock::now().time_since_epoch().count();
+    if (stream_poll_ && now - last_stream_.load(std::memory_order_relaxed) <
+                            std::chrono::duration_cast<Clock::duration>(kStreamWindow).count())
+      return std::chrono::microseconds(0);
     if (live_ops_.load(std::memory_order_relaxed) > 0) return kBusyPoll;
-    const auto since = Clock::now().time_since_epoch().count() - last_activity_.load(std::memory_order_relaxed);
+    const auto since = now - last_activity_.load(std::memory_order_relaxed);
     if (since < std::chrono::duration_cast<Clock::duration>(kHotWindow).count()) return kBusyPoll;
     if (since < std::chrono::duration_cast<Clock::duration>(kWarmWindow).count()) return kWarmPoll;
     return std::chrono::microseconds(1000);
@@ -676,21 +716,34 @@ class FabricBackend final : public Backend, public PollHint {
       if (fi_fetch_atomicvalid(ep_, FI_UINT64, FI_SUM, &count) == 0 && count >= 1) local_flags_ |= kNativeAtomics;
     }
 
+    // The registration cache (transport/src/mr_cache.hpp): user registrations
+    // and the slabs below are held, local descriptors of operations pinned.
+    cache_ = std::make_unique<MrCache>(
+        opts_.mr_cache_entries,
+        [this](void* addr, std::size_t len, std::uint64_t* handle) -> Status {
+          fid_mr* mr = nullptr;
+          if (int rc = reg_mr(addr, len, &mr); rc != 0)
+            return Status(Errc::transport_error,
+                          "fi_mr_reg of " + std::to_string(len) + " bytes failed: " + fi_err(rc));
+          *handle = reinterpret_cast<std::uintptr_t>(mr);
+          return Status::ok();
+        },
+        [](std::uint64_t handle, void*, std::size_t) { fi_close(&reinterpret_cast<fid_mr*>(handle)->fid); });
     // Registered slabs: send slots, receive slots, signal landing region.
     send_slab_.resize(kSendSlots);
     recv_slab_.resize(kRecvSlots);
     landing_.resize(1);
-    int rc = 0;
-    auto reg = [this](MrEntry& me) { return reg_mr(me); };
-    send_mr_ = cache_.acquire(reinterpret_cast<std::uintptr_t>(send_slab_.data()), kSendSlots * kMsgSize, reg, &rc);
-    if (send_mr_ == nullptr) check(rc, "fi_mr_reg(send slots)");
-    ++send_mr_->pinned;
-    recv_mr_ = cache_.acquire(reinterpret_cast<std::uintptr_t>(recv_slab_.data()), kRecvSlots * kMsgSize, reg, &rc);
-    if (recv_mr_ == nullptr) check(rc, "fi_mr_reg(receive slots)");
-    ++recv_mr_->pinned;
-    landing_mr_ = cache_.acquire(reinterpret_cast<std::uintptr_t>(landing_.data()), kMsgSize, reg, &rc);
-    if (landing_mr_ == nullptr) check(rc, "fi_mr_reg(landing)");
-    ++landing_mr_->pinned;
+    auto hold = [this](void* addr, std::size_t len, const char* what) {
+      const MrCache::Entry* e = nullptr;
+      Status s = cache_->hold(addr, len, &e);
+      if (!s)
+        throw Error(Errc::transport_error, "fabric backend (rank " + std::to_string(rank_) + ", provider " + provider_ +
+                                               "): registering the " + what + ": " + s.message());
+      return e;
+    };
+    send_desc_ = fi_mr_desc(mr_of(hold(send_slab_.data(), kSendSlots * kSlotSize, "send slots")));
+    recv_desc_ = fi_mr_desc(mr_of(hold(recv_slab_.data(), kRecvSlots * kSlotSize, "receive slots")));
+    landing_key_ = fi_mr_key(mr_of(hold(landing_.data(), kMsgSize, "signal landing region")));
     landing_rma_addr_ = virt_addr_ ? reinterpret_cast<std::uintptr_t>(landing_.data()) : 0;
     for (std::size_t i = 0; i < kSendSlots; ++i) free_slots_.push_back(static_cast<int>(kSendSlots - 1 - i));
     recv_ops_.resize(kRecvSlots);
@@ -704,10 +757,10 @@ class FabricBackend final : public Backend, public PollHint {
     opened_ = true;
   }
 
-  int reg_mr(MrEntry& me) {
+  int reg_mr(void* addr, std::size_t len, fid_mr** out) {
     std::uint64_t requested = prov_key_ ? 0 : next_key_++;
     fid_mr* mr = nullptr;
-    int rc = fi_mr_reg(domain_, reinterpret_cast<void*>(me.base), me.len, kMrAccess, 0, requested, 0, &mr, nullptr);
+    int rc = fi_mr_reg(domain_, addr, len, kMrAccess, 0, requested, 0, &mr, nullptr);
     if (rc != 0) return rc;
     if (mr_endpoint_) {
       rc = fi_mr_bind(mr, &ep_->fid, 0);
@@ -717,17 +770,19 @@ class FabricBackend final : public Backend, public PollHint {
         return rc;
       }
     }
-    me.mr = mr;
-    me.desc = fi_mr_desc(mr);
-    me.key = fi_mr_key(mr);
+    *out = mr;
     return 0;
   }
+
+  static fid_mr* mr_of(const MrCache::Entry* e) { return reinterpret_cast<fid_mr*>(e->handle); }
 
   void close_all() {
     if (ep_ != nullptr) fi_close(&ep_->fid);
     ep_ = nullptr;
-    cache_.clear();
-    send_mr_ = recv_mr_ = landing_mr_ = nullptr;
+    for (Op* o : ops_) o->local_mr = nullptr;
+    cache_.reset();  // closes every registration (before the domain)
+    published_.clear();
+    send_desc_ = recv_desc_ = nullptr;
     if (av_ != nullptr) fi_close(&av_->fid);
     av_ = nullptr;
     if (cq_ != nullptr) fi_close(&cq_->fid);
@@ -739,7 +794,6 @@ class FabricBackend final : public Backend, public PollHint {
     fabric_ = nullptr;
     if (info_ != nullptr) fi_freeinfo(info_);
     info_ = nullptr;
-    for (Op* o : ops_) o->local_mr = nullptr;
     ops_.clear();
     opened_ = false;
   }
@@ -823,15 +877,15 @@ class FabricBackend final : public Backend, public PollHint {
     if (len > 0 && dst == nullptr && kind == Kind::get)
       return err(Errc::invalid_argument, std::string(what) + " from rank " + std::to_string(peer) + ": dst is null");
     if (Status s = check_key(what, peer, key, offset, len); !s) return s;
-    MrEntry* local_mr = nullptr;
-    if (len > 0 && mr_local_) {
-      auto a = reinterpret_cast<std::uintptr_t>(kind == Kind::get ? dst : src);
-      int rc = 0;
-      local_mr = cache_.acquire(
-          a, len, [this](MrEntry& me) { return reg_mr(me); }, &rc);
-      if (local_mr == nullptr)
-        return err(Errc::not_registered, std::string(what) + ": registering the local buffer failed: " + fi_err(rc));
-      ++local_mr->inflight;
+    const PeerState& ps = peers_[static_cast<std::size_t>(peer)];
+    // Small put_with_signal on the message path: the data is copied into the
+    // signal message (one message; the target copies it out before the signal).
+    const bool inline_data = kind == Kind::put_signal && !ps.cq_signals && len > 0 && len <= inline_max_;
+    const MrCache::Entry* local_mr = nullptr;
+    if (len > 0 && mr_local_ && !inline_data) {
+      void* a = kind == Kind::get ? dst : const_cast<void*>(src);
+      if (Status s = cache_->acquire(a, len, &local_mr); !s)
+        return err(Errc::not_registered, std::string(what) + ": registering the local buffer failed: " + s.message());
     }
     Op* op = new_op(kind, peer, context);
     op->src = static_cast<const std::byte*>(src);
@@ -841,9 +895,20 @@ class FabricBackend final : public Backend, public PollHint {
     op->rkey = key.fi_key;
     op->data = signal_value;
     op->local_mr = local_mr;
-    const PeerState& ps = peers_[static_cast<std::size_t>(peer)];
+    op->inline_data = inline_data;
+    if (len >= kStreamBytes) {
+      op->bulk = true;
+      bulk_ops_.fetch_add(1, std::memory_order_relaxed);
+    }
     std::size_t chunks = len == 0 ? 0 : (len + max_msg_ - 1) / max_msg_;
-    if (kind == Kind::put_signal) {
+    if (inline_data) {
+      op->nsteps = 1;
+      op->msg.type = static_cast<std::uint32_t>(MsgType::put_signal);
+      op->msg.a = signal_value;
+      op->msg.b = op->raddr;
+      op->msg.c = op->rkey;
+      op->msg.d = len;
+    } else if (kind == Kind::put_signal) {
       if (ps.cq_signals) {
         // chunks-1 plain writes, the last one carries the signal as CQ data.
         op->nsteps = static_cast<int>(std::max<std::size_t>(chunks, 1));
@@ -966,7 +1031,7 @@ class FabricBackend final : public Backend, public PollHint {
   int post_step(Op& op, int step) {
     const PeerState& ps = peers_[static_cast<std::size_t>(op.peer)];
     void* ctx = &op.fictx;
-    void* ldesc = op.local_mr != nullptr ? op.local_mr->desc : nullptr;
+    void* ldesc = op.local_mr != nullptr ? fi_mr_desc(mr_of(op.local_mr)) : nullptr;
     const std::uint64_t dc = delivery_complete_ ? FI_DELIVERY_COMPLETE : 0;
     auto rma = [&](bool write, std::size_t off, std::size_t n, bool with_data, std::uint64_t flags) -> int {
       iovec iov{};
@@ -999,8 +1064,8 @@ class FabricBackend final : public Backend, public PollHint {
       case Kind::put:
         if (!delivery_complete_ && step == op.nsteps - 1) {
           if (int rc = acquire_slot(op); rc != 0) return rc;
-          Msg& s = send_slab_[static_cast<std::size_t>(op.slot)];
-          void* d = send_mr_->desc;
+          Msg& s = send_slab_[static_cast<std::size_t>(op.slot)].hdr;
+          void* d = send_desc_;
           return static_cast<int>(
               fi_read(ep_, &s, sizeof(std::uint64_t), d, ps.addr, ps.landing_addr, ps.landing_key, ctx));
         }
@@ -1010,6 +1075,7 @@ class FabricBackend final : public Backend, public PollHint {
         chunk(step, &off, &n);
         return rma(false, off, n, false, 0);
       case Kind::put_signal:
+        if (op.inline_data) return send_msg(op);
         if (ps.cq_signals) {
           // A bare signal needs no delivery-complete (nothing to make visible;
           // shm never completes a 0-byte FI_DELIVERY_COMPLETE write).
@@ -1034,13 +1100,13 @@ class FabricBackend final : public Backend, public PollHint {
       case Kind::fetch_add:
         if (native_atomics_) {
           if (int rc = acquire_slot(op); rc != 0) return rc;
-          Msg& s = send_slab_[static_cast<std::size_t>(op.slot)];
+          Msg& s = send_slab_[static_cast<std::size_t>(op.slot)].hdr;
           s.a = op.data;
           s.b = 0;
           fi_ioc ioc{&s.a, 1};
           fi_ioc res{&s.b, 1};
           fi_rma_ioc rioc{op.raddr, 1, op.rkey};
-          void* d = send_mr_->desc;
+          void* d = send_desc_;
           fi_msg_atomic m{};
           m.msg_iov = &ioc;
           m.desc = &d;
@@ -1064,23 +1130,29 @@ class FabricBackend final : public Backend, public PollHint {
 
   int send_msg(Op& op) {
     if (int rc = acquire_slot(op); rc != 0) return rc;
-    Msg& s = send_slab_[static_cast<std::size_t>(op.slot)];
-    s = op.msg;
-    s.src = rank_;
+    Slot& s = send_slab_[static_cast<std::size_t>(op.slot)];
+    s.hdr = op.msg;
+    s.hdr.src = rank_;
+    std::size_t bytes = sizeof(Msg);
+    if (op.inline_data) {
+      std::memcpy(s.data.data(), op.src, op.len);
+      bytes += op.len;
+    }
     const PeerState& ps = peers_[static_cast<std::size_t>(op.peer)];
-    return static_cast<int>(fi_send(ep_, &s, sizeof(Msg), send_mr_->desc, ps.addr, &op.fictx));
+    return static_cast<int>(fi_send(ep_, &s, bytes, send_desc_, ps.addr, &op.fictx));
   }
 
   int post_recv(int slot) {
     Op& r = *recv_ops_[static_cast<std::size_t>(slot)];
-    return static_cast<int>(fi_recv(ep_, &recv_slab_[static_cast<std::size_t>(slot)], sizeof(Msg), recv_mr_->desc,
-                                    FI_ADDR_UNSPEC, &r.fictx));
+    return static_cast<int>(
+        fi_recv(ep_, &recv_slab_[static_cast<std::size_t>(slot)], sizeof(Slot), recv_desc_, FI_ADDR_UNSPEC, &r.fictx));
   }
 
   /// Delivers the user completion once (no-op if already delivered).
   void finish_user(Op& op, const Status& st) {
     if (op.user_done) return;
     op.user_done = true;
+    if (op.bulk) bulk_ops_.fetch_sub(1, std::memory_order_relaxed);
     op.awaiting_resp = false;
     mark(op);
     if (op.kind == Kind::fetch_add) atomic_reqs_.erase(op.msg.d);
@@ -1110,7 +1182,7 @@ class FabricBackend final : public Backend, public PollHint {
   void release_resources(Op& op) {
     if (op.slot >= 0) free_slots_.push_back(op.slot);
     op.slot = -1;
-    if (op.local_mr != nullptr) cache_.release(op.local_mr);
+    if (op.local_mr != nullptr && cache_ != nullptr) cache_->release(op.local_mr);
     op.local_mr = nullptr;
   }
 
@@ -1192,13 +1264,13 @@ class FabricBackend final : public Backend, public PollHint {
     if (e.op_context == nullptr) return;
     Op& op = *static_cast<Op*>(e.op_context);
     if (op.kind == Kind::recv) {
-      handle_msg(op.slot);
+      handle_msg(op.slot, e.len);
       return;
     }
     --op.outstanding;
     mark(op);
     if (op.kind == Kind::fetch_add && native_atomics_ && op.outstanding == 0 && op.step == op.nsteps && !op.user_done) {
-      *op.fetched = send_slab_[static_cast<std::size_t>(op.slot)].b;
+      *op.fetched = send_slab_[static_cast<std::size_t>(op.slot)].hdr.b;
     }
     if (op.outstanding == 0 && op.step == op.nsteps && !op.awaiting_resp) finish_user(op, Status::ok());
     // freed by reap()
@@ -1228,8 +1300,26 @@ class FabricBackend final : public Backend, public PollHint {
       fail_peer_locked(op.peer, Status(Errc::peer_dead, why.message()));
   }
 
-  void handle_msg(int slot) {
-    Msg m = recv_slab_[static_cast<std::size_t>(slot)];
+  void handle_msg(int slot, std::size_t len) {
+    const Slot& in = recv_slab_[static_cast<std::size_t>(slot)];
+    Msg m = in.hdr;
+    // Inline data is copied out before the slot is reposted; its signal is
+    // queued after the copy, so the handler sees the data.
+    if (static_cast<MsgType>(m.type) == MsgType::put_signal && m.src >= 0 && m.src < size_) {
+      std::byte* local = len >= sizeof(Msg) && m.d <= len - sizeof(Msg) ? resolve_local(m.c, m.b, m.d) : nullptr;
+      if (local != nullptr) {
+        std::memcpy(local, in.data.data(), m.d);
+      } else {
+        m.type = 0;  // dropped: no signal without its data
+        if (!warned_bad_inline_) {
+          warned_bad_inline_ = true;
+          std::fprintf(stderr,
+                       "strata: fabric rank %d: dropped a put_with_signal of %llu bytes from rank %d: the target range "
+                       "is not registered here (deregistered while peers still write to it?)\n",
+                       rank_, static_cast<unsigned long long>(m.d), m.src);
+        }
+      }
+    }
     if (!shut_ && post_recv(slot) == -FI_EAGAIN) repost_.push_back(slot);
     if (m.src < 0 || m.src >= size_) return;
     switch (static_cast<MsgType>(m.type)) {
@@ -1240,6 +1330,7 @@ class FabricBackend final : public Backend, public PollHint {
         break;
       }
       case MsgType::signal:
+      case MsgType::put_signal:
         push_signal(m.src, m.a);
         break;
       case MsgType::atomic_req:
@@ -1277,18 +1368,8 @@ class FabricBackend final : public Backend, public PollHint {
     op->internal = true;
     op->msg.type = static_cast<std::uint32_t>(MsgType::atomic_resp);
     op->msg.a = m.d;
-    MrEntry* e = cache_.find_key(m.b);
-    std::uint64_t local = 0;
-    bool ok = false;
-    if (e != nullptr && e->pinned > 0) {
-      std::uint64_t off = virt_addr_ ? m.a - e->base : m.a;
-      if (virt_addr_ && m.a < e->base) off = e->len;  // force out of range
-      if (off <= e->len && sizeof(std::uint64_t) <= e->len - off) {
-        local = e->base + off;
-        ok = local % alignof(std::uint64_t) == 0;
-      }
-    }
-    if (ok) {
+    std::byte* local = resolve_local(m.b, m.a, sizeof(std::uint64_t));
+    if (local != nullptr && reinterpret_cast<std::uintptr_t>(local) % alignof(std::uint64_t) == 0) {
       auto* word = reinterpret_cast<std::uint64_t*>(local);
       op->msg.b = __atomic_fetch_add(word, m.c, __ATOMIC_SEQ_CST);
       op->msg.c = 0;
@@ -1303,6 +1384,24 @@ class FabricBackend final : public Backend, public PollHint {
     op->step = 0;
     op->nsteps = 1;
     submit(op);
+  }
+
+  /// The local address of [raddr, raddr+len) in this rank's registration
+  /// @p key (one that register_memory() handed out), or nullptr when the key
+  /// is unknown or the range leaves the registration.
+  std::byte* resolve_local(std::uint64_t key, std::uint64_t raddr, std::uint64_t len) const {
+    auto it = published_.find(key);
+    if (it == published_.end()) return nullptr;
+    const HeldRange& r = it->second;
+    // Offset from the start of the registration: the RMA address is virtual
+    // with FI_MR_VIRT_ADDR, else already an offset (RemoteKey::fi_base).
+    std::uint64_t off = raddr;
+    if (virt_addr_) {
+      if (raddr < r.base) return nullptr;
+      off = raddr - r.base;
+    }
+    if (off > r.len || len > r.len - off) return nullptr;
+    return reinterpret_cast<std::byte*>(r.base + off);
   }
 
   void push_signal(int src, std::uint64_t payload) {
@@ -1392,7 +1491,15 @@ class FabricBackend final : public Backend, public PollHint {
 
   std::vector<PeerState> peers_;
   std::vector<int> addr_to_rank_;
-  MrCache cache_;
+  std::unique_ptr<MrCache> cache_;  // exists while the fabric is open
+  /// Registrations handed to peers (register_memory), by key: the targets of
+  /// inline put_with_signal and emulated fetch_add are checked against them.
+  struct HeldRange {
+    std::uintptr_t base = 0;
+    std::size_t len = 0;
+  };
+  std::unordered_map<std::uint64_t, HeldRange> published_;
+  bool warned_bad_inline_ = false;
   std::vector<Op*> ops_;                       // live operations (Op::live_index)
   std::vector<std::unique_ptr<Op>> op_store_;  // every Op ever allocated (pool)
   std::vector<Op*> op_free_;                   // recycled Ops
@@ -1417,11 +1524,18 @@ class FabricBackend final : public Backend, public PollHint {
   int wake_fd_ = -1;
   static constexpr std::chrono::microseconds kBusyPoll{20};
   static constexpr std::chrono::microseconds kBusyCall{10};  // a progress() call this long moved data
+  // A call this long copied incoming data: measured over tcp;ofi_rxm (1 MiB
+  // puts), empty calls take < 1 us, calls that move data 2-10 us (few > 10).
+  static constexpr std::chrono::microseconds kStreamCall{2};
+  static constexpr std::chrono::microseconds kStreamWindow{200};
+  static constexpr std::size_t kStreamBytes = std::size_t{64} << 10;
   static constexpr std::chrono::microseconds kWarmPoll{100};
   static constexpr std::chrono::milliseconds kHotWindow{2};
   static constexpr std::chrono::milliseconds kWarmWindow{100};
   std::atomic<std::size_t> live_ops_{0};      // ops_.size(), readable without mu_
   std::atomic<Clock::rep> last_activity_{0};  // steady time of the last post or event
+  std::atomic<Clock::rep> last_stream_{0};    // steady time of the last long progress() call
+  std::atomic<int> bulk_ops_{0};              // user puts/gets of >= kStreamBytes not yet completed
   bool opened_ = false;
   std::string provider_;
   std::string ep_name_;
@@ -1433,6 +1547,11 @@ class FabricBackend final : public Backend, public PollHint {
   bool delivery_complete_ = true;
   bool saw_ = false;
   bool debug_ = std::getenv("STRATA_FI_DEBUG") != nullptr;
+  // Diagnostics (docs/fabric.md): STRATA_FI_INLINE=off sends every
+  // put_with_signal of the message path as write + message;
+  // STRATA_FI_STREAM_POLL=off lets pollers nap during bulk transfers.
+  std::size_t inline_max_ = env_is("STRATA_FI_INLINE", "off") ? 0 : kInlineMax;
+  bool stream_poll_ = !env_is("STRATA_FI_STREAM_POLL", "off");
   bool raw_ = false;
   bool native_atomics_ = false;
   bool cq_data_ok_ = false;  // 8-byte remote CQ data with WAW ordering
@@ -1440,14 +1559,14 @@ class FabricBackend final : public Backend, public PollHint {
   std::size_t max_msg_ = std::size_t{1} << 30;
   std::uint64_t next_key_ = 1;
 
-  std::vector<Msg> send_slab_;
-  std::vector<Msg> recv_slab_;
+  std::vector<Slot> send_slab_;
+  std::vector<Slot> recv_slab_;
   std::vector<Msg> landing_;
   std::vector<int> free_slots_;
   std::vector<std::unique_ptr<Op>> recv_ops_;
-  MrEntry* send_mr_ = nullptr;
-  MrEntry* recv_mr_ = nullptr;
-  MrEntry* landing_mr_ = nullptr;
+  void* send_desc_ = nullptr;  // local descriptors of the held slabs
+  void* recv_desc_ = nullptr;
+  std::uint64_t landing_key_ = 0;
   std::uint64_t landing_rma_addr_ = 0;
 };
 

@@ -45,6 +45,8 @@ enum class RecType : std::uint16_t {
   get_data = 5,    ///< payload to copy to addr (requester memory), id b
   fadd_req = 6,    ///< fetch_add a on the word at addr, id b, reply to requester address c
   fadd_reply = 7,  ///< old value a, id b, store to addr (requester memory) when non-zero
+  region_map = 8,  ///< map the source's SharedRegion a (base addr, c bytes) now, then answer region_ack
+  region_ack = 9,  ///< region a of the target was mapped (b = 1) or cannot be (b = 0)
 };
 
 /// Fixed 48-byte record header; the payload (if any) follows it.

@@ -8,6 +8,11 @@
 //   SegHeader | RingCtl + data for source local index 0 | ... | index n-1
 // The ring from p to q lives in q's segment; p produces, q consumes.
 //
+// SharedRegions (allocate_shared) get a name of their own; the owner sends a
+// region_map record to each peer named at allocation, the peer maps the region
+// from its progress and answers region_ack, and the last answer (or the
+// peer's death) unlinks the name, like the segments' start-up handshake.
+//
 // Threads: posting is thread-safe (a per-peer producer spin lock guards the
 // outgoing ring, the backlog of operations waiting for ring space, and the
 // lists of operations waiting for completion); progress() may be called from
@@ -169,9 +174,28 @@ struct RegionTable {
     std::uint64_t id;
     std::uintptr_t base;
     std::size_t len;
+    std::string name;          ///< shm_open name while `named`
+    std::vector<int> waiting;  ///< peers that have not answered the map-now record yet
+    bool named = true;         ///< the name still exists in /dev/shm
   };
   std::mutex mu;
-  std::vector<Entry> live;
+  std::vector<Entry> live;  // guarded by mu, like every field of the entries
+
+  /// Removes @p e's name once nobody it waits for is left (mu held).
+  static void unlink_if_done(Entry& e) {
+    if (!e.named || !e.waiting.empty()) return;
+    ::shm_unlink(e.name.c_str());
+    e.named = false;
+  }
+  /// @p peer answered (or died) for region @p id, or for every region when @p id is 0.
+  void answered(int peer, std::uint64_t id) {
+    std::lock_guard<std::mutex> g(mu);
+    for (Entry& e : live) {
+      if (id != 0 && e.id != id) continue;
+      e.waiting.erase(std::remove(e.waiting.begin(), e.waiting.end(), peer), e.waiting.end());
+      unlink_if_done(e);
+    }
+  }
 };
 
 /// The stall clock of busy peers: CLOCK_MONOTONIC_COARSE (the steady clock's
@@ -233,7 +257,7 @@ class ShmBackend final : public Backend {
 
   Status register_memory(void* addr, std::size_t len, RemoteKey* key) override;
   Status deregister_memory(void* addr, std::size_t len) override;
-  std::unique_ptr<SharedRegion> allocate_shared(std::size_t len) override;
+  std::unique_ptr<SharedRegion> allocate_shared(std::size_t len, const std::vector<int>& peers) override;
 
   Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
              void* context) override {
@@ -246,6 +270,7 @@ class ShmBackend final : public Backend {
     return put_impl("put_with_signal", peer, src, len, dst, dst_offset, true, signal, context);
   }
   Status signal(int peer, std::uint64_t payload, void* context) override;
+  void* map_peer(int peer, const RemoteKey& key, std::uint64_t offset, std::size_t len) override;
   Status fetch_add(int peer, const RemoteKey& dst, std::uint64_t dst_offset, std::uint64_t addend,
                    std::uint64_t* fetched, void* context) override;
 
@@ -269,6 +294,13 @@ class ShmBackend final : public Backend {
   /// Local address of [key.addr + offset, +len) when the key is a mapped region
   /// this rank can reach directly and len >= direct_min_; nullptr otherwise.
   std::byte* direct(Peer& p, const RemoteKey& key, std::uint64_t offset, std::uint64_t len);
+  /// direct() without the size threshold (also map_peer()).
+  std::byte* map_range(Peer& p, const RemoteKey& key, std::uint64_t offset, std::uint64_t len);
+  /// Maps region @p id (owner's base @p base) of peer @p p by name; map_mu held.
+  /// The entry has local == nullptr when that failed (puts use the ring).
+  const Peer::Mapped& map_region(Peer& p, std::uint64_t id, std::uint64_t base);
+  /// Region map-now record from @p p: map it and answer (consume() context).
+  void on_region_map(Peer& p, std::uint64_t id, std::uint64_t base);
   [[nodiscard]] std::string region_name(int owner, std::uint64_t id) const {
     return "/strata-" + tag_ + "-" + std::to_string(owner) + "-m" + std::to_string(id);
   }
@@ -539,6 +571,14 @@ ShmBackend::ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector
 
 ShmBackend::~ShmBackend() {
   shut_.store(true, std::memory_order_release);
+  {
+    // Regions that outlive the transport keep their memory, not their names.
+    std::lock_guard<std::mutex> g(regions_->mu);
+    for (RegionTable::Entry& e : regions_->live) {
+      e.waiting.clear();
+      RegionTable::unlink_if_done(e);
+    }
+  }
   for (auto& m : maps_) ::munmap(m.first, m.second);
   for (auto& p : peers_) {
     if (!p) continue;
@@ -634,9 +674,14 @@ Status ShmBackend::register_memory(void* addr, std::size_t len, RemoteKey* key) 
   return {};
 }
 
-std::unique_ptr<SharedRegion> ShmBackend::allocate_shared(std::size_t len) {
-  const bool has_peer = std::any_of(served_.begin(), served_.end(), [this](int r) { return r != rank_; });
-  if (!has_peer || len == 0 || shut_.load(std::memory_order_acquire)) return nullptr;
+std::unique_ptr<SharedRegion> ShmBackend::allocate_shared(std::size_t len, const std::vector<int>& peers) {
+  // The same-host peers among @p peers: they map the region at once.
+  std::vector<int> mappers;
+  for (int r : peers) {
+    if (r == rank_ || r < 0 || r >= size_ || peers_[static_cast<std::size_t>(r)] == nullptr) continue;
+    if (std::find(mappers.begin(), mappers.end(), r) == mappers.end()) mappers.push_back(r);
+  }
+  if (mappers.empty() || len == 0 || shut_.load(std::memory_order_acquire)) return nullptr;
   const std::uint64_t id = next_region_.fetch_add(1, std::memory_order_relaxed);
   const std::string name = region_name(rank_, id);
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -655,41 +700,60 @@ std::unique_ptr<SharedRegion> ShmBackend::allocate_shared(std::size_t len) {
     ::shm_unlink(name.c_str());
     return nullptr;
   }
+  const auto base = reinterpret_cast<std::uintptr_t>(m);
   {
+    // In the table before the first map-now record goes out: answers find it.
     std::lock_guard<std::mutex> g(regions_->mu);
-    regions_->live.push_back({id, reinterpret_cast<std::uintptr_t>(m), len});
+    regions_->live.push_back({id, base, len, name, mappers, true});
   }
-  auto r = std::make_unique<SharedRegion>();
-  r->addr = m;
-  r->len = len;
-  // The name lives as long as the region (peers map it on first use); the
-  // launcher removes it if this rank dies first (same "strata-<tag>-" prefix).
-  r->release = [table = std::weak_ptr<RegionTable>(regions_), id, m, len, name] {
-    if (auto t = table.lock()) {
+  // Map-now records: each peer maps the region from its progress and answers;
+  // the last answer (or the peer's death) removes the name. A post fails only
+  // when the peer is already dead: nothing to wait for then.
+  for (int r : mappers) {
+    OutOp o;
+    o.type = RecType::region_map;
+    o.user = false;
+    o.addr = base;
+    o.a = id;
+    o.c = len;
+    if (!post(*peers_[static_cast<std::size_t>(r)], o)) regions_->answered(r, id);
+  }
+  auto region = std::make_unique<SharedRegion>();
+  region->addr = m;
+  region->len = len;
+  // Both functions may run after the backend is gone; its destructor removed the names then.
+  region->settled = [table = std::weak_ptr<RegionTable>(regions_), id] {
+    const auto t = table.lock();
+    if (!t) return true;
+    std::lock_guard<std::mutex> g(t->mu);
+    for (const RegionTable::Entry& e : t->live) {
+      if (e.id == id) return !e.named;
+    }
+    return true;
+  };
+  region->release = [table = std::weak_ptr<RegionTable>(regions_), id, m, len] {
+    if (const auto t = table.lock()) {
       std::lock_guard<std::mutex> g(t->mu);
+      for (RegionTable::Entry& e : t->live) {
+        if (e.id != id) continue;
+        e.waiting.clear();
+        RegionTable::unlink_if_done(e);
+      }
       t->live.erase(
           std::remove_if(t->live.begin(), t->live.end(), [id](const RegionTable::Entry& e) { return e.id == id; }),
           t->live.end());
     }
     ::munmap(m, len);
-    ::shm_unlink(name.c_str());
   };
-  return r;
+  return region;
 }
 
-std::byte* ShmBackend::direct(Peer& p, const RemoteKey& key, std::uint64_t offset, std::uint64_t len) {
-  if ((key.flags & RemoteKey::kShmMapped) == 0 || len < direct_min_ || len == 0) return nullptr;
-  const std::uint64_t at = key.addr + offset - key.reserved;  // offset inside the region
-  if (p.rank == rank_) return reinterpret_cast<std::byte*>(key.reserved) + at;
-  std::lock_guard<std::mutex> g(p.map_mu);
+const Peer::Mapped& ShmBackend::map_region(Peer& p, std::uint64_t id, std::uint64_t base) {
   for (const Peer::Mapped& m : p.mapped) {
-    if (m.id != key.shm_token) continue;
-    if (m.local == nullptr || m.remote_base != key.reserved || at > m.len || len > m.len - at) return nullptr;
-    return m.local + at;
+    if (m.id == id) return m;
   }
-  // First use of this region: map it by name (the owner keeps the name while the region lives).
-  Peer::Mapped nm{key.shm_token, key.reserved, nullptr, 0};
-  const std::string name = region_name(p.rank, key.shm_token);
+  Peer::Mapped nm{id, base, nullptr, 0};
+  const std::string name = region_name(p.rank, id);
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd >= 0) {
     struct stat st {};
@@ -705,8 +769,43 @@ std::byte* ShmBackend::direct(Peer& p, const RemoteKey& key, std::uint64_t offse
   if (nm.local == nullptr)
     spdlog::debug("strata: rank {}: cannot map region {} of rank {}; puts to it use the ring", rank_, name, p.rank);
   p.mapped.push_back(nm);
-  if (nm.local == nullptr || at > nm.len || len > nm.len - at) return nullptr;
-  return nm.local + at;
+  return p.mapped.back();
+}
+
+void ShmBackend::on_region_map(Peer& p, std::uint64_t id, std::uint64_t base) {
+  bool ok = false;
+  {
+    std::lock_guard<std::mutex> g(p.map_mu);
+    const Peer::Mapped& m = map_region(p, id, base);
+    ok = m.local != nullptr && m.remote_base == base;
+  }
+  OutOp o;
+  o.type = RecType::region_ack;
+  o.user = false;
+  o.a = id;
+  o.b = ok ? 1 : 0;
+  (void)post(p, o);  // dropped only when the owner is dead
+}
+
+std::byte* ShmBackend::direct(Peer& p, const RemoteKey& key, std::uint64_t offset, std::uint64_t len) {
+  return len < direct_min_ ? nullptr : map_range(p, key, offset, len);
+}
+
+void* ShmBackend::map_peer(int peer, const RemoteKey& key, std::uint64_t offset, std::size_t len) {
+  if (peer < 0 || peer >= size_ || !peers_[static_cast<std::size_t>(peer)]) return nullptr;
+  return map_range(*peers_[static_cast<std::size_t>(peer)], key, offset, len);
+}
+
+std::byte* ShmBackend::map_range(Peer& p, const RemoteKey& key, std::uint64_t offset, std::uint64_t len) {
+  if ((key.flags & RemoteKey::kShmMapped) == 0 || len == 0) return nullptr;
+  const std::uint64_t at = key.addr + offset - key.reserved;  // offset inside the region
+  if (p.rank == rank_) return reinterpret_cast<std::byte*>(key.reserved) + at;
+  std::lock_guard<std::mutex> g(p.map_mu);
+  // Normally mapped by the owner's map-now record; a rank the owner did not
+  // name maps it here while the name exists, and uses the ring afterwards.
+  const Peer::Mapped& m = map_region(p, key.shm_token, key.reserved);
+  if (m.local == nullptr || m.remote_base != key.reserved || at > m.len || len > m.len - at) return nullptr;
+  return m.local + at;
 }
 
 Status ShmBackend::deregister_memory(void* /*addr*/, std::size_t /*len*/) { return {}; }
@@ -999,6 +1098,12 @@ std::size_t ShmBackend::consume(Peer& p, std::vector<Completion>& done) {
         if (r->addr != 0) std::memcpy(reinterpret_cast<void*>(r->addr), &r->a, sizeof(r->a));
         complete_request(p, r->b, done, &corrupt);
         break;
+      case RecType::region_map:
+        on_region_map(p, r->a, r->addr);
+        break;
+      case RecType::region_ack:
+        regions_->answered(p.rank, r->a);
+        break;
       default:
         corrupt = true;
         break;
@@ -1180,6 +1285,7 @@ void ShmBackend::fail_peer(int peer, const Status& why) {
     drain(p, st, out);
   }
   for (auto& c : out) push_completion(c.context, std::move(c.status));
+  regions_->answered(peer, 0);  // a dead peer maps nothing: its regions' names may go
   if (const PeerFailureHandler* h = failure_.get()) (*h)(peer, st);
 }
 

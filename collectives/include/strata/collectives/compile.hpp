@@ -146,6 +146,10 @@ struct Call {
   /// landed in the receive buffer; plans with it are not cached.
   std::function<void(int source, void* data, std::size_t bytes)> on_block;
   Algorithm algo;
+  /// Engine only (not compiled, not in the plan-cache key): the algorithm was
+  /// left automatic and the call is loose, so the engine's small-message fast
+  /// path may run it instead of a plan (docs/algorithms.md, "Fast path").
+  bool fast_ok = false;
 };
 
 /// @brief The automatic allreduce algorithm for @p bytes on @p g (the

@@ -106,6 +106,7 @@ struct Node {
   DataType dtype = DataType::u8;
   std::int32_t user_op = -1;  ///< reduce: index of a UserReduce, or -1 for a built-in op
   std::int32_t compute = -1;  ///< compute: index of the callable
+  bool streaming = false;     ///< copy: write dst with non-temporal stores (large data not read again soon)
   std::string label;          ///< optional, shown in DOT and traces
   std::vector<NodeId> deps;   ///< local predecessors
 };
@@ -202,6 +203,11 @@ class PlanBuilder {
 
   NodeId nop(std::vector<NodeId> deps = {});
   NodeId copy(const Region& src, const Region& dst, std::vector<NodeId> deps = {});
+  /// @brief Marks copy node @p id as streaming: its destination is written
+  /// with non-temporal stores that bypass the caches (for copies whose data
+  /// is not read again soon and whose working set exceeds the caches).
+  /// Same result as a plain copy; src and dst must not overlap.
+  PlanBuilder& streaming(NodeId id);
   /// @brief dst = a OP b with a built-in operator.
   NodeId reduce(const Region& a, const Region& b, const Region& dst, ReduceOp op, DataType t,
                 std::vector<NodeId> deps = {});

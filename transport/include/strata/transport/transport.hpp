@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "strata/error.hpp"
 
@@ -73,12 +74,17 @@ using PeerFailureHandler = std::function<void(int peer, const Status& why)>;
 /// @brief Memory that same-host peers can load from and store to directly once
 /// it is registered: a put or get into it is one memcpy by the initiator
 /// instead of a hand-off through the owner's ring (docs/transport.md, "Mapped
-/// regions"). Zeroed at allocation; unmapped (and its shared-memory name
-/// removed) when destroyed, also after the transport is gone.
+/// regions"). Zeroed at allocation; unmapped when destroyed, also after the
+/// transport is gone. Its shared-memory name is removed as soon as every peer
+/// named at allocation mapped it (or died), at the latest when it is destroyed.
 struct SharedRegion {
   void* addr = nullptr;
   std::size_t len = 0;
   std::function<void()> release;  ///< run once by the destructor
+  /// True once the name is gone (nothing of the region can outlive the job);
+  /// empty when the region never had a name. Progress on the peers moves it.
+  std::function<bool()> settled;
+  [[nodiscard]] bool is_settled() const { return !settled || settled(); }
   SharedRegion() = default;
   SharedRegion(const SharedRegion&) = delete;
   SharedRegion& operator=(const SharedRegion&) = delete;
@@ -107,13 +113,34 @@ class Transport {
   virtual Status register_memory(void* addr, std::size_t len, RemoteKey* key) = 0;
   /// Drops registrations overlapping [addr, addr+len) (call before freeing).
   virtual Status deregister_memory(void* addr, std::size_t len) = 0;
-  /// Allocates @p len zeroed bytes that same-host peers may map (register the
-  /// region, or a part of it, to hand out keys). nullptr when the transport has
-  /// no same-host peer or cannot share memory: the caller allocates privately.
-  virtual std::unique_ptr<SharedRegion> allocate_shared(std::size_t len) {
+  /// Allocates @p len zeroed bytes that the same-host ranks among @p peers map
+  /// at once (register the region, or a part of it, to hand out keys); the
+  /// name is removed when they all mapped it (SharedRegion::is_settled), so
+  /// other ranks reach it through the owner's ring. nullptr when no rank of
+  /// @p peers is a same-host peer or memory cannot be shared: the caller
+  /// allocates privately.
+  virtual std::unique_ptr<SharedRegion> allocate_shared(std::size_t len, const std::vector<int>& peers) {
+    (void)len;
+    (void)peers;
+    return nullptr;
+  }
+
+  /// Address through which this process may load from and store to
+  /// [@p offset, @p offset + @p len) of @p peer's registered memory @p key
+  /// directly: only for a same-host peer whose key lies in a SharedRegion
+  /// (RemoteKey::kShmMapped); nullptr otherwise. Valid until shutdown(). Used
+  /// by the engine's small-message fast path (docs/algorithms.md).
+  virtual void* map_peer(int peer, const RemoteKey& key, std::uint64_t offset, std::size_t len) {
+    (void)peer;
+    (void)key;
+    (void)offset;
     (void)len;
     return nullptr;
   }
+  /// Extra work that every progress() call runs after the backends (progress
+  /// servers, waiters, inline mode); returns the events it handled. Set before
+  /// progress() can run concurrently (before the progress servers start).
+  virtual void set_progress_hook(std::function<std::size_t()> hook) { (void)hook; }
 
   virtual Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
                      void* context) = 0;

@@ -1,0 +1,523 @@
+// The small-message fast path; the protocol is described in fastpath.hpp and
+// docs/algorithms.md ("Fast path").
+#include "fastpath.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "strata/dag/executor.hpp"
+
+namespace strata::detail {
+
+namespace {
+
+// Area layout: [0, 64) done; [64, 128) sleepers + inline flag; then `slots`
+// entries of `stride` bytes: sequence word (call index + 1), bytes, data.
+constexpr std::size_t kDoneOff = 0;
+constexpr std::size_t kSleepOff = 64;
+constexpr std::size_t kInlineOff = 68;
+constexpr std::size_t kSlotsOff = 128;
+constexpr std::size_t kEntryHeader = 16;
+
+std::size_t stride_for(std::size_t cap) { return (kEntryHeader + cap + 63) / 64 * 64; }
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+std::uint64_t coarse_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+template <class T>
+std::atomic<T>& atomic_at(std::byte* p) noexcept {
+  static_assert(sizeof(std::atomic<T>) == sizeof(T) && std::atomic<T>::is_always_lock_free);
+  return *reinterpret_cast<std::atomic<T>*>(p);
+}
+
+}  // namespace
+
+const FastConfig& FastConfig::get() {
+  static const FastConfig cfg = [] {
+    FastConfig c;
+    if (const char* e = std::getenv("STRATA_FASTPATH")) {
+      const std::string v = e;
+      if (v == "off" || v == "0") {
+        c.enabled = false;
+      } else if (v != "on" && v != "1" && !v.empty()) {
+        throw Error(Errc::invalid_argument, "STRATA_FASTPATH='" + v + "': expected on or off");
+      }
+    }
+    if (const char* e = std::getenv("STRATA_FASTPATH_BYTES")) {
+      char* end = nullptr;
+      const long long b = std::strtoll(e, &end, 10);
+      if (end == e || *end != '\0' || b < 0 || b > (1 << 20))
+        throw Error(Errc::invalid_argument,
+                    std::string("STRATA_FASTPATH_BYTES='") + e + "': expected bytes in [0, 1048576]");
+      c.bytes = static_cast<std::size_t>(b);
+    }
+    return c;
+  }();
+  return cfg;
+}
+
+std::size_t fast_area_bytes(const FastConfig& cfg) {
+  return kSlotsOff + static_cast<std::size_t>(cfg.slots) * stride_for(cfg.bytes);
+}
+
+FastChannel::FastChannel(transport::Transport& t, transport::ProgressServer* servers,
+                         std::shared_ptr<FutureContext> base, std::uint16_t comm_id, int me, std::vector<int> world,
+                         std::vector<std::byte*> areas, const FastConfig& cfg)
+    : t_(t),
+      servers_(servers),
+      ctx_(std::make_shared<FutureContext>()),
+      id_(comm_id),
+      me_(me),
+      n_(static_cast<int>(world.size())),
+      world_(std::move(world)),
+      areas_(std::move(areas)),
+      cap_(cfg.bytes),
+      slots_(static_cast<std::uint64_t>(cfg.slots)),
+      stride_(stride_for(cfg.bytes)) {
+  const bool inline_mode = servers_ == nullptr || servers_->inline_mode();
+  atomic_at<std::uint32_t>(areas_[static_cast<std::size_t>(me_)] + kInlineOff)
+      .store(inline_mode ? 1u : 0u, std::memory_order_release);
+  ctx_->arena = base ? base->arena : nullptr;
+  if (inline_mode) ctx_->progress = base ? base->progress : nullptr;
+}
+
+std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transport::ProgressServer* servers,
+                                                 std::shared_ptr<FutureContext> base, std::uint16_t comm_id, int me,
+                                                 std::vector<int> world, std::vector<std::byte*> areas,
+                                                 const FastConfig& cfg) {
+  std::shared_ptr<FastChannel> ch(
+      new FastChannel(t, servers, std::move(base), comm_id, me, std::move(world), std::move(areas), cfg));
+  std::weak_ptr<FastChannel> weak = ch;
+  if (servers != nullptr && !servers->inline_mode()) {
+    // A waiter polls this channel (and the transport) during the servers'
+    // wait spin; each round of it (one transport poll, one clock read) looks
+    // at the channel many times: the answer is one cache line away.
+    ch->ctx_->spin = [weak, servers](const std::function<bool()>& done) {
+      std::shared_ptr<FastChannel> c = weak.lock();
+      if (!c) return done();
+      return servers->spin_until(
+          [&] {
+            for (int i = 0; i < 64; ++i) {
+              c->poll();
+              if (done()) return true;
+              cpu_relax();
+            }
+            return false;
+          },
+          servers->options().wait_spin);
+    };
+  }
+  // A waiter about to block counts itself in the shared sleeper word, then
+  // looks once more (Dekker with the poster's sequence word): a member that
+  // arrives later sees the count and nudges this rank's progress servers.
+  ch->ctx_->park = [weak](bool parking) {
+    std::shared_ptr<FastChannel> c = weak.lock();
+    if (!c) return;
+    auto& sl = c->sleepers_of(c->me_);
+    if (parking) {
+      sl.fetch_add(1, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      c->poll();
+    } else {
+      sl.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  };
+  return ch;
+}
+
+std::atomic<std::uint64_t>& FastChannel::done_of(int r) const noexcept {
+  return atomic_at<std::uint64_t>(areas_[static_cast<std::size_t>(r)] + kDoneOff);
+}
+std::atomic<std::uint32_t>& FastChannel::sleepers_of(int r) const noexcept {
+  return atomic_at<std::uint32_t>(areas_[static_cast<std::size_t>(r)] + kSleepOff);
+}
+std::atomic<std::uint64_t>& FastChannel::seq_of(int r, std::uint64_t k) const noexcept {
+  return atomic_at<std::uint64_t>(areas_[static_cast<std::size_t>(r)] + kSlotsOff + (k % slots_) * stride_);
+}
+std::byte* FastChannel::data_of(int r, std::uint64_t k) const noexcept {
+  return areas_[static_cast<std::size_t>(r)] + kSlotsOff + (k % slots_) * stride_ + kEntryHeader;
+}
+
+std::string FastChannel::where(coll::Kind k) const {
+  return std::string(coll::to_string(k)) + " on rank " + std::to_string(me_) + " (comm " + std::to_string(id_) +
+         ", fast path)";
+}
+
+namespace {
+std::size_t esize_of(const coll::Call& c) noexcept {
+  return c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
+}
+}  // namespace
+
+std::size_t FastChannel::publish_bytes(const coll::Call& c) const noexcept {
+  const std::size_t b = c.count * esize_of(c);
+  const auto n = static_cast<std::size_t>(n_);
+  switch (c.kind) {
+    case coll::Kind::barrier:
+      return 0;
+    case coll::Kind::broadcast:
+    case coll::Kind::reduce:
+    case coll::Kind::allreduce:
+    case coll::Kind::gather:
+    case coll::Kind::allgather:
+      return b;
+    case coll::Kind::scatter:
+    case coll::Kind::alltoall:
+    case coll::Kind::reduce_scatter_block:
+      return b * n;
+    default:
+      return ~std::size_t{0};
+  }
+}
+
+bool FastChannel::takes(const coll::Call& c) const noexcept {
+  if (!c.fast_ok || c.on_block || c.entry_all || c.exit_all) return false;
+  if (c.count > (std::size_t{1} << 30)) return false;  // no overflow in publish_bytes
+  return publish_bytes(c) <= cap_;
+}
+
+bool FastChannel::needs(const Op& op, int r) const noexcept {
+  switch (op.kind) {
+    case coll::Kind::broadcast:
+    case coll::Kind::scatter:
+      return me_ != op.root && r == op.root;
+    case coll::Kind::reduce:
+    case coll::Kind::gather:
+      return me_ == op.root;
+    default:
+      return true;  // barrier, allreduce, allgather, alltoall, reduce_scatter_block
+  }
+}
+
+void FastChannel::publish(const coll::Call& c, const void* send, const void* recv, std::uint64_t k) {
+  std::byte* dst = data_of(me_, k);
+  const std::size_t b = c.count * esize_of(c);
+  const auto n = static_cast<std::size_t>(n_);
+  const void* src = nullptr;
+  std::size_t len = 0;
+  switch (c.kind) {
+    case coll::Kind::barrier:
+      break;
+    case coll::Kind::broadcast:
+      if (me_ == c.root) src = send, len = b;
+      break;
+    case coll::Kind::reduce:
+    case coll::Kind::allreduce:
+      src = c.in_place ? recv : send, len = b;
+      break;
+    case coll::Kind::gather:
+      if (!c.in_place) src = send, len = b;  // in place: the root's block stays in recv
+      break;
+    case coll::Kind::scatter:
+      if (me_ == c.root) src = send, len = b * n;
+      break;
+    case coll::Kind::allgather:
+      src = c.in_place ? static_cast<const std::byte*>(recv) + static_cast<std::size_t>(me_) * b : send, len = b;
+      break;
+    case coll::Kind::alltoall:
+    case coll::Kind::reduce_scatter_block:
+      src = c.in_place ? recv : send, len = b * n;
+      break;
+    default:
+      break;
+  }
+  if (len > 0) std::memcpy(dst, src, len);
+  atomic_at<std::uint64_t>(dst - kEntryHeader + 8).store(len, std::memory_order_relaxed);
+  seq_of(me_, k).store(k + 1, std::memory_order_release);
+}
+
+void FastChannel::finish(const Op& op) {
+  const std::size_t b = op.count * op.esize;
+  const auto n = static_cast<std::size_t>(n_);
+  auto* out = static_cast<std::byte*>(op.recv);
+  const std::size_t mine = static_cast<std::size_t>(me_) * b;
+  // Rank-ordered fold of block @p off of every member's entry into out.
+  auto fold = [&](std::size_t off) {
+    if (b == 0) return;
+    if (n_ == 1) {
+      std::memcpy(out, data_of(0, op.k) + off, b);
+      return;
+    }
+    for (int r = 1; r < n_; ++r) {
+      const void* a = r == 1 ? static_cast<const void*>(data_of(0, op.k) + off) : out;
+      const void* x = data_of(r, op.k) + off;
+      if (op.user)
+        op.user->fn(a, x, out, op.count);
+      else
+        op.kernel(a, x, out, op.count);
+    }
+  };
+  switch (op.kind) {
+    case coll::Kind::broadcast:
+      if (me_ != op.root && b > 0) std::memcpy(out, data_of(op.root, op.k), b);
+      break;
+    case coll::Kind::reduce:
+      if (me_ == op.root) fold(0);
+      break;
+    case coll::Kind::allreduce:
+      fold(0);
+      break;
+    case coll::Kind::reduce_scatter_block:
+      fold(mine);
+      break;
+    case coll::Kind::gather:
+      if (me_ == op.root && b > 0)
+        for (int r = 0; r < n_; ++r)
+          if (r != me_ || !op.in_place) std::memcpy(out + static_cast<std::size_t>(r) * b, data_of(r, op.k), b);
+      break;
+    case coll::Kind::scatter:
+      if (b > 0 && !(me_ == op.root && op.in_place)) std::memcpy(out, data_of(op.root, op.k) + mine, b);
+      break;
+    case coll::Kind::allgather:
+      if (b > 0)
+        for (int r = 0; r < n_; ++r) std::memcpy(out + static_cast<std::size_t>(r) * b, data_of(r, op.k), b);
+      break;
+    case coll::Kind::alltoall:
+      if (b > 0)
+        for (int r = 0; r < n_; ++r) std::memcpy(out + static_cast<std::size_t>(r) * b, data_of(r, op.k) + mine, b);
+      break;
+    default:
+      break;
+  }
+  (void)n;
+}
+
+Status FastChannel::check_peers_locked(const Op& op) {
+  for (int r = 0; r < n_; ++r) {
+    if (r == me_ || !needs(op, r)) continue;
+    if (seq_of(r, op.k).load(std::memory_order_acquire) == op.k + 1) continue;
+    const Status st = t_.peer_status(world_[static_cast<std::size_t>(r)]);
+    if (!st.is_ok())
+      return {Errc::peer_dead, where(op.kind) + ": rank " + std::to_string(r) + " (world rank " +
+                                   std::to_string(world_[static_cast<std::size_t>(r)]) + ") failed: " + st.message()};
+  }
+  return {};
+}
+
+void FastChannel::fail_locked(const Status& why, std::vector<std::pair<Op, Status>>& out) {
+  if (failed_.is_ok()) failed_ = why;
+  for (Op& op : ops_) out.emplace_back(std::move(op), why);
+  ops_.clear();
+  npending_.store(0, std::memory_order_release);
+}
+
+bool FastChannel::check_due() const noexcept {
+  return coarse_ns() - last_check_ns_.load(std::memory_order_relaxed) >= 1000000;
+}
+
+std::size_t FastChannel::poll_locked(std::vector<Op>& out) {
+  std::size_t done = 0;
+  blocker_.store(-1, std::memory_order_relaxed);
+  while (!ops_.empty()) {
+    Op& op = ops_.front();
+    int missing = -1;
+    for (int r = 0; r < n_ && missing < 0; ++r)
+      if (needs(op, r) && seq_of(r, op.k).load(std::memory_order_acquire) != op.k + 1) missing = r;
+    if (missing >= 0) {
+      blocker_k_.store(op.k, std::memory_order_relaxed);
+      blocker_.store(missing, std::memory_order_release);
+      break;
+    }
+    finish(op);
+    done_of(me_).store(op.k + 1, std::memory_order_release);
+    out.push_back(std::move(op));
+    ops_.pop_front();
+    npending_.fetch_sub(1, std::memory_order_acq_rel);
+    ++done;
+  }
+  return done;
+}
+
+std::size_t FastChannel::poll() {
+  if (!pending()) return 0;
+  // Lock-free look first: the member the head call waited for last time.
+  const int r = blocker_.load(std::memory_order_acquire);
+  if (r >= 0) {
+    const std::uint64_t k = blocker_k_.load(std::memory_order_relaxed);
+    if (seq_of(r, k).load(std::memory_order_acquire) != k + 1 && !check_due()) return 0;
+  }
+  std::vector<Op> ready;  // fulfilled (and their communicators released) after unlocking
+  std::vector<std::pair<Op, Status>> failed;
+  std::size_t n = 0;
+  {
+    std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
+    if (!lk.owns_lock()) return 0;
+    n = poll_locked(ready);
+    if (!ops_.empty() && check_due()) {
+      // The head call waits for somebody: look for dead members every millisecond.
+      last_check_ns_.store(coarse_ns(), std::memory_order_relaxed);
+      const Status st = check_peers_locked(ops_.front());
+      if (!st.is_ok()) fail_locked(st, failed);
+    }
+  }
+  for (auto& op : ready) op.promise.set_value();
+  for (auto& f : failed) f.first.promise.set_error(f.second);
+  return n + failed.size();
+}
+
+void FastChannel::fail(const Status& why) {
+  std::vector<std::pair<Op, Status>> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    fail_locked(why, failed);
+  }
+  for (auto& f : failed) f.first.promise.set_error(f.second);
+}
+
+void FastChannel::detach() {
+  ctx_->park = nullptr;
+  ctx_->spin = nullptr;
+  ctx_->progress = nullptr;
+  ctx_->arena = nullptr;
+}
+
+Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* recv, std::shared_ptr<void> keep) {
+  Promise<void> promise(ctx_);
+  Future<void> fut = promise.get_future();
+  std::vector<Op> ready;  // fulfilled (and their communicators released) after unlocking
+  std::vector<std::pair<Op, Status>> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!failed_.is_ok()) {
+      Op op;
+      op.promise = std::move(promise);
+      failed.emplace_back(std::move(op), Status(failed_.code(), where(c.kind) + ": " + failed_.message()));
+    } else {
+      const std::uint64_t k = next_++;
+      // Entry k % slots last held call k - slots: every member must be done with it.
+      if (k >= slots_) {
+        const std::uint64_t need = k - slots_ + 1;
+        std::uint64_t spins = 0;
+        for (;;) {
+          poll_locked(ready);
+          int late = -1;
+          for (int r = 0; r < n_ && late < 0; ++r)
+            if (done_of(r).load(std::memory_order_acquire) < need) late = r;
+          if (late < 0) break;
+          ++spins;
+          if ((spins & 1023) == 0) {
+            // Dead member? Asleep with its calls pending? (nudge its progress server)
+            const Status st = t_.peer_status(world_[static_cast<std::size_t>(late)]);
+            if (!st.is_ok()) {
+              fail_locked({Errc::peer_dead, where(c.kind) + ": rank " + std::to_string(late) + " (world rank " +
+                                                std::to_string(world_[static_cast<std::size_t>(late)]) +
+                                                ") failed: " + st.message()},
+                          failed);
+              break;
+            }
+            if ((spins & 65535) == 1024 && late != me_)
+              (void)t_.signal(world_[static_cast<std::size_t>(late)], std::uint64_t{kFastNudgeComm} << 48,
+                              fast_nudge_context());
+          }
+          if (spins > 4096)
+            std::this_thread::yield();
+          else
+            cpu_relax();
+        }
+      }
+      if (!failed_.is_ok()) {
+        Op op;
+        op.promise = std::move(promise);
+        failed.emplace_back(std::move(op), Status(failed_.code(), failed_.message()));
+      } else {
+        publish(c, send, recv, k);
+        Op op;
+        op.k = k;
+        op.kind = c.kind;
+        op.count = c.count;
+        op.esize = esize_of(c);
+        op.kernel = c.user_op ? nullptr : dag::reduce_kernel(c.op, c.dtype);
+        op.user = c.user_op;
+        op.root = c.root;
+        op.in_place = c.in_place;
+        op.recv = recv;
+        op.promise = std::move(promise);
+        op.keep = std::move(keep);
+        // Members that posted call k before us may wait for our entry: nudge
+        // the ones with a blocked waiter (their progress servers may sleep).
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        for (int r = 0; r < n_; ++r) {
+          if (r == me_) continue;
+          if (seq_of(r, k).load(std::memory_order_acquire) != k + 1) continue;  // it will see ours when it posts
+          // Does r wait for our entry? (the same rule as needs(), seen from r)
+          bool waits = true;
+          if (c.kind == coll::Kind::broadcast || c.kind == coll::Kind::scatter) waits = me_ == c.root;
+          if (c.kind == coll::Kind::reduce || c.kind == coll::Kind::gather) waits = r == c.root;
+          if (!waits) continue;
+          if (sleepers_of(r).load(std::memory_order_acquire) != 0 ||
+              atomic_at<std::uint32_t>(areas_[static_cast<std::size_t>(r)] + kInlineOff)
+                      .load(std::memory_order_relaxed) != 0)
+            continue;
+          (void)t_.signal(world_[static_cast<std::size_t>(r)], std::uint64_t{kFastNudgeComm} << 48,
+                          fast_nudge_context());
+        }
+        ops_.push_back(std::move(op));
+        npending_.fetch_add(1, std::memory_order_seq_cst);
+        poll_locked(ready);
+      }
+    }
+  }
+  for (auto& op : ready) op.promise.set_value();
+  for (auto& f : failed) f.first.promise.set_error(f.second);
+  return fut;
+}
+
+// ---------------------------------------------------------------- FastHub
+void FastHub::add(const std::shared_ptr<FastChannel>& ch) {
+  std::lock_guard<std::mutex> lk(mu_);
+  chans_.erase(std::remove_if(chans_.begin(), chans_.end(), [](const auto& w) { return w.expired(); }), chans_.end());
+  chans_.push_back(ch);
+}
+
+std::vector<std::shared_ptr<FastChannel>> FastHub::channels() {
+  std::vector<std::shared_ptr<FastChannel>> out;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& w : chans_)
+    if (auto c = w.lock()) out.push_back(std::move(c));
+  return out;
+}
+
+std::size_t FastHub::poll() {
+  if (!active_.load(std::memory_order_acquire)) return 0;
+  // Another thread polling the hub covers it (completing a call never takes this lock).
+  std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
+  if (!lk.owns_lock()) return 0;
+  std::size_t n = 0;
+  bool any = false;
+  for (auto& w : chans_) {
+    std::shared_ptr<FastChannel> c = w.lock();
+    if (!c || !c->pending()) continue;
+    n += c->poll();
+    any = any || c->pending();
+  }
+  if (!any) {
+    // Clear, then look again: a submit that raced with the scan sets it again.
+    active_.store(false, std::memory_order_seq_cst);
+    for (auto& w : chans_) {
+      std::shared_ptr<FastChannel> c = w.lock();
+      if (c && c->pending()) {
+        active_.store(true, std::memory_order_seq_cst);
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace strata::detail

@@ -1,0 +1,157 @@
+// The small-message fast path (docs/algorithms.md, "Fast path").
+//
+// A collective whose data per rank is small and whose members all share one
+// host skips the plan and the executor: every member owns a small area at the
+// end of its communicator window (a mapped SharedRegion), with a ring of
+// `slots` entries. Call k of the communicator's fast calls writes this rank's
+// contribution into its entry k % slots and publishes the entry's sequence
+// word (release); every member that needs it reads the entry straight out of
+// its own mapping of the owner's area (acquire), folds or copies it into the
+// receive buffer, and publishes its `done` count. An entry is rewritten only
+// when every member's `done` shows it finished the call that used it before,
+// so the ring needs no acknowledgement messages.
+//
+// Completion is driven by whoever looks: the posting call itself (the last
+// member to arrive completes at once), a waiter's spin, and every
+// Transport::progress() call (the progress hook: server threads and inline
+// waiters). A waiter that gives up spinning and blocks counts itself in its
+// area's sleeper word first (FutureContext::park); a member that arrives later
+// and sees a sleeper sends that rank one transport signal (the "nudge",
+// communicator id kFastNudgeComm) so that its progress servers wake up; a
+// Dekker pair (the sleeper count and the sequence word, each followed by a full
+// fence) makes sure no wake-up is lost. A member waiting to reuse a ring entry
+// nudges the laggard itself after a while (e.g. a rank nobody waits on).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "strata/collectives/compile.hpp"
+#include "strata/future.hpp"
+#include "strata/transport/progress.hpp"
+#include "strata/transport/transport.hpp"
+
+namespace strata::detail {
+
+/// Communicator id of nudge signals (never given to a communicator; 0xFFFF is the windows').
+inline constexpr std::uint16_t kFastNudgeComm = 0xFFFE;
+/// Completion context of a nudge signal (executor contexts are aligned, window ones have bit 0 set).
+inline void* fast_nudge_context() noexcept { return reinterpret_cast<void*>(std::uintptr_t{2}); }
+
+/// STRATA_FASTPATH (on | off, default on) and STRATA_FASTPATH_BYTES (largest
+/// contribution per rank, default 4096), read once.
+struct FastConfig {
+  bool enabled = true;
+  std::size_t bytes = 4096;
+  int slots = 8;  ///< calls in flight per communicator before a rank waits for the slowest
+  static const FastConfig& get();
+};
+
+/// Bytes of the fast area at the end of each member's window for @p n ranks.
+std::size_t fast_area_bytes(const FastConfig& cfg);
+
+/// One communicator's fast path on this rank.
+class FastChannel : public std::enable_shared_from_this<FastChannel> {
+ public:
+  /// @p areas[r] is communicator rank r's area as mapped here (areas[me] is
+  /// this rank's own); @p world maps communicator ranks to world ranks.
+  static std::shared_ptr<FastChannel> create(transport::Transport& t, transport::ProgressServer* servers,
+                                             std::shared_ptr<FutureContext> base, std::uint16_t comm_id, int me,
+                                             std::vector<int> world, std::vector<std::byte*> areas,
+                                             const FastConfig& cfg);
+  FastChannel(const FastChannel&) = delete;
+  FastChannel& operator=(const FastChannel&) = delete;
+
+  /// True when @p c runs on the fast path (kind, automatic algorithm, size).
+  [[nodiscard]] bool takes(const coll::Call& c) const noexcept;
+  /// Posts @p c (send / recv as CommImpl::submit receives them).
+  /// @p keep (the communicator) stays alive until the call completes.
+  Future<void> submit(const coll::Call& c, const void* send, void* recv, std::shared_ptr<void> keep);
+  /// Completes what can be completed (never blocks: skips when another thread
+  /// is at it); returns the calls completed.
+  std::size_t poll();
+  /// Fails every pending call and every later one with @p why.
+  void fail(const Status& why);
+  /// Waiters stop spinning through the progress servers (engine shutdown).
+  void detach();
+  [[nodiscard]] bool pending() const noexcept { return npending_.load(std::memory_order_acquire) > 0; }
+
+ private:
+  FastChannel(transport::Transport& t, transport::ProgressServer* servers, std::shared_ptr<FutureContext> base,
+              std::uint16_t comm_id, int me, std::vector<int> world, std::vector<std::byte*> areas,
+              const FastConfig& cfg);
+  struct Op {
+    std::uint64_t k = 0;
+    coll::Kind kind = coll::Kind::barrier;
+    std::size_t count = 0;
+    std::size_t esize = 1;
+    dag::ReduceKernel kernel = nullptr;
+    std::shared_ptr<const dag::UserReduce> user;
+    int root = 0;
+    bool in_place = false;
+    void* recv = nullptr;
+    Promise<void> promise;
+    std::shared_ptr<void> keep;  // the communicator, alive until the call completes
+  };
+  // Shared layout (see fastpath.cpp).
+  std::atomic<std::uint64_t>& done_of(int r) const noexcept;
+  std::atomic<std::uint32_t>& sleepers_of(int r) const noexcept;
+  std::atomic<std::uint64_t>& seq_of(int r, std::uint64_t k) const noexcept;
+  std::byte* data_of(int r, std::uint64_t k) const noexcept;
+
+  [[nodiscard]] bool needs(const Op& op, int r) const noexcept;
+  std::size_t publish_bytes(const coll::Call& c) const noexcept;
+  void publish(const coll::Call& c, const void* send, const void* recv, std::uint64_t k);
+  void finish(const Op& op);
+  /// Completes pending calls in order; mu_ held. Completed calls go to @p out.
+  std::size_t poll_locked(std::vector<Op>& out);
+  Status check_peers_locked(const Op& op);
+  void fail_locked(const Status& why, std::vector<std::pair<Op, Status>>& out);
+  [[nodiscard]] std::string where(coll::Kind k) const;
+
+  transport::Transport& t_;
+  transport::ProgressServer* servers_;
+  std::shared_ptr<FutureContext> ctx_;  // futures of this channel: arena, progress, spin
+  std::uint16_t id_;
+  int me_;
+  int n_;
+  std::vector<int> world_;
+  std::vector<std::byte*> areas_;
+  std::size_t cap_;
+  std::uint64_t slots_;
+  std::size_t stride_;
+
+  std::mutex mu_;
+  std::uint64_t next_ = 0;  // under mu_
+  std::deque<Op> ops_;      // under mu_: posted, not completed, in order
+  std::atomic<int> npending_{0};
+  Status failed_;  // under mu_
+  // The member (and call) the head call waited for at the last look; -1: none.
+  std::atomic<int> blocker_{-1};
+  std::atomic<std::uint64_t> blocker_k_{0};
+  std::atomic<std::uint64_t> last_check_ns_{0};  // last look for dead members
+  [[nodiscard]] bool check_due() const noexcept;
+};
+
+/// The engine's fast channels, polled from Transport::progress().
+class FastHub {
+ public:
+  void add(const std::shared_ptr<FastChannel>& ch);
+  /// Polls every channel with pending calls; cheap when none has any.
+  std::size_t poll();
+  /// Marks that some channel may have pending calls (called by submit).
+  void touch() noexcept { active_.store(true, std::memory_order_release); }
+  std::vector<std::shared_ptr<FastChannel>> channels();
+
+ private:
+  std::atomic<bool> active_{false};
+  std::mutex mu_;
+  std::vector<std::weak_ptr<FastChannel>> chans_;
+};
+
+}  // namespace strata::detail

@@ -1,0 +1,108 @@
+// N ranks in one process for the compiler tests (tests/collectives*/
+// test_*_compile.cpp): one executor per rank over a shared FakeWorld (manual
+// mode, operations released in random order) and a registered window of two
+// slots per rank. run() starts every rank's slice as one instance and drives
+// the fake transport until all of them finished.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "strata/dag/executor.hpp"
+#include "strata/transport/fake.hpp"
+
+namespace fake_ranks {
+
+class FakeRanks {
+ public:
+  /// What one rank binds: its input and its output buffer (nullptr: not bound).
+  struct Io {
+    void* input = nullptr;
+    void* output = nullptr;
+  };
+
+  FakeRanks(int n, std::size_t slot_bytes, std::uint64_t seed)
+      : n_(n), slot_(slot_bytes), world_(n, strata::transport::FakeMode::manual, seed) {
+    keys_.resize(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      strata::dag::ExecutorOptions o;
+      o.arena = &arena_;
+      ex_.push_back(std::make_unique<strata::dag::Executor>(world_.endpoint(r), o));
+      win_.emplace_back(2 * slot_bytes, 0);
+      EXPECT_TRUE(world_.endpoint(r)
+                      .register_memory(win_.back().data(), 2 * slot_bytes, &keys_[static_cast<std::size_t>(r)])
+                      .is_ok());
+    }
+  }
+  ~FakeRanks() {
+    for (int r = 0; r < n_; ++r)
+      world_.endpoint(r).deregister_memory(win_[static_cast<std::size_t>(r)].data(), 2 * slot_);
+  }
+  FakeRanks(const FakeRanks&) = delete;
+  FakeRanks& operator=(const FakeRanks&) = delete;
+
+  /// Starts plans[r] on every rank (the last rank first) with io(r) and window
+  /// slot 1 as its scratch output, as instance @p seq; then releases operations
+  /// in random order until every rank finished (60 s at most). False when a
+  /// start or an instance failed or time ran out (a start error and the
+  /// timeout are also reported as test failures).
+  bool run(const std::vector<std::shared_ptr<const strata::dag::Plan>>& plans, std::uint32_t seq,
+           const std::function<Io(int rank)>& io) {
+    std::atomic<int> finished{0}, failed{0};
+    for (int r = n_ - 1; r >= 0; --r) {
+      const auto ur = static_cast<std::size_t>(r);
+      const Io mine = io(r);
+      strata::dag::Bindings b;
+      b.inputs = {mine.input};
+      b.outputs = {mine.output, win_[ur].data() + slot_};
+      for (int q = 0; q < n_; ++q) b.peers.push_back({q, 0, keys_[static_cast<std::size_t>(q)]});
+      const strata::Status st = ex_[ur]->start(plans[ur], b, 0, seq, [&](const strata::Status& s) {
+        if (!s.is_ok()) failed.fetch_add(1);
+        finished.fetch_add(1);
+      });
+      if (!st.is_ok()) {
+        ADD_FAILURE() << st.message();
+        return false;
+      }
+    }
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (finished.load() < n_) {
+      if (std::chrono::steady_clock::now() > limit) {
+        ADD_FAILURE() << "instance " << seq << " did not finish";
+        return false;
+      }
+      const bool moved = world_.release_random();
+      if (world_.progress_all() == 0 && !moved) std::this_thread::yield();
+    }
+    return failed.load() == 0;
+  }
+  /// Same, numbering the instances 0, 1, ... here.
+  bool run(const std::vector<std::shared_ptr<const strata::dag::Plan>>& plans, const std::function<Io(int rank)>& io) {
+    return run(plans, seq_++, io);
+  }
+
+ private:
+  int n_;
+  std::size_t slot_;
+  tbb::task_arena arena_{2, 0};
+  strata::transport::FakeWorld world_;
+  std::vector<std::unique_ptr<strata::dag::Executor>> ex_;
+  std::vector<std::vector<char>> win_;
+  std::vector<strata::transport::RemoteKey> keys_;
+  std::uint32_t seq_ = 0;
+};
+
+/// @p v's data, or nullptr when it is empty (an unbound buffer).
+template <class T>
+void* data_or_null(std::vector<T>& v) {
+  return v.empty() ? nullptr : v.data();
+}
+
+}  // namespace fake_ranks
