@@ -30,4 +30,11 @@ inline int run(const std::string& program, int timeout_s, const std::string& env
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/// Occurrences of @p what in @p s (lines printed by the ranks).
+inline int count(const std::string& s, const std::string& what) {
+  int c = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++c;
+  return c;
+}
+
 }  // namespace launch

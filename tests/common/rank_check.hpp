@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdio>
+#include <string>
+
+#include "strata/error.hpp"
 
 namespace rank_check {
 inline int failures = 0;
@@ -19,3 +22,23 @@ inline int me = 0;  ///< this rank, for the messages
       std::fprintf(stderr, "\n");                                          \
     }                                                                      \
   } while (0)
+
+namespace rank_check {
+/// Runs @p call, which must throw strata::Error with Errc::peer_dead: true and
+/// its message in @p msg; false (after printing why, with the rank) otherwise.
+template <class F>
+bool fails_peer_dead(F&& call, std::string* msg) {
+  try {
+    call();
+    std::printf("rank %d: FAILED: the call succeeded\n", me);
+    return false;
+  } catch (const strata::Error& e) {
+    if (e.errc() != strata::Errc::peer_dead) {
+      std::printf("rank %d: FAILED: wrong error: %s\n", me, e.what());
+      return false;
+    }
+    *msg = e.what();
+  }
+  return true;
+}
+}  // namespace rank_check

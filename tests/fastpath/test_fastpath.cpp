@@ -15,11 +15,7 @@ int run(const std::string& env, const std::string& launcher_args, const std::str
   return launch::run("fast_rank", 120, env, launcher_args, rank_args, out);
 }
 
-int count(const std::string& s, const std::string& what) {
-  int c = 0;
-  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++c;
-  return c;
-}
+using launch::count;
 
 struct Case {
   const char* name;

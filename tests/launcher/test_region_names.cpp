@@ -23,11 +23,7 @@
 
 namespace {
 
-int count(const std::string& s, const std::string& needle) {
-  int c = 0;
-  for (std::size_t pos = s.find(needle); pos != std::string::npos; pos = s.find(needle, pos + 1)) ++c;
-  return c;
-}
+using launch::count;
 
 class RegionNames : public ::testing::TestWithParam<const char*> {};
 

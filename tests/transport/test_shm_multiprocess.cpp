@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "../common/launch.hpp"
+
 namespace {
 
 struct RunResult {
@@ -37,11 +39,7 @@ RunResult launch(int n, const std::string& scenario, const std::string& env = ""
   return r;
 }
 
-int count(const std::string& s, const std::string& needle) {
-  int c = 0;
-  for (std::size_t pos = s.find(needle); pos != std::string::npos; pos = s.find(needle, pos + 1)) ++c;
-  return c;
-}
+using launch::count;
 
 void expect_all_ok(const RunResult& r, int n, const std::string& scenario) {
   ASSERT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.out;

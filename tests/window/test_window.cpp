@@ -20,11 +20,7 @@ int run(const std::string& env, const std::string& launcher_args, const std::str
   return launch::run("win_rank", 100, env, launcher_args, rank_args, out);
 }
 
-int count(const std::string& s, const std::string& what) {
-  int c = 0;
-  for (std::size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++c;
-  return c;
-}
+using launch::count;
 
 struct Case {
   const char* name;
