@@ -246,6 +246,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     }
     fast = FastChannel::create(*core->transport, core->progress.get(), core->fctx, id, rank(), group.world,
                                std::move(areas), FastConfig::get());
+    fast->set_owner(weak_from_this());
     core->fast_hub->add(fast);
   }
 
@@ -378,7 +379,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     throw_if_error(core->check_alive(coll::to_string(c.kind)));
     if (core->opts.check && !internal) check_signature(c);
     if (fast && fast->takes(c)) {
-      Future<void> f = fast->submit(c, send, recv, shared_from_this());
+      Future<void> f = fast->submit(c, send, recv);
       core->fast_hub->touch();
       detail::logger().debug("{} of {} elements on comm {}: fast path", coll::to_string(c.kind), c.count, id);
       return f;

@@ -387,11 +387,33 @@ void FastChannel::detach() {
   ctx_->arena = nullptr;
 }
 
-Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* recv, std::shared_ptr<void> keep) {
+bool FastChannel::ready_locked(const Op& op) const noexcept {
+  for (int r = 0; r < n_; ++r)
+    if (needs(op, r) && seq_of(r, op.k).load(std::memory_order_acquire) != op.k + 1) return false;
+  return true;
+}
+
+void FastChannel::nudge_sleepers(const coll::Call& c, std::uint64_t k) {
+  // Members that posted call k before us may wait for our entry: nudge the
+  // ones with a blocked waiter (their progress servers may sleep).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (int r = 0; r < n_; ++r) {
+    if (r == me_) continue;
+    // Does r wait for our entry? (needs(), seen from r)
+    if ((c.kind == coll::Kind::broadcast || c.kind == coll::Kind::scatter) && me_ != c.root) continue;
+    if ((c.kind == coll::Kind::reduce || c.kind == coll::Kind::gather) && r != c.root) continue;
+    if (sleepers_of(r).load(std::memory_order_acquire) == 0) continue;    // nobody blocked there
+    if (seq_of(r, k).load(std::memory_order_acquire) != k + 1) continue;  // it sees ours when it posts
+    (void)t_.signal(world_[static_cast<std::size_t>(r)], std::uint64_t{kFastNudgeComm} << 48, fast_nudge_context());
+  }
+}
+
+Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* recv) {
   Promise<void> promise(ctx_);
   Future<void> fut = promise.get_future();
   std::vector<Op> ready;  // fulfilled (and their communicators released) after unlocking
   std::vector<std::pair<Op, Status>> failed;
+  bool now = false;  // completed inside this call
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!failed_.is_ok()) {
@@ -447,32 +469,24 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
         op.root = c.root;
         op.in_place = c.in_place;
         op.recv = recv;
-        op.promise = std::move(promise);
-        op.keep = std::move(keep);
-        // Members that posted call k before us may wait for our entry: nudge
-        // the ones with a blocked waiter (their progress servers may sleep).
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        for (int r = 0; r < n_; ++r) {
-          if (r == me_) continue;
-          if (seq_of(r, k).load(std::memory_order_acquire) != k + 1) continue;  // it will see ours when it posts
-          // Does r wait for our entry? (the same rule as needs(), seen from r)
-          bool waits = true;
-          if (c.kind == coll::Kind::broadcast || c.kind == coll::Kind::scatter) waits = me_ == c.root;
-          if (c.kind == coll::Kind::reduce || c.kind == coll::Kind::gather) waits = r == c.root;
-          if (!waits) continue;
-          if (sleepers_of(r).load(std::memory_order_acquire) != 0 ||
-              atomic_at<std::uint32_t>(areas_[static_cast<std::size_t>(r)] + kInlineOff)
-                      .load(std::memory_order_relaxed) != 0)
-            continue;
-          (void)t_.signal(world_[static_cast<std::size_t>(r)], std::uint64_t{kFastNudgeComm} << 48,
-                          fast_nudge_context());
+        if (n_ > 1) nudge_sleepers(c, k);
+        if (ops_.empty() && ready_locked(op)) {
+          // Everything it needs is there (the last member to arrive, or alone):
+          // complete here, no pending entry, no communicator reference.
+          finish(op);
+          done_of(me_).store(k + 1, std::memory_order_release);
+          now = true;
+        } else {
+          op.promise = std::move(promise);
+          op.keep = owner_.lock();
+          ops_.push_back(std::move(op));
+          npending_.fetch_add(1, std::memory_order_seq_cst);
+          poll_locked(ready);
         }
-        ops_.push_back(std::move(op));
-        npending_.fetch_add(1, std::memory_order_seq_cst);
-        poll_locked(ready);
       }
     }
   }
+  if (now) promise.set_value();
   for (auto& op : ready) op.promise.set_value();
   for (auto& f : failed) f.first.promise.set_error(f.second);
   return fut;

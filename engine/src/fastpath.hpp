@@ -70,8 +70,10 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   /// True when @p c runs on the fast path (kind, automatic algorithm, size).
   [[nodiscard]] bool takes(const coll::Call& c) const noexcept;
   /// Posts @p c (send / recv as CommImpl::submit receives them).
-  /// @p keep (the communicator) stays alive until the call completes.
-  Future<void> submit(const coll::Call& c, const void* send, void* recv, std::shared_ptr<void> keep);
+  /// Posts @p c; the owner (set_owner) stays alive until the call completes.
+  Future<void> submit(const coll::Call& c, const void* send, void* recv);
+  /// The communicator that owns this channel (kept alive by pending calls).
+  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
   /// Completes what can be completed (never blocks: skips when another thread
   /// is at it); returns the calls completed.
   std::size_t poll();
@@ -110,6 +112,8 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   void finish(const Op& op);
   /// Completes pending calls in order; mu_ held. Completed calls go to @p out.
   std::size_t poll_locked(std::vector<Op>& out);
+  [[nodiscard]] bool ready_locked(const Op& op) const noexcept;
+  void nudge_sleepers(const coll::Call& c, std::uint64_t k);
   Status check_peers_locked(const Op& op);
   void fail_locked(const Status& why, std::vector<std::pair<Op, Status>>& out);
   [[nodiscard]] std::string where(coll::Kind k) const;
@@ -126,6 +130,7 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   std::uint64_t slots_;
   std::size_t stride_;
 
+  std::weak_ptr<void> owner_;
   std::mutex mu_;
   std::uint64_t next_ = 0;  // under mu_
   std::deque<Op> ops_;      // under mu_: posted, not completed, in order
