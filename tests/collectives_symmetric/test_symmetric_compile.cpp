@@ -326,8 +326,8 @@ TEST_P(LargeSim, SplitOwnCopyAndStreamingMatchReference) {
   for (std::size_t count :
        {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{16387}, std::size_t{262147}, big}) {
     const std::uint64_t block = count * 4;
-    // allgather (ring, automatic; in place), allgatherv (ring)
-    for (const char* algo : {"ring", "auto"}) {
+    // allgather (ring, rd, bruck, automatic; in place), allgatherv (ring)
+    for (const char* algo : {"ring", "rd", "bruck", "auto"}) {
       for (int inplace = 0; inplace < 2; ++inplace) {
         const std::string what = std::string("allgather ") + algo + " n=" + std::to_string(n) +
                                  " count=" + std::to_string(count) + (inplace ? " in-place" : "");
