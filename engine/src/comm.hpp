@@ -755,6 +755,14 @@ inline void apply_sync(coll::Call& c, const CollOptions& o) {
               o.fragment.empty() && o.direction.empty() && !o.on_block && !algo_env_set(c.kind);
 }
 
+// Sets @p c's synchronization and fast-path eligibility (apply_sync) and tells
+// whether the small-message fast path will take it: then the algorithm need
+// not be resolved (the plan path never sees the call).
+inline bool fast_takes(const CommImpl& impl, coll::Call& c, const CollOptions& o) {
+  apply_sync(c, o);
+  return impl.fast && impl.fast->takes(c);
+}
+
 inline std::shared_ptr<const dag::UserReduce> wrap(const UserOp& op, const char* coll, const CommImpl& c) {
   if (!op.fn) bad(coll, c, "argument 'op': user op has no function");
   if (op.elem_size == 0) bad(coll, c, "argument 'op': user op elem_size is 0");

@@ -161,8 +161,7 @@ Prepared prep_broadcast(const std::shared_ptr<detail::CommImpl>& impl, void* buf
   p.call.count = count;
   p.call.dtype = detail::to_dag(type);
   p.call.root = root;
-  p.call.algo = choose(p.call.kind, opts, impl->rank());
-  apply_sync(p.call, opts);
+  if (!fast_takes(*impl, p.call, opts)) p.call.algo = choose(p.call.kind, opts, impl->rank());
   const bool is_root = impl->rank() == root;
   p.send = is_root ? buf : nullptr;
   p.recv = is_root ? nullptr : buf;
@@ -192,9 +191,9 @@ Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, co
   c.user_op = std::move(u);
   c.root = all ? 0 : root;
   c.in_place = inplace;
-  c.algo = all ? resolve_allreduce(opts, *impl, c.user_op.get(), static_cast<std::uint64_t>(count) * esize)
-               : choose(c.kind, opts, impl->rank());
-  apply_sync(c, opts);
+  if (!fast_takes(*impl, c, opts))
+    c.algo = all ? resolve_allreduce(opts, *impl, c.user_op.get(), static_cast<std::uint64_t>(count) * esize)
+                 : choose(c.kind, opts, impl->rank());
   if (!c.user_op && dag::reduce_kernel(op, dt) == nullptr)
     throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(impl->rank()) + ": argument 'op' " +
                                        dag::to_string(op) + " is not defined on " + dag::to_string(dt));
