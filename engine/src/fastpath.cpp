@@ -95,6 +95,8 @@ FastChannel::FastChannel(transport::Transport& t, transport::ProgressServer* ser
       .store(inline_mode ? 1u : 0u, std::memory_order_release);
   ctx_->arena = base ? base->arena : nullptr;
   if (inline_mode) ctx_->progress = base ? base->progress : nullptr;
+  ready_ = std::make_shared<detail::State<void>>(ctx_);
+  ready_->complete(Status(), [] {});
 }
 
 std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transport::ProgressServer* servers,
@@ -368,8 +370,8 @@ std::size_t FastChannel::poll() {
       if (!st.is_ok()) fail_locked(st, failed);
     }
   }
-  for (auto& op : ready) op.promise.set_value();
-  for (auto& f : failed) f.first.promise.set_error(f.second);
+  for (auto& op : ready) op.promise->set_value();
+  for (auto& f : failed) f.first.promise->set_error(f.second);
   return n + failed.size();
 }
 
@@ -379,7 +381,7 @@ void FastChannel::fail(const Status& why) {
     std::lock_guard<std::mutex> lk(mu_);
     fail_locked(why, failed);
   }
-  for (auto& f : failed) f.first.promise.set_error(f.second);
+  for (auto& f : failed) f.first.promise->set_error(f.second);
 }
 
 void FastChannel::detach() {
@@ -411,8 +413,14 @@ void FastChannel::nudge_sleepers(const coll::Call& c, std::uint64_t k) {
 }
 
 Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* recv) {
-  Promise<void> promise(ctx_);
-  Future<void> fut = promise.get_future();
+  // A call that completes inside submit shares the channel's ready state (no
+  // allocation, no promise); the others get a promise of their own.
+  Future<void> fut;
+  auto promise = [this, &fut] {
+    Promise<void> p(ctx_);
+    fut = p.get_future();
+    return p;
+  };
   std::vector<Op> ready;  // fulfilled (and their communicators released) after unlocking
   std::vector<std::pair<Op, Status>> failed;
   bool now = false;  // completed inside this call
@@ -420,7 +428,7 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
     std::lock_guard<std::mutex> lk(mu_);
     if (!failed_.is_ok()) {
       Op op;
-      op.promise = std::move(promise);
+      op.promise.emplace(promise());
       failed.emplace_back(std::move(op), Status(failed_.code(), where(c.kind) + ": " + failed_.message()));
     } else {
       const std::uint64_t k = next_++;
@@ -457,7 +465,7 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
       }
       if (!failed_.is_ok()) {
         Op op;
-        op.promise = std::move(promise);
+        op.promise.emplace(promise());
         failed.emplace_back(std::move(op), Status(failed_.code(), failed_.message()));
       } else {
         publish(c, send, recv, k);
@@ -479,7 +487,7 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
           done_of(me_).store(k + 1, std::memory_order_release);
           now = true;
         } else {
-          op.promise = std::move(promise);
+          op.promise.emplace(promise());
           op.keep = owner_.lock();
           ops_.push_back(std::move(op));
           npending_.fetch_add(1, std::memory_order_seq_cst);
@@ -488,9 +496,9 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
       }
     }
   }
-  if (now) promise.set_value();
-  for (auto& op : ready) op.promise.set_value();
-  for (auto& f : failed) f.first.promise.set_error(f.second);
+  if (now) fut = Future<void>(ready_);
+  for (auto& op : ready) op.promise->set_value();
+  for (auto& f : failed) f.first.promise->set_error(f.second);
   return fut;
 }
 

@@ -29,6 +29,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "strata/collectives/compile.hpp"
@@ -97,8 +98,8 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
     int root = 0;
     bool in_place = false;
     void* recv = nullptr;
-    Promise<void> promise;
-    std::shared_ptr<void> keep;  // the communicator, alive until the call completes
+    std::optional<Promise<void>> promise;  // empty until the call is posted (a Promise allocates its state)
+    std::shared_ptr<void> keep;            // the communicator, alive until the call completes
   };
   // Shared layout (see fastpath.cpp).
   std::atomic<std::uint64_t>& done_of(int r) const noexcept;
@@ -131,6 +132,7 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   std::size_t stride_;
 
   std::weak_ptr<void> owner_;
+  detail::StatePtr<void> ready_;  // completed once: the futures of calls that complete inside submit
   std::mutex mu_;
   std::uint64_t next_ = 0;  // under mu_
   std::deque<Op> ops_;      // under mu_: posted, not completed, in order
