@@ -456,19 +456,8 @@ class FabricBackend final : public Backend, public PollHint {
     // provider moves their bytes inside this call: a long call means data is
     // streaming in, so keep the short poll interval (poll_interval()) as if
     // an event had arrived. An empty call is one poll() system call.
-    // Two long calls in a row, not one: the first call after a nap runs cold
-    // and is often long without any data (an idle rank woke every millisecond
-    // and then spun for the stream window: 82% of a core, strata-bench --idle).
-    const bool long_call = t1 - t0 > kStreamCall;
-    const bool twice = long_call && prev_long_.exchange(long_call, std::memory_order_relaxed);
-    if (!long_call) prev_long_.store(false, std::memory_order_relaxed);
-    // And only while this rank was active lately (a post or an event within
-    // kWarmWindow): on this VM empty calls of an idle rank often take 2-10 us.
-    const bool warm = t1.time_since_epoch().count() - last_activity_.load(std::memory_order_relaxed) <
-                      std::chrono::duration_cast<Clock::duration>(kWarmWindow).count();
-    if (n > 0 || (twice && warm && t1 - t0 > kBusyCall))
-      last_activity_.store(t1.time_since_epoch().count(), std::memory_order_relaxed);
-    if (twice && warm) last_stream_.store(t1.time_since_epoch().count(), std::memory_order_relaxed);
+    if (n > 0 || t1 - t0 > kBusyCall) last_activity_.store(t1.time_since_epoch().count(), std::memory_order_relaxed);
+    if (t1 - t0 > kStreamCall) last_stream_.store(t1.time_since_epoch().count(), std::memory_order_relaxed);
     // Nothing to hand out: skip the dispatcher (two locks) on empty polls.
     if (events || held_pending_.load(std::memory_order_acquire)) dispatch();
     return n;
@@ -1546,7 +1535,6 @@ class FabricBackend final : public Backend, public PollHint {
   std::atomic<std::size_t> live_ops_{0};      // ops_.size(), readable without mu_
   std::atomic<Clock::rep> last_activity_{0};  // steady time of the last post or event
   std::atomic<Clock::rep> last_stream_{0};    // steady time of the last long progress() call
-  std::atomic<bool> prev_long_{false};        // the previous progress() call was long
   std::atomic<int> bulk_ops_{0};              // user puts/gets of >= kStreamBytes not yet completed
   bool opened_ = false;
   std::string provider_;
