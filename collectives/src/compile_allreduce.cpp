@@ -65,19 +65,7 @@ class AllreduceKind : public StepKind {
   std::vector<NodeId> sink(std::size_t, const patterns::Step& st, const Region& win, int b, std::uint64_t off,
                            std::uint64_t len, NodeId arrived) override {
     const Region dst = dag::out(0, at_[static_cast<std::size_t>(b)] + off, len);
-    std::vector<NodeId> deps{arrived};
-    append(&deps, t_.write_deps(dst));
-    NodeId n = dag::kNoNode;
-    if (st.action == patterns::RecvAction::copy) {
-      n = x_.b().copy(win, dst, deps);
-    } else {
-      const Region mine = local(b, off, len);
-      append(&deps, t_.read_deps(mine));
-      n = st.recv_is_left ? x_.reduce(win, mine, dst, deps) : x_.reduce(mine, win, dst, deps);
-      t_.read(mine, n);
-    }
-    t_.write(dst, n);
-    return {n};
+    return {land(x_, t_, st, win, local(b, off, len), dst, arrived)};
   }
   void after_step(std::size_t, const patterns::Step&, const std::vector<Seg>& got) override {
     for (const Seg& s : got) in_acc_[static_cast<std::size_t>(s.block)] = 1;

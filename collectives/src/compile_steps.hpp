@@ -69,6 +69,21 @@ inline NodeId copy_out(Tracker& t, PlanBuilder& b, const Region& win, const Regi
   return n;
 }
 
+// Lands a received window fragment in @p dst as the step says: a copy, or a
+// reduction with this rank's @p mine (operand order from the step), after
+// every earlier access to the ranges (tracked); records the accesses.
+inline NodeId land(Ctx& x, Tracker& t, const patterns::Step& st, const Region& win, const Region& mine,
+                   const Region& dst, NodeId arrived) {
+  if (st.action == patterns::RecvAction::copy) return copy_out(t, x.b(), win, dst, arrived);
+  std::vector<NodeId> deps{arrived};
+  append(&deps, t.write_deps(dst));
+  append(&deps, t.read_deps(mine));
+  const NodeId n = st.recv_is_left ? x.reduce(win, mine, dst, deps) : x.reduce(mine, win, dst, deps);
+  t.read(mine, n);
+  t.write(dst, n);
+  return n;
+}
+
 // One block of a message (bytes of block space).
 struct Seg {
   int block = 0;

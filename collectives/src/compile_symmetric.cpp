@@ -604,19 +604,7 @@ class RsKind : public StepKind {
                            std::uint64_t len, NodeId arrived) override {
     const bool to_out = b == x_.me() && step == final_step_;
     const Region dst = to_out ? dag::out(0, off, len) : dag::scratch(0, at_[static_cast<std::size_t>(b)] + off, len);
-    std::vector<NodeId> deps{arrived};
-    append(&deps, t_.write_deps(dst));
-    NodeId n = dag::kNoNode;
-    if (st.action == patterns::RecvAction::copy) {
-      n = x_.b().copy(win, dst, deps);
-    } else {
-      const Region mine = local(b, off, len);
-      append(&deps, t_.read_deps(mine));
-      n = st.recv_is_left ? x_.reduce(win, mine, dst, deps) : x_.reduce(mine, win, dst, deps);
-      t_.read(mine, n);
-    }
-    t_.write(dst, n);
-    return {n};
+    return {land(x_, t_, st, win, local(b, off, len), dst, arrived)};
   }
   void after_step(std::size_t, const patterns::Step&, const std::vector<Seg>& got) override {
     for (const Seg& s : got) in_acc_[static_cast<std::size_t>(s.block)] = 1;

@@ -21,36 +21,8 @@ using strata::coll::Group;
 using strata::coll::Kind;
 namespace dag = strata::dag;
 
-enum class Place { one, numa4, hosts2, cyclic };
-
-Group make_group(int n, Place p, std::size_t slot_bytes) {
-  Group g;
-  g.world_size = n;
-  for (int r = 0; r < n; ++r) {
-    g.world.push_back(r);
-    switch (p) {
-      case Place::one:
-        g.host.push_back(0);
-        g.numa.push_back(0);
-        break;
-      case Place::numa4:  // package:2 numa:2 core:2 style: one host, NUMA region r/2
-        g.host.push_back(0);
-        g.numa.push_back(r / 2);
-        break;
-      case Place::hosts2:  // block placement over two hosts
-        g.host.push_back(r * 2 / n);
-        g.numa.push_back(r % 2);
-        break;
-      case Place::cyclic:  // cyclic placement: subtrees are not rank-contiguous
-        g.host.push_back(r % 2);
-        g.numa.push_back((r / 2) % 2);
-        break;
-    }
-  }
-  g.slot_bytes = slot_bytes;
-  g.credits = 2;
-  return g;
-}
+using fake_ranks::make_group;
+using fake_ranks::Place;
 
 struct Algo {
   const char* name;  // compiler algorithm name
