@@ -79,8 +79,10 @@ inline float pattern(int rank, std::size_t i) { return static_cast<float>((rank 
 /// sequential reference (float32 sums; size conventions of docs/performance.md):
 /// @p n elements per block, @p block elements per rank for reduce_scatter.
 /// bcast is checked in @p send (the broadcast buffer), the others in @p recv.
-inline bool verify_result(const std::string& coll, int rank, int size, std::size_t n, std::size_t block,
-                          const std::vector<float>& send, const std::vector<float>& recv) {
+/// @p Floats: anything indexable with float elements (std::vector, a span).
+template <class Floats>
+bool verify_result(const std::string& coll, int rank, int size, std::size_t n, std::size_t block, const Floats& send,
+                   const Floats& recv) {
   auto near = [](float got, float want) { return std::fabs(got - want) <= 1e-3f * std::fabs(want) + 1e-3f; };
   const auto un = static_cast<std::size_t>(rank);
   if (coll == "bcast") {

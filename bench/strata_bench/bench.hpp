@@ -36,10 +36,11 @@ struct Options {
   std::string fragment;            ///< --fragment SPEC: CollOptions::fragment (--coll; empty = default)
   std::string direction;           ///< --direction SPEC: CollOptions::direction (--coll bcast / scatter)
   bool persistent = false;         ///< --persistent: plan_* where strata has them (--coll)
-  bool overlap = false;            ///< --overlap: OSU overlap percentage (--coll)
-  double compute_factor = 1.0;     ///< --compute-factor F: --overlap computes F x t_pure (default 1, OSU)
-  int stream = 0;                  ///< --stream K: K back-to-back calls, loose vs strict (--coll)
-  int threads = 0;                 ///< --threads N: executor arena threads of --engine (0: CPUs allowed)
+  bool shared_buffers = false;  ///< --shared-buffers: Engine::allocate buffers + CollOptions::shared_buffers (--coll)
+  bool overlap = false;         ///< --overlap: OSU overlap percentage (--coll)
+  double compute_factor = 1.0;  ///< --compute-factor F: --overlap computes F x t_pure (default 1, OSU)
+  int stream = 0;               ///< --stream K: K back-to-back calls, loose vs strict (--coll)
+  int threads = 0;              ///< --threads N: executor arena threads of --engine (0: CPUs allowed)
 };
 
 /// Exit status of a mode that cannot run in this build or with these options.

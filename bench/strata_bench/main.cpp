@@ -49,6 +49,7 @@ const char* const kUsage =
     "  --fragment SPEC      --coll: none | fixed:BYTES | halves[:BYTES] (CollOptions::fragment)\n"
     "  --direction SPEC     --coll: push | pull | host:pull,numa:push,core:pull (bcast, scatter only)\n"
     "  --persistent         --coll: persistent plans (plan_*: bcast, reduce, allreduce, barrier)\n"
+    "  --shared-buffers     --coll: buffers from Engine::allocate, CollOptions::shared_buffers (single copy)\n"
     "  --overlap            --coll: nonblocking + compute + wait vs each alone (OSU overlap %)\n"
     "  --compute-factor F   --overlap: compute for F x the collective's time (default 1, as OSU)\n"
     "  --stream K           --coll: K back-to-back calls then wait all, loose vs strict vs blocking\n"
@@ -131,6 +132,8 @@ Options parse(int argc, char** argv) {
         o.direction = value();
       } else if (a == "--persistent") {
         o.persistent = true;
+      } else if (a == "--shared-buffers") {
+        o.shared_buffers = true;
       } else if (a == "--overlap") {
         o.overlap = true;
       } else if (a == "--compute-factor") {
@@ -178,11 +181,12 @@ Options parse(int argc, char** argv) {
   }
   if (o.mode.empty())
     usage_error("no mode given: use --coll NAME|all, --engine, --transport, --idle SECONDS, --memcpy (or --help)");
-  if ((o.overlap || o.stream > 0 || o.persistent || !o.algo.empty() || o.sync != "loose" || !o.tree.empty() ||
-       !o.fragment.empty() || !o.direction.empty()) &&
+  if ((o.overlap || o.stream > 0 || o.persistent || o.shared_buffers || !o.algo.empty() || o.sync != "loose" ||
+       !o.tree.empty() || !o.fragment.empty() || !o.direction.empty()) &&
       o.mode != "coll")
     usage_error(
-        "--overlap, --stream, --persistent, --algo, --sync, --tree, --fragment and --direction belong to --coll");
+        "--overlap, --stream, --persistent, --shared-buffers, --algo, --sync, --tree, --fragment and --direction "
+        "belong to --coll");
   if (o.overlap && o.stream > 0) usage_error("choose one of --overlap and --stream");
   if (o.persistent && (o.overlap || o.stream > 0)) usage_error("--persistent measures latency only");
   return o;

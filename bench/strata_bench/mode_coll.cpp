@@ -49,16 +49,45 @@ const std::vector<std::string>& all_colls() {
 
 bool has_plan(const std::string& c) { return c == "bcast" || c == "reduce" || c == "allreduce" || c == "barrier"; }
 
+// Floats in a std::vector or in Engine::allocate memory (--shared-buffers).
+class Floats {
+ public:
+  void assign(Engine* engine, std::size_t n, float v) {
+    n = std::max<std::size_t>(n, 1);
+    if (engine != nullptr) {
+      mem_ = engine->allocate(n * sizeof(float));
+      p_ = mem_.as<float>();
+      vec_.clear();
+    } else {
+      vec_.assign(n, 0.0f);
+      p_ = vec_.data();
+    }
+    n_ = n;
+    std::fill(p_, p_ + n_, v);
+  }
+  float* data() const { return p_; }
+  float* begin() const { return p_; }
+  float* end() const { return p_ + n_; }
+  float& operator[](std::size_t i) const { return p_[i]; }
+
+ private:
+  std::vector<float> vec_;
+  SharedMemory mem_;
+  float* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 struct Buffers {
-  std::vector<float> send, recv;
+  Floats send, recv;
   Plan plan;
 };
 
 /// One collective at one size on one communicator, with rotating buffer sets.
 class CollBench {
  public:
-  CollBench(Communicator& comm, const Options& o, CollOptions copts)
-      : comm_(comm), o_(o), copts_(std::move(copts)), rank_(comm.rank()), size_(comm.size()) {}
+  /// @p engine: buffers from Engine::allocate (--shared-buffers); nullptr: std::vector.
+  CollBench(Communicator& comm, const Options& o, CollOptions copts, Engine* engine)
+      : comm_(comm), o_(o), copts_(std::move(copts)), rank_(comm.rank()), size_(comm.size()), engine_(engine) {}
 
   /// Sizes the buffers of @p coll for @p bytes; @p min_sets buffer sets at least.
   void prepare(const std::string& coll, std::size_t bytes, std::size_t min_sets, bool persistent) {
@@ -85,8 +114,8 @@ class CollBench {
     bufs_.clear();
     bufs_.resize(sets);
     for (auto& b : bufs_) {
-      b.send.resize(std::max<std::size_t>(send_elems, 1));
-      b.recv.assign(std::max<std::size_t>(recv_elems, 1), 0.0f);
+      b.send.assign(engine_, send_elems, 0.0f);
+      b.recv.assign(engine_, recv_elems, 0.0f);
       for (std::size_t i = 0; i < send_elems; ++i) b.send[i] = pattern(rank_, i);
       if (persistent) b.plan = make_plan(b);
     }
@@ -141,6 +170,7 @@ class CollBench {
   const Options& o_;
   CollOptions copts_;
   int rank_, size_;
+  Engine* engine_;
   std::string coll_;
   std::size_t elems_ = 0, block_ = 0, send_elems_ = 0;
   std::vector<Buffers> bufs_;
@@ -197,6 +227,7 @@ std::string variant_suffix(const Options& o) {
   if (!o.tree.empty()) s += "/tree=" + o.tree;
   if (!o.fragment.empty()) s += "/fragment=" + o.fragment;
   if (!o.direction.empty()) s += "/direction=" + o.direction;
+  if (o.shared_buffers) s += "/shared";
   return s;
 }
 
@@ -235,12 +266,14 @@ int run_coll(const Options& o, std::vector<Record>& out) {
   copts.tree = o.tree;
   copts.fragment = o.fragment;
   copts.direction = o.direction;
+  copts.shared_buffers = o.shared_buffers;
 
   const std::string mode = o.overlap ? "overlap" : o.stream > 0 ? "stream" : "latency";
   if (root)
-    std::fprintf(stderr, "# strata %s, %d ranks, transport %s, progress threads %d, mode %s%s%s\n", "bench",
+    std::fprintf(stderr, "# strata %s, %d ranks, transport %s, progress threads %d, mode %s%s%s%s\n", "bench",
                  world.size(), engine.transport_name().c_str(), eo.progress_threads, mode.c_str(),
-                 o.persistent ? " (persistent)" : "", o.check ? ", checked" : "");
+                 o.persistent ? " (persistent)" : "", o.shared_buffers ? ", buffers from Engine::allocate" : "",
+                 o.check ? ", checked" : "");
 
   // The memcpy ceiling of the same sizes, measured while the others wait.
   std::map<std::size_t, double> hot_MBps;
@@ -255,7 +288,7 @@ int run_coll(const Options& o, std::vector<Record>& out) {
   }
   if (root) print_header(stdout);
 
-  CollBench bench(world, o, copts);
+  CollBench bench(world, o, copts, o.shared_buffers ? &engine : nullptr);
   bool all_ok = true;
   const double loops_per_us = mode == "overlap" ? busy_loops_per_us() : 0.0;
   const std::string suffix = variant_suffix(o);

@@ -381,7 +381,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     if (fast && fast->takes(c)) {
       Future<void> f = fast->submit(c, send, recv);
       core->fast_hub->touch();
-      detail::logger().debug("{} of {} elements on comm {}: fast path", coll::to_string(c.kind), c.count, id);
+      detail::logger().debug("{} of {} elements on comm {}: {}", coll::to_string(c.kind), c.count, id,
+                             fast->direct(c) ? "fast path, shared buffers" : "fast path");
       return f;
     }
     std::uint32_t seq = 0;
@@ -753,6 +754,7 @@ inline void apply_sync(coll::Call& c, const CollOptions& o) {
   c.exit_all = o.sync.exit == SyncMode::all;
   c.fast_ok = !c.entry_all && !c.exit_all && (o.algorithm.empty() || o.algorithm == "auto") && o.tree.empty() &&
               o.fragment.empty() && o.direction.empty() && !o.on_block && !algo_env_set(c.kind);
+  c.shared_buffers = o.shared_buffers;
 }
 
 // Sets @p c's synchronization and fast-path eligibility (apply_sync) and tells

@@ -500,4 +500,32 @@ const Hierarchy& Engine::hierarchy() const noexcept { return core_->hier; }
 std::string Engine::transport_name() const { return core_->transport->name(); }
 std::shared_ptr<const FutureContext> Engine::future_context() const noexcept { return core_->fctx; }
 
+SharedMemory Engine::allocate(std::size_t bytes) {
+  const std::string who = "Engine::allocate on rank " + std::to_string(rank());
+  if (bytes == 0) throw Error(Errc::invalid_argument, who + ": argument 'bytes' is 0");
+  throw_if_error(core_->check_alive("Engine::allocate"));
+  // Every other rank of this host maps it (any communicator may pass it).
+  std::vector<int> peers;
+  const int host = core_->hier.place(rank()).host;
+  for (int r = 0; r < size(); ++r)
+    if (r != rank() && core_->hier.place(r).host == host) peers.push_back(r);
+  std::shared_ptr<transport::SharedRegion> region;
+  if (!peers.empty()) region = core_->transport->allocate_shared(bytes, peers);
+  if (region) {
+    void* p = region->addr;
+    return SharedMemory(std::shared_ptr<void>(region, p), p, bytes, true);
+  }
+  // No same-host peer (or shared memory refused): private, page-aligned, zeroed.
+  constexpr std::size_t kPage = 4096;
+  const std::size_t len = (bytes + kPage - 1) / kPage * kPage;
+  if (len < bytes)
+    throw Error(Errc::invalid_argument, who + ": argument 'bytes' is too large (" + std::to_string(bytes) + ")");
+  void* p = std::aligned_alloc(kPage, len);
+  if (p == nullptr)
+    throw Error(Errc::invalid_argument,
+                who + ": cannot allocate " + std::to_string(bytes) + " bytes (argument 'bytes')");
+  std::memset(p, 0, len);
+  return SharedMemory(std::shared_ptr<void>(p, [](void* q) { std::free(q); }), p, bytes, false);
+}
+
 }  // namespace strata

@@ -3,9 +3,12 @@
 #include "fastpath.hpp"
 
 #include <sched.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -13,6 +16,7 @@
 #include <utility>
 
 #include "strata/dag/executor.hpp"
+#include "strata/detail/log.hpp"
 
 namespace strata::detail {
 
@@ -26,7 +30,13 @@ constexpr std::size_t kInlineOff = 68;
 constexpr std::size_t kSlotsOff = 128;
 constexpr std::size_t kEntryHeader = 16;
 
-std::size_t stride_for(std::size_t cap) { return (kEntryHeader + cap + 63) / 64 * 64; }
+// An entry holds up to cap bytes of data, or (direct mode) one RemoteKey.
+// Longest waiter spin that a large direct call asks for (microseconds).
+constexpr std::size_t kDirectSpinCapUs = 2000;
+
+std::size_t stride_for(std::size_t cap) {
+  return (kEntryHeader + std::max(cap, sizeof(transport::RemoteKey)) + 63) / 64 * 64;
+}
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -113,6 +123,10 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
     ch->ctx_->spin = [weak, servers](const std::function<bool()>& done) {
       std::shared_ptr<FastChannel> c = weak.lock();
       if (!c) return done();
+      // A large single-copy call lasts longer than the usual spin budget:
+      // waking a parked thread on a halted core costs more than the copy.
+      const auto budget = std::max(servers->options().wait_spin,
+                                   std::chrono::microseconds(c->spin_us_.load(std::memory_order_relaxed)));
       return servers->spin_until(
           [&] {
             for (int i = 0; i < 64; ++i) {
@@ -122,7 +136,7 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
             }
             return false;
           },
-          servers->options().wait_spin);
+          budget);
     };
   }
   // A waiter about to block counts itself in the shared sleeper word, then
@@ -191,7 +205,23 @@ std::size_t FastChannel::publish_bytes(const coll::Call& c) const noexcept {
 bool FastChannel::takes(const coll::Call& c) const noexcept {
   if (!c.fast_ok || c.on_block || c.entry_all || c.exit_all) return false;
   if (c.count > (std::size_t{1} << 30)) return false;  // no overflow in publish_bytes
-  return publish_bytes(c) <= cap_;
+  return publish_bytes(c) <= cap_ || direct(c);
+}
+
+bool FastChannel::direct(const coll::Call& c) const noexcept {
+  if (!c.shared_buffers || !c.fast_ok || c.count > (std::size_t{1} << 30) || publish_bytes(c) <= cap_) return false;
+  switch (c.kind) {
+    case coll::Kind::broadcast:
+    case coll::Kind::scatter:
+    case coll::Kind::gather:
+    case coll::Kind::allgather:
+      return true;
+    case coll::Kind::alltoall:
+    case coll::Kind::reduce_scatter_block:
+      return !c.in_place;  // in place, the owners would overwrite what the peers read
+    default:
+      return false;
+  }
 }
 
 bool FastChannel::needs(const Op& op, int r) const noexcept {
@@ -207,8 +237,8 @@ bool FastChannel::needs(const Op& op, int r) const noexcept {
   }
 }
 
-void FastChannel::publish(const coll::Call& c, const void* send, const void* recv, std::uint64_t k) {
-  std::byte* dst = data_of(me_, k);
+std::pair<const void*, std::size_t> FastChannel::contribution(const coll::Call& c, const void* send,
+                                                              const void* recv) const {
   const std::size_t b = c.count * esize_of(c);
   const auto n = static_cast<std::size_t>(n_);
   const void* src = nullptr;
@@ -239,13 +269,166 @@ void FastChannel::publish(const coll::Call& c, const void* send, const void* rec
     default:
       break;
   }
-  if (len > 0) std::memcpy(dst, src, len);
-  atomic_at<std::uint64_t>(dst - kEntryHeader + 8).store(len, std::memory_order_relaxed);
-  seq_of(me_, k).store(k + 1, std::memory_order_release);
+  return {src, len};
 }
 
-void FastChannel::finish(const Op& op) {
+const std::byte* FastChannel::publish(const coll::Call& c, const void* send, const void* recv, std::uint64_t k,
+                                      bool direct) {
+  std::byte* dst = data_of(me_, k);
+  const auto [src, len] = contribution(c, send, recv);
+  if (direct) {
+    // The key of the buffer itself: mapped by the peers when it lies in a
+    // shared region (Engine::allocate), else reached through CMA (pid, address).
+    transport::RemoteKey key;
+    if (len == 0 || !t_.shared_key(src, len, &key)) {
+      key = transport::RemoteKey{};
+      key.owner = world_[static_cast<std::size_t>(me_)];
+      key.addr = reinterpret_cast<std::uintptr_t>(src);
+      key.len = len;
+      key.shm_pid = ::getpid();
+    }
+    std::memcpy(dst, &key, sizeof key);
+  } else if (len > 0) {
+    std::memcpy(dst, src, len);
+  }
+  atomic_at<std::uint64_t>(dst - kEntryHeader + 8).store(len, std::memory_order_relaxed);
+  seq_of(me_, k).store(k + 1, std::memory_order_release);
+  return static_cast<const std::byte*>(src);
+}
+
+const std::byte* FastChannel::direct_source(const Op& op, int r, std::size_t off, std::size_t len,
+                                            std::vector<std::byte>& tmp, Status& err) const {
+  if (r == me_) return op.own + off;
+  transport::RemoteKey key;
+  std::memcpy(&key, data_of(r, op.k), sizeof key);
+  const int wr = world_[static_cast<std::size_t>(r)];
+  if (key.len < off || key.len - off < len) {
+    err = {Errc::internal, where(op.kind) + ": rank " + std::to_string(r) + " published " + std::to_string(key.len) +
+                               " bytes, " + std::to_string(off + len) + " needed (do the counts agree?)"};
+    return nullptr;
+  }
+  if ((key.flags & transport::RemoteKey::kShmMapped) != 0) {
+    if (void* p = t_.map_peer(wr, key, off, len)) return static_cast<const std::byte*>(p);
+  }
+  // Not in a region this process maps: single copy through the kernel.
+  if (!cma_noted_.exchange(true, std::memory_order_relaxed))
+    logger().info(
+        "{}: rank {}'s buffer is not memory from Engine::allocate mapped here; reading it through CMA "
+        "(slower; noted once per communicator)",
+        where(op.kind), r);
+  tmp.resize(len);
+  std::size_t done = 0;
+  while (done < len) {
+    iovec l{tmp.data() + done, len - done};
+    iovec rv{reinterpret_cast<void*>(key.addr + off + done), len - done};
+    const ssize_t got = ::process_vm_readv(static_cast<pid_t>(key.shm_pid), &l, 1, &rv, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      err = {Errc::transport_error, where(op.kind) + ": cannot read rank " + std::to_string(r) + "'s buffer (" +
+                                        (got < 0 ? std::string(std::strerror(errno)) : std::string("short read")) +
+                                        "): pass buffers from Engine::allocate with shared_buffers"};
+      return nullptr;
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  return tmp.data();
+}
+
+bool FastChannel::reads_mine(const Op& op, int r) const noexcept {
+  if (r == me_) return false;
+  switch (op.kind) {
+    case coll::Kind::broadcast:
+    case coll::Kind::scatter:
+      return me_ == op.root;
+    case coll::Kind::gather:
+      return r == op.root;
+    default:
+      return true;  // allgather, alltoall, reduce_scatter_block
+  }
+}
+
+bool FastChannel::readers_done(const Op& op) const noexcept {
+  for (int r = 0; r < n_; ++r)
+    if (reads_mine(op, r) && done_of(r).load(std::memory_order_acquire) < op.k + 1) return false;
+  return true;
+}
+
+void FastChannel::nudge_owners(const Op& op) {
+  // Our done count is out (release); an owner that parked before it sees a
+  // sleeper count we see after this fence, and one parking after sees our done.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (int r = 0; r < n_; ++r) {
+    if (r == me_ || !needs(op, r)) continue;
+    if (sleepers_of(r).load(std::memory_order_acquire) == 0) continue;
+    (void)t_.signal(world_[static_cast<std::size_t>(r)], std::uint64_t{kFastNudgeComm} << 48, fast_nudge_context());
+  }
+}
+
+void FastChannel::run_locked(Op& op) {
+  const Status st = finish(op);
+  if (!st.is_ok()) op.error = st;
+  done_of(me_).store(op.k + 1, std::memory_order_release);
+  op.finished = true;
+  if (op.direct && n_ > 1) nudge_owners(op);
+}
+
+Status FastChannel::finish(const Op& op) {
   const std::size_t b = op.count * op.esize;
+  if (op.direct) {
+    Status err;
+    std::vector<std::byte> tmp;
+    auto* out = static_cast<std::byte*>(op.recv);
+    const std::size_t mine = static_cast<std::size_t>(me_) * b;
+    // Copies block [off, off + b) of member r's buffer to dst (no-op onto itself).
+    auto take = [&](int r, std::size_t off, std::byte* dst) {
+      if (!err.is_ok() || b == 0) return;
+      const std::byte* src = direct_source(op, r, off, b, tmp, err);
+      if (src != nullptr && src != dst) std::memcpy(dst, src, b);
+    };
+    switch (op.kind) {
+      case coll::Kind::broadcast:
+        if (me_ != op.root) take(op.root, 0, out);
+        break;
+      case coll::Kind::scatter:
+        if (!(me_ == op.root && op.in_place)) take(op.root, mine, out);
+        break;
+      case coll::Kind::gather:
+        if (me_ == op.root)
+          for (int r = 0; r < n_; ++r)
+            if (r != me_ || !op.in_place) take(r, 0, out + static_cast<std::size_t>(r) * b);
+        break;
+      case coll::Kind::allgather:
+        // The peers' blocks first (the own block is hot in this cache).
+        for (int i = 1; i <= n_; ++i) {
+          const int r = (me_ + i) % n_;
+          take(r, 0, out + static_cast<std::size_t>(r) * b);
+        }
+        break;
+      case coll::Kind::alltoall:
+        for (int i = 1; i <= n_; ++i) {
+          const int r = (me_ + i) % n_;
+          take(r, mine, out + static_cast<std::size_t>(r) * b);
+        }
+        break;
+      case coll::Kind::reduce_scatter_block:
+        // Rank-ordered fold of every member's block `mine` into out.
+        for (int r = 0; r < n_ && err.is_ok() && b > 0; ++r) {
+          const std::byte* x = direct_source(op, r, mine, b, tmp, err);
+          if (x == nullptr) break;
+          if (r == 0) {
+            std::memcpy(out, x, b);
+          } else if (op.user) {
+            op.user->fn(out, x, out, op.count);
+          } else {
+            op.kernel(out, x, out, op.count);
+          }
+        }
+        break;
+      default:
+        break;
+    }
+    return err;
+  }
   const auto n = static_cast<std::size_t>(n_);
   auto* out = static_cast<std::byte*>(op.recv);
   const std::size_t mine = static_cast<std::size_t>(me_) * b;
@@ -298,12 +481,18 @@ void FastChannel::finish(const Op& op) {
       break;
   }
   (void)n;
+  return {};
 }
 
 Status FastChannel::check_peers_locked(const Op& op) {
   for (int r = 0; r < n_; ++r) {
-    if (r == me_ || !needs(op, r)) continue;
-    if (seq_of(r, op.k).load(std::memory_order_acquire) == op.k + 1) continue;
+    if (r == me_) continue;
+    if (op.finished) {
+      // Waiting for the readers of this rank's buffer.
+      if (!reads_mine(op, r) || done_of(r).load(std::memory_order_acquire) >= op.k + 1) continue;
+    } else if (!needs(op, r) || seq_of(r, op.k).load(std::memory_order_acquire) == op.k + 1) {
+      continue;
+    }
     const Status st = t_.peer_status(world_[static_cast<std::size_t>(r)]);
     if (!st.is_ok())
       return {Errc::peer_dead, where(op.kind) + ": rank " + std::to_string(r) + " (world rank " +
@@ -328,16 +517,19 @@ std::size_t FastChannel::poll_locked(std::vector<Op>& out) {
   blocker_.store(-1, std::memory_order_relaxed);
   while (!ops_.empty()) {
     Op& op = ops_.front();
-    int missing = -1;
-    for (int r = 0; r < n_ && missing < 0; ++r)
-      if (needs(op, r) && seq_of(r, op.k).load(std::memory_order_acquire) != op.k + 1) missing = r;
-    if (missing >= 0) {
-      blocker_k_.store(op.k, std::memory_order_relaxed);
-      blocker_.store(missing, std::memory_order_release);
-      break;
+    if (!op.finished) {
+      int missing = -1;
+      for (int r = 0; r < n_ && missing < 0; ++r)
+        if (needs(op, r) && seq_of(r, op.k).load(std::memory_order_acquire) != op.k + 1) missing = r;
+      if (missing >= 0) {
+        blocker_k_.store(op.k, std::memory_order_relaxed);
+        blocker_.store(missing, std::memory_order_release);
+        break;
+      }
+      run_locked(op);
     }
-    finish(op);
-    done_of(me_).store(op.k + 1, std::memory_order_release);
+    // Direct mode: this rank's buffer stays in use until its readers are done.
+    if (op.direct && !readers_done(op)) break;
     out.push_back(std::move(op));
     ops_.pop_front();
     npending_.fetch_sub(1, std::memory_order_acq_rel);
@@ -370,9 +562,18 @@ std::size_t FastChannel::poll() {
       if (!st.is_ok()) fail_locked(st, failed);
     }
   }
-  for (auto& op : ready) op.promise->set_value();
+  settle(ready);
   for (auto& f : failed) f.first.promise->set_error(f.second);
   return n + failed.size();
+}
+
+void FastChannel::settle(std::vector<Op>& done) {
+  for (auto& op : done) {
+    if (op.error.is_ok())
+      op.promise->set_value();
+    else
+      op.promise->set_error(op.error);
+  }
 }
 
 void FastChannel::fail(const Status& why) {
@@ -468,8 +669,17 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
         op.promise.emplace(promise());
         failed.emplace_back(std::move(op), Status(failed_.code(), failed_.message()));
       } else {
-        publish(c, send, recv, k);
+        const bool dir = direct(c);
+        if (dir) {
+          // Expected length of the call: every member copies at most n blocks (4 GB/s, pessimistic).
+          const std::size_t moved = c.count * esize_of(c) * static_cast<std::size_t>(n_);
+          spin_us_.store(static_cast<std::uint32_t>(std::min<std::size_t>(kDirectSpinCapUs, moved / 4000)),
+                         std::memory_order_relaxed);
+        }
+        const std::byte* own = publish(c, send, recv, k, dir);
         Op op;
+        op.direct = dir;
+        op.own = own;
         op.k = k;
         op.kind = c.kind;
         op.count = c.count;
@@ -483,10 +693,10 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
         if (ops_.empty() && ready_locked(op)) {
           // Everything it needs is there (the last member to arrive, or alone):
           // complete here, no pending entry, no communicator reference.
-          finish(op);
-          done_of(me_).store(k + 1, std::memory_order_release);
-          now = true;
-        } else {
+          run_locked(op);
+          now = !op.direct || (op.error.is_ok() && readers_done(op));
+        }
+        if (!now) {
           op.promise.emplace(promise());
           op.keep = owner_.lock();
           ops_.push_back(std::move(op));
@@ -497,7 +707,7 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
     }
   }
   if (now) fut = Future<void>(ready_);
-  for (auto& op : ready) op.promise->set_value();
+  settle(ready);
   for (auto& f : failed) f.first.promise->set_error(f.second);
   return fut;
 }

@@ -68,8 +68,13 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   FastChannel(const FastChannel&) = delete;
   FastChannel& operator=(const FastChannel&) = delete;
 
-  /// True when @p c runs on the fast path (kind, automatic algorithm, size).
+  /// True when @p c runs on the fast path (kind, automatic algorithm, size;
+  /// or larger with CollOptions::shared_buffers, see direct()).
   [[nodiscard]] bool takes(const coll::Call& c) const noexcept;
+  /// True when @p c (taken) runs in single-copy mode: too large for a ring
+  /// entry, shared_buffers set; the entries then carry the key of the
+  /// owner's buffer and the readers copy straight out of it.
+  [[nodiscard]] bool direct(const coll::Call& c) const noexcept;
   /// Posts @p c (send / recv as CommImpl::submit receives them).
   /// Posts @p c; the owner (set_owner) stays alive until the call completes.
   Future<void> submit(const coll::Call& c, const void* send, void* recv);
@@ -98,6 +103,10 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
     int root = 0;
     bool in_place = false;
     void* recv = nullptr;
+    bool direct = false;                   // single-copy mode (the entries hold buffer keys)
+    bool finished = false;                 // direct: own copies done, waiting for the readers of own buffers
+    const std::byte* own = nullptr;        // direct: the buffer this rank published
+    Status error;                          // direct: a peer's buffer could not be read
     std::optional<Promise<void>> promise;  // empty until the call is posted (a Promise allocates its state)
     std::shared_ptr<void> keep;            // the communicator, alive until the call completes
   };
@@ -109,8 +118,25 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
 
   [[nodiscard]] bool needs(const Op& op, int r) const noexcept;
   std::size_t publish_bytes(const coll::Call& c) const noexcept;
-  void publish(const coll::Call& c, const void* send, const void* recv, std::uint64_t k);
-  void finish(const Op& op);
+  /// The buffer this rank contributes to @p c (nullptr, 0: none).
+  std::pair<const void*, std::size_t> contribution(const coll::Call& c, const void* send, const void* recv) const;
+  /// Publishes entry k: the contribution's bytes, or (@p direct) its key.
+  const std::byte* publish(const coll::Call& c, const void* send, const void* recv, std::uint64_t k, bool direct);
+  /// Builds the receive side of @p op from the entries (or the owners' buffers).
+  Status finish(const Op& op);
+  /// Direct mode: [off, off + len) of member @p r's published buffer, through
+  /// this process's mapping of it, else read through CMA into @p tmp.
+  const std::byte* direct_source(const Op& op, int r, std::size_t off, std::size_t len, std::vector<std::byte>& tmp,
+                                 Status& err) const;
+  /// Direct mode: does member @p r read this rank's published buffer in @p op?
+  [[nodiscard]] bool reads_mine(const Op& op, int r) const noexcept;
+  [[nodiscard]] bool readers_done(const Op& op) const noexcept;
+  /// Direct mode, after own copies: nudges the owners read from that block (Dekker with park).
+  void nudge_owners(const Op& op);
+  /// Phase 1 of @p op (finish, publish done); mu_ held.
+  void run_locked(Op& op);
+  /// Fulfils @p done's promises (value or the op's error); mu_ not held.
+  static void settle(std::vector<Op>& done);
   /// Completes pending calls in order; mu_ held. Completed calls go to @p out.
   std::size_t poll_locked(std::vector<Op>& out);
   [[nodiscard]] bool ready_locked(const Op& op) const noexcept;
@@ -142,6 +168,8 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   std::atomic<int> blocker_{-1};
   std::atomic<std::uint64_t> blocker_k_{0};
   std::atomic<std::uint64_t> last_check_ns_{0};  // last look for dead members
+  mutable std::atomic<bool> cma_noted_{false};   // direct mode: the CMA fallback was logged
+  std::atomic<std::uint32_t> spin_us_{0};        // waiter spin budget asked by the last direct call
   [[nodiscard]] bool check_due() const noexcept;
 };
 

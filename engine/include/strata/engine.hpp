@@ -60,6 +60,46 @@ class Plan {
   std::shared_ptr<detail::PlanImpl> impl_;
 };
 
+/// @brief Memory from Engine::allocate(): every rank on this host can read it
+/// directly (a mapped shared-memory region), so collectives given
+/// CollOptions::shared_buffers move each block once, straight from the
+/// owner's buffer into the reader's (docs/algorithms.md, "Shared buffers").
+/// A handle: copies share the memory, which is released when the last copy
+/// goes (also after the engine is gone). Zeroed, page-aligned.
+///
+/// @code
+///   strata::SharedMemory sb = engine.allocate(n * sizeof(float)), rb = engine.allocate(2 * n * sizeof(float));
+///   strata::CollOptions o;
+///   o.shared_buffers = true;
+///   world.allgather(sb.as<float>(), n, rb.as<float>(), strata::Datatype::float32, o).get();
+/// @endcode
+class SharedMemory {
+ public:
+  SharedMemory() = default;
+  /// @brief First byte (nullptr for a default-constructed handle).
+  [[nodiscard]] void* data() const noexcept { return data_; }
+  /// @brief The memory as @p T*.
+  template <class T>
+  [[nodiscard]] T* as() const noexcept {
+    return static_cast<T*>(data_);
+  }
+  /// @brief Bytes allocated.
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// @brief True when same-host peers can map it; false when the engine had
+  /// no same-host peer or shared memory was refused (then it is private
+  /// memory and shared_buffers collectives reach it through CMA).
+  [[nodiscard]] bool shared() const noexcept { return shared_; }
+  /// @brief Internal: @p hold keeps the memory.
+  SharedMemory(std::shared_ptr<void> hold, void* data, std::size_t size, bool shared)
+      : hold_(std::move(hold)), data_(data), size_(size), shared_(shared) {}
+
+ private:
+  std::shared_ptr<void> hold_;
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool shared_ = false;
+};
+
 /// @brief Engine construction options; from_environment() reads the STRATA_* variables.
 struct EngineOptions {
   int progress_threads = 1;           ///< STRATA_PROGRESS_THREADS: communication servers, 0 = inline mode
@@ -222,6 +262,14 @@ class Engine {
   [[nodiscard]] const Hierarchy& hierarchy() const noexcept;
   /// @brief Transport description ("router(shm+ofi:...)").
   [[nodiscard]] std::string transport_name() const;
+  /// @brief @p bytes of zeroed memory that every rank on this host maps (not
+  /// collective: the peers map it from their progress). Collective buffers
+  /// allocated here and passed with CollOptions::shared_buffers are read
+  /// straight out of the owner's memory (one copy per block instead of two).
+  /// Peers keep their mapping until the engine shuts down: allocate long-lived
+  /// buffers once and reuse them. Throws strata::Error naming 'bytes' and the
+  /// rank when @p bytes is 0 or cannot be allocated.
+  [[nodiscard]] SharedMemory allocate(std::size_t bytes);
   /// @brief Context for futures and continuations that run on the engine's arena.
   [[nodiscard]] std::shared_ptr<const FutureContext> future_context() const noexcept;
 

@@ -80,6 +80,17 @@ struct CollOptions {
   std::string fragment;
   /// Direction per level for rooted collectives: "push" or "pull"; empty = default.
   std::string direction;
+  /// Every member's buffers of this call come from Engine::allocate() (must
+  /// be equal on every member, like the other options). On a communicator
+  /// whose members share one host, broadcast, scatter, gather, allgather,
+  /// alltoall and reduce_scatter_block (not in place for the last two) then
+  /// read each block straight out of its owner's buffer: one copy per block,
+  /// no window staging (docs/algorithms.md, "Shared buffers"); a member's
+  /// future completes once its own copies are done and nobody still reads
+  /// its buffers. A buffer that is not from allocate() is still correct, read
+  /// through CMA (slower). Ignored with an explicit algorithm, strict sync,
+  /// across hosts, and by the other collectives.
+  bool shared_buffers = false;
   /// alltoall / alltoallv only: application work put into the collective's
   /// graph. Runs as a compute node on the engine's executor with (source
   /// rank, address of the block from that source in the receive buffer, its

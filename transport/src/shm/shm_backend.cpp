@@ -258,6 +258,7 @@ class ShmBackend final : public Backend {
   Status register_memory(void* addr, std::size_t len, RemoteKey* key) override;
   Status deregister_memory(void* addr, std::size_t len) override;
   std::unique_ptr<SharedRegion> allocate_shared(std::size_t len, const std::vector<int>& peers) override;
+  bool shared_key(const void* addr, std::size_t len, RemoteKey* key) override;
 
   Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,
              void* context) override {
@@ -287,6 +288,8 @@ class ShmBackend final : public Backend {
 
  private:
   Status check_peer(const char* op, int peer) const;
+  /// Adds the kShmMapped section to @p key when [addr, addr+len) lies in a live region.
+  bool in_region(const void* addr, std::size_t len, RemoteKey* key) const;
   Status check_key(const char* op, int peer, const RemoteKey& key, std::uint64_t offset, std::uint64_t len) const;
   Status put_impl(const char* op, int peer, const void* src, std::size_t len, const RemoteKey& dst,
                   std::uint64_t dst_offset, bool with_signal, std::uint64_t payload, void* context);
@@ -659,19 +662,35 @@ Status ShmBackend::register_memory(void* addr, std::size_t len, RemoteKey* key) 
   key->shm_pid = ::getpid();
   key->shm_token = next_token_.fetch_add(1, std::memory_order_relaxed);
   key->reserved = 0;
-  {
-    const auto a = reinterpret_cast<std::uintptr_t>(addr);
-    std::lock_guard<std::mutex> g(regions_->mu);
-    for (const RegionTable::Entry& e : regions_->live) {
-      if (a >= e.base && len <= e.len && a - e.base <= e.len - len) {
-        key->flags |= RemoteKey::kShmMapped;
-        key->shm_token = e.id;
-        key->reserved = e.base;
-        break;
-      }
+  (void)in_region(addr, len, key);
+  return {};
+}
+
+bool ShmBackend::in_region(const void* addr, std::size_t len, RemoteKey* key) const {
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  std::lock_guard<std::mutex> g(regions_->mu);
+  for (const RegionTable::Entry& e : regions_->live) {
+    if (a >= e.base && len <= e.len && a - e.base <= e.len - len) {
+      key->flags |= RemoteKey::kShmMapped;
+      key->shm_token = e.id;
+      key->reserved = e.base;
+      return true;
     }
   }
-  return {};
+  return false;
+}
+
+bool ShmBackend::shared_key(const void* addr, std::size_t len, RemoteKey* key) {
+  if (key == nullptr || addr == nullptr) return false;
+  RemoteKey k;
+  k.owner = rank_;
+  k.flags = RemoteKey::kShm;
+  k.addr = reinterpret_cast<std::uintptr_t>(addr);
+  k.len = len;
+  k.shm_pid = ::getpid();
+  if (!in_region(addr, len, &k)) return false;
+  *key = k;
+  return true;
 }
 
 std::unique_ptr<SharedRegion> ShmBackend::allocate_shared(std::size_t len, const std::vector<int>& peers) {

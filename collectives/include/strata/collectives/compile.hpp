@@ -150,6 +150,8 @@ struct Call {
   /// left automatic and the call is loose, so the engine's small-message fast
   /// path may run it instead of a plan (docs/algorithms.md, "Fast path").
   bool fast_ok = false;
+  /// Engine only: CollOptions::shared_buffers (the fast path's single-copy mode).
+  bool shared_buffers = false;
 };
 
 /// @brief The automatic allreduce algorithm for @p bytes on @p g (the

@@ -125,6 +125,17 @@ class Transport {
     return nullptr;
   }
 
+  /// Key of this rank's [@p addr, @p addr + @p len) when the range lies in a
+  /// live SharedRegion of this transport (RemoteKey::kShmMapped: same-host
+  /// peers reach it with map_peer()); false otherwise. No registration, no
+  /// side effects: cheap enough per call (engine: Engine::allocate buffers).
+  virtual bool shared_key(const void* addr, std::size_t len, RemoteKey* key) {
+    (void)addr;
+    (void)len;
+    (void)key;
+    return false;
+  }
+
   /// Address through which this process may load from and store to
   /// [@p offset, @p offset + @p len) of @p peer's registered memory @p key
   /// directly: only for a same-host peer whose key lies in a SharedRegion
