@@ -125,8 +125,11 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
       if (!c) return done();
       // A large single-copy call lasts longer than the usual spin budget:
       // waking a parked thread on a halted core costs more than the copy.
-      const auto budget = std::max(servers->options().wait_spin,
-                                   std::chrono::microseconds(c->spin_us_.load(std::memory_order_relaxed)));
+      // (STRATA_PROGRESS_WAIT_SPIN=0 still means: never spin.)
+      const auto spin = servers->options().wait_spin;
+      const auto budget = spin.count() <= 0
+                              ? spin
+                              : std::max(spin, std::chrono::microseconds(c->spin_us_.load(std::memory_order_relaxed)));
       return servers->spin_until(
           [&] {
             for (int i = 0; i < 64; ++i) {

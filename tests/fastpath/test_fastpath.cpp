@@ -75,4 +75,64 @@ INSTANTIATE_TEST_SUITE_P(Matrix, FastPathPeerDeath,
                                            Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
+// Shared buffers (Engine::allocate + CollOptions::shared_buffers): the
+// single-copy fast path for large calls, with private buffers on one rank
+// (CMA), every rank count, sleeping waiters, inline progress, the fast path
+// off and two virtual hosts (plans: the flag is then ignored).
+int run_shared(const std::string& env, const std::string& launcher_args, const std::string& rank_args,
+               std::string* out) {
+  return launch::run("shared_rank", 150, env, launcher_args, rank_args, out);
+}
+
+class SharedBuffers : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SharedBuffers, MatchesSequentialReference) {
+  std::string out;
+  const std::string launcher = GetParam().launcher;
+  const bool one_host = launcher.find("--hosts") == std::string::npos;
+  const int rc = run_shared(GetParam().env, launcher, one_host ? "--one-host" : "", &out);
+  EXPECT_EQ(rc, 0) << out;
+  const int n = launcher[3] - '0';
+  EXPECT_EQ(count(out, "shared_rank: OK"), n) << out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, SharedBuffers,
+                         ::testing::Values(Case{"n1", "", "-n 1"}, Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"},
+                                           Case{"n5", "", "-n 5"},
+                                           Case{"n2_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
+                                           Case{"n3_inline", "STRATA_PROGRESS_THREADS=0", "-n 3"},
+                                           Case{"n2_fastpath_off", "STRATA_FASTPATH=off", "-n 2"},
+                                           Case{"n4_hosts2", "", "-n 4 --hosts 2"}),
+                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+// The debug log names the single-copy path on one host, never across hosts.
+TEST(SharedBuffersLog, ShowsWhichPathRan) {
+  std::string on, hosts;
+  EXPECT_EQ(run_shared("STRATA_LOG_LEVEL=debug", "-n 2", "--one-host", &on), 0) << on;
+  EXPECT_GT(count(on, "fast path, shared buffers"), 50) << on;
+  // Rank 0's private buffers are read through CMA, and the log says so once.
+  EXPECT_GE(count(on, "reading it through CMA"), 1) << on;
+  EXPECT_EQ(run_shared("STRATA_LOG_LEVEL=debug", "-n 2 --hosts 2", "", &hosts), 0) << hosts;
+  EXPECT_EQ(count(hosts, "shared buffers"), 0) << hosts;
+}
+
+class SharedBuffersPeerDeath : public ::testing::TestWithParam<Case> {};
+
+// The last rank exits after a working round: rank 0's broadcast (its reader
+// is gone) and every survivor's allgather fail with peer_dead.
+TEST_P(SharedBuffersPeerDeath, PendingCallsFailOnEverySurvivor) {
+  std::string out;
+  const int rc = run_shared(std::string("STRATA_TIMEOUT=5000 ") + GetParam().env,
+                            std::string(GetParam().launcher) + " --on-failure continue", "--death", &out);
+  EXPECT_EQ(rc, 3) << out;
+  const int n = GetParam().launcher[3] - '0';
+  EXPECT_EQ(count(out, "SURVIVOR rank"), n - 1) << out;
+  EXPECT_EQ(count(out, "FAILED"), 0) << out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, SharedBuffersPeerDeath,
+                         ::testing::Values(Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"},
+                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
+                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
 }  // namespace
