@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the collectives and engine sections of docs/performance.md in
 # one command: builds Release (strata-bench, strata-run, both MPI baselines),
-# runs bench/compare (strata beside Open MPI and MPICH on 2 ranks pinned one
+# runs bench/compare (strata, also with shared buffers, beside Open MPI and MPICH on 2 ranks pinned one
 # per core: latency tables and ratios, persistent plans, inline progress,
 # overlap of a 1 MiB allreduce, a stream of 1000 8 KiB allreduces loose vs
 # strict, executor overhead), copies the plots to docs/performance/ and
@@ -62,7 +62,7 @@ fi
 mkdir -p "$OUT"
 log "results in $OUT"
 # shellcheck disable=SC2086
-"$ROOT/bench/compare" --build "$BUILD" --colls "$COLLS" --sizes "$SIZES" --stream-len "$STREAM_LEN" --inline \
+"$ROOT/bench/compare" --build "$BUILD" --colls "$COLLS" --sizes "$SIZES" --stream-len "$STREAM_LEN" --inline --shared \
   --out "$OUT" $EXTRA >"$OUT/compare.stdout" 2>"$OUT/compare.stderr"
 rc=$?
 [ "$rc" = 0 ] || log "bench/compare exited with $rc (see $OUT/compare.stderr); writing what was measured"
