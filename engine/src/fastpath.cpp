@@ -127,9 +127,7 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
       // waking a parked thread on a halted core costs more than the copy.
       // (STRATA_PROGRESS_WAIT_SPIN=0 still means: never spin.)
       const auto spin = servers->options().wait_spin;
-      const auto budget = spin.count() <= 0
-                              ? spin
-                              : std::max(spin, std::chrono::microseconds(c->spin_us_.load(std::memory_order_relaxed)));
+      const auto budget = spin.count() <= 0 ? spin : std::max(spin, c->direct_spin());
       return servers->spin_until(
           [&] {
             for (int i = 0; i < 64; ++i) {
@@ -509,6 +507,7 @@ void FastChannel::fail_locked(const Status& why, std::vector<std::pair<Op, Statu
   for (Op& op : ops_) out.emplace_back(std::move(op), why);
   ops_.clear();
   npending_.store(0, std::memory_order_release);
+  ndirect_.store(0, std::memory_order_relaxed);
 }
 
 bool FastChannel::check_due() const noexcept {
@@ -536,6 +535,7 @@ std::size_t FastChannel::poll_locked(std::vector<Op>& out) {
     out.push_back(std::move(op));
     ops_.pop_front();
     npending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (out.back().direct) ndirect_.fetch_sub(1, std::memory_order_relaxed);
     ++done;
   }
   return done;
@@ -702,8 +702,10 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
         if (!now) {
           op.promise.emplace(promise());
           op.keep = owner_.lock();
+          const bool op_direct = op.direct;
           ops_.push_back(std::move(op));
           npending_.fetch_add(1, std::memory_order_seq_cst);
+          if (op_direct) ndirect_.fetch_add(1, std::memory_order_relaxed);
           poll_locked(ready);
         }
       }

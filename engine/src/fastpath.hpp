@@ -24,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -88,6 +89,11 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   /// Waiters stop spinning through the progress servers (engine shutdown).
   void detach();
   [[nodiscard]] bool pending() const noexcept { return npending_.load(std::memory_order_acquire) > 0; }
+  /// The waiter spin budget pending direct calls ask for (0 when none is pending).
+  [[nodiscard]] std::chrono::microseconds direct_spin() const noexcept {
+    return std::chrono::microseconds(
+        ndirect_.load(std::memory_order_relaxed) > 0 ? spin_us_.load(std::memory_order_relaxed) : 0u);
+  }
 
  private:
   FastChannel(transport::Transport& t, transport::ProgressServer* servers, std::shared_ptr<FutureContext> base,
@@ -170,6 +176,8 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   std::atomic<std::uint64_t> last_check_ns_{0};  // last look for dead members
   mutable std::atomic<bool> cma_noted_{false};   // direct mode: the CMA fallback was logged
   std::atomic<std::uint32_t> spin_us_{0};        // waiter spin budget asked by the last direct call
+  std::atomic<int> ndirect_{0};                  // direct calls pending
+
   [[nodiscard]] bool check_due() const noexcept;
 };
 
