@@ -56,6 +56,21 @@
 #include "strata/detail/rendezvous.hpp"
 
 namespace strata::transport::detail {
+// Cross-process ordering is invisible to ThreadSanitizer: a write into a
+// peer's mapped region by one thread and the next write to the same bytes by
+// another thread are ordered through the peer (it reads, then answers through
+// its ring). Under TSan every record sent to a peer releases, and every record
+// consumed from it acquires, one per-peer tag, which carries that order.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#define STRATA_TSAN_RELEASE(p) __tsan_release(p)
+#define STRATA_TSAN_ACQUIRE(p) __tsan_acquire(p)
+#else
+#define STRATA_TSAN_RELEASE(p) (void)(p)
+#define STRATA_TSAN_ACQUIRE(p) (void)(p)
+#endif
+
 namespace {
 
 using shm::RecHdr;
@@ -879,6 +894,7 @@ Status ShmBackend::put_impl(const char* op, int peer, const void* src, std::size
     // Single copy into the peer's mapped region; the signal record published
     // after it (release) makes the data visible before the signal.
     std::memcpy(to, src, len);
+    STRATA_TSAN_RELEASE(&p);
     if (!with_signal) {
       push_completion(context, {});
       return {};
@@ -999,6 +1015,7 @@ Status ShmBackend::fetch_add(int peer, const RemoteKey& dst, std::uint64_t dst_o
 }
 
 Status ShmBackend::post(Peer& p, OutOp op) {
+  STRATA_TSAN_RELEASE(&p);
   const bool request = op.type == RecType::get_req || op.type == RecType::fadd_req;
   bool wrote = false;
   {
@@ -1077,6 +1094,7 @@ std::size_t ShmBackend::consume(Peer& p, std::vector<Completion>& done) {
   while (n < static_cast<std::size_t>(kBatch)) {
     const RecHdr* r = p.in.peek(&corrupt);
     if (r == nullptr) break;
+    STRATA_TSAN_ACQUIRE(&p);
     const SignalHandler* sh = nullptr;
     if (r->type == RecType::signal || (r->flags & RecHdr::kSignal) != 0) {
       sh = signal_.get();
