@@ -367,7 +367,7 @@ void FastChannel::nudge_owners(const Op& op) {
 
 void FastChannel::run_locked(Op& op) {
   const Status st = finish(op);
-  if (!st.is_ok()) op.error = st;
+  if (!st.is_ok()) op.error = std::make_shared<const Status>(st);
   done_of(me_).store(op.k + 1, std::memory_order_release);
   op.finished = true;
   if (op.direct && n_ > 1) nudge_owners(op);
@@ -572,10 +572,10 @@ std::size_t FastChannel::poll() {
 
 void FastChannel::settle(std::vector<Op>& done) {
   for (auto& op : done) {
-    if (op.error.is_ok())
+    if (!op.error)
       op.promise->set_value();
     else
-      op.promise->set_error(op.error);
+      op.promise->set_error(*op.error);
   }
 }
 
@@ -697,7 +697,7 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
           // Everything it needs is there (the last member to arrive, or alone):
           // complete here, no pending entry, no communicator reference.
           run_locked(op);
-          now = !op.direct || (op.error.is_ok() && readers_done(op));
+          now = !op.direct || (!op.error && readers_done(op));
         }
         if (!now) {
           op.promise.emplace(promise());

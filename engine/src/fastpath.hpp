@@ -112,7 +112,7 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
     bool direct = false;                   // single-copy mode (the entries hold buffer keys)
     bool finished = false;                 // direct: own copies done, waiting for the readers of own buffers
     const std::byte* own = nullptr;        // direct: the buffer this rank published
-    Status error;                          // direct: a peer's buffer could not be read
+    std::shared_ptr<const Status> error;   // direct: a peer's buffer could not be read (null: fine)
     std::optional<Promise<void>> promise;  // empty until the call is posted (a Promise allocates its state)
     std::shared_ptr<void> keep;            // the communicator, alive until the call completes
   };
