@@ -30,10 +30,10 @@ constexpr std::size_t kInlineOff = 68;
 constexpr std::size_t kSlotsOff = 128;
 constexpr std::size_t kEntryHeader = 16;
 
-// An entry holds up to cap bytes of data, or (direct mode) one RemoteKey.
 // Longest waiter spin that a large direct call asks for (microseconds).
 constexpr std::size_t kDirectSpinCapUs = 2000;
 
+// An entry holds up to cap bytes of data, or (direct mode) one RemoteKey.
 std::size_t stride_for(std::size_t cap) {
   return (kEntryHeader + std::max(cap, sizeof(transport::RemoteKey)) + 63) / 64 * 64;
 }
