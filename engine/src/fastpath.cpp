@@ -171,6 +171,18 @@ std::byte* FastChannel::data_of(int r, std::uint64_t k) const noexcept {
   return areas_[static_cast<std::size_t>(r)] + kSlotsOff + (k % slots_) * stride_ + kEntryHeader;
 }
 
+void FastChannel::nudge(int r) {
+  (void)t_.signal(world_[static_cast<std::size_t>(r)], std::uint64_t{kFastNudgeComm} << 48, fast_nudge_context());
+}
+
+Status FastChannel::peer_dead(coll::Kind k, int r) const {
+  const int wr = world_[static_cast<std::size_t>(r)];
+  const Status st = t_.peer_status(wr);
+  if (st.is_ok()) return {};
+  return {Errc::peer_dead, where(k) + ": rank " + std::to_string(r) + " (world rank " + std::to_string(wr) +
+                               ") failed: " + st.message()};
+}
+
 std::string FastChannel::where(coll::Kind k) const {
   return std::string(coll::to_string(k)) + " on rank " + std::to_string(me_) + " (comm " + std::to_string(id_) +
          ", fast path)";
@@ -361,7 +373,7 @@ void FastChannel::nudge_owners(const Op& op) {
   for (int r = 0; r < n_; ++r) {
     if (r == me_ || !needs(op, r)) continue;
     if (sleepers_of(r).load(std::memory_order_acquire) == 0) continue;
-    (void)t_.signal(world_[static_cast<std::size_t>(r)], std::uint64_t{kFastNudgeComm} << 48, fast_nudge_context());
+    nudge(r);
   }
 }
 
@@ -494,10 +506,8 @@ Status FastChannel::check_peers_locked(const Op& op) {
     } else if (!needs(op, r) || seq_of(r, op.k).load(std::memory_order_acquire) == op.k + 1) {
       continue;
     }
-    const Status st = t_.peer_status(world_[static_cast<std::size_t>(r)]);
-    if (!st.is_ok())
-      return {Errc::peer_dead, where(op.kind) + ": rank " + std::to_string(r) + " (world rank " +
-                                   std::to_string(world_[static_cast<std::size_t>(r)]) + ") failed: " + st.message()};
+    const Status st = peer_dead(op.kind, r);
+    if (!st.is_ok()) return st;
   }
   return {};
 }
@@ -612,7 +622,7 @@ void FastChannel::nudge_sleepers(const coll::Call& c, std::uint64_t k) {
     if ((c.kind == coll::Kind::reduce || c.kind == coll::Kind::gather) && r != c.root) continue;
     if (sleepers_of(r).load(std::memory_order_acquire) == 0) continue;    // nobody blocked there
     if (seq_of(r, k).load(std::memory_order_acquire) != k + 1) continue;  // it sees ours when it posts
-    (void)t_.signal(world_[static_cast<std::size_t>(r)], std::uint64_t{kFastNudgeComm} << 48, fast_nudge_context());
+    nudge(r);
   }
 }
 
@@ -649,17 +659,12 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
           ++spins;
           if ((spins & 1023) == 0) {
             // Dead member? Asleep with its calls pending? (nudge its progress server)
-            const Status st = t_.peer_status(world_[static_cast<std::size_t>(late)]);
+            const Status st = peer_dead(c.kind, late);
             if (!st.is_ok()) {
-              fail_locked({Errc::peer_dead, where(c.kind) + ": rank " + std::to_string(late) + " (world rank " +
-                                                std::to_string(world_[static_cast<std::size_t>(late)]) +
-                                                ") failed: " + st.message()},
-                          failed);
+              fail_locked(st, failed);
               break;
             }
-            if ((spins & 65535) == 1024 && late != me_)
-              (void)t_.signal(world_[static_cast<std::size_t>(late)], std::uint64_t{kFastNudgeComm} << 48,
-                              fast_nudge_context());
+            if ((spins & 65535) == 1024 && late != me_) nudge(late);
           }
           if (spins > 4096)
             std::this_thread::yield();

@@ -150,6 +150,10 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   Status check_peers_locked(const Op& op);
   void fail_locked(const Status& why, std::vector<std::pair<Op, Status>>& out);
   [[nodiscard]] std::string where(coll::Kind k) const;
+  /// Sends member @p r one nudge signal (its progress servers wake up).
+  void nudge(int r);
+  /// peer_dead naming member @p r when the transport reports it dead; ok otherwise.
+  [[nodiscard]] Status peer_dead(coll::Kind k, int r) const;
 
   transport::Transport& t_;
   transport::ProgressServer* servers_;
