@@ -191,7 +191,7 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
     } else {
       std::vector<NodeId> rdeps = start_deps;
       if (f >= nregions && consumed[f - nregions] != dag::kNoNode) rdeps.push_back(consumed[f - nregions]);
-      b.signal(x.world(d.parent), data_slot + 1, rdeps);
+      x.rtr(d.parent, data_slot + 1, rdeps, f < nregions);
       b.expect_signals_from(x.world(d.parent));
       const Region win = x.my_win(roff, len);
       const NodeId arrived = b.wait(data_slot, 1, {}, &win);
@@ -205,10 +205,10 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
       }
     }
     if (!push_kids.empty()) {
-      const NodeId ready = b.wait(data_slot + 1, static_cast<std::uint32_t>(push_kids.size()), src_deps);
-      for (int ch : push_kids) {
-        x.b().expect_signals_from(x.world(ch));
-        const NodeId p = b.put_with_signal(x.world(ch), src, x.peer_win(ch, roff, len), data_slot, {ready});
+      const std::vector<NodeId> ready = x.rtr_waits(push_kids, data_slot + 1, src_deps, f < nregions);
+      for (std::size_t j = 0; j < push_kids.size(); ++j) {
+        const int ch = push_kids[j];
+        const NodeId p = b.put_with_signal(x.world(ch), src, x.peer_win(ch, roff, len), data_slot, {ready[j]});
         uses.push_back(p);
       }
     }
@@ -276,7 +276,7 @@ std::vector<NodeId> emit_reduce(Ctx& x, const patterns::Tree& tree, const patter
       std::vector<NodeId> rdeps = start_deps;
       if (f >= nregions) rdeps.push_back(consumed[j][f - nregions]);
       const auto rtr = static_cast<std::uint32_t>(base + 2 * (f * static_cast<std::size_t>(maxc)) + 1);
-      b.signal(x.world(kids[j]), rtr, rdeps);
+      x.rtr(kids[j], rtr, rdeps, f < nregions);
       b.expect_signals_from(x.world(kids[j]));
       child_region[j] = x.my_win(roff, len);
       const auto up = static_cast<std::uint32_t>(base + 2 * (f * static_cast<std::size_t>(maxc) + j));
@@ -329,10 +329,9 @@ std::vector<NodeId> emit_reduce(Ctx& x, const patterns::Tree& tree, const patter
     const auto rtr = static_cast<std::uint32_t>(base + 2 * (f * static_cast<std::size_t>(maxc)) + 1);
     std::vector<NodeId> sdeps = cur_deps;
     if (last != dag::kNoNode) sdeps.push_back(last);
-    b.expect_signals_from(x.world(parent));
-    const NodeId ready = b.wait(rtr, 1, sdeps);
     const std::size_t pregions =
         std::max<std::size_t>(1, area / (region * static_cast<std::size_t>(maxc)));  // same on every rank
+    const NodeId ready = x.rtr_waits({parent}, rtr, sdeps, f < pregions)[0];
     const std::uint64_t proff = area_off + ((static_cast<std::size_t>(my_index) * pregions) + f % pregions) * region;
     const auto up = static_cast<std::uint32_t>(
         base + 2 * (f * static_cast<std::size_t>(maxc) + static_cast<std::size_t>(my_index)));

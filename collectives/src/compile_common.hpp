@@ -131,6 +131,7 @@ class Ctx {
   Ctx(const Group& g, const Call& c, int slot)
       : g_(g),
         c_(c),
+        slot_(static_cast<std::uint32_t>(slot)),
         slot_base_(static_cast<std::uint64_t>(slot) * g.slot_bytes),
         b_(std::string(to_string(c.kind)), g.world[static_cast<std::size_t>(g.rank)], g.world_size) {
     esize_ = c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
@@ -228,11 +229,81 @@ class Ctx {
     return prev;
   }
 
-  std::shared_ptr<const dag::Plan> build() { return b_.build(); }
+  // ---- window flags (docs/algorithms.md, "Window flags")
+  // Whether the first use of a window region of peer r in this instance needs
+  // no ready-to-receive signal: r shares this host and the group's flag words
+  // are mapped. The receiver then sends nothing; the sender's put waits on
+  // slot_free(r) instead of the signal.
+  [[nodiscard]] bool flag_edge(int r) const {
+    return g_.flags && g_.host[static_cast<std::size_t>(r)] == g_.host[static_cast<std::size_t>(me())];
+  }
+  // Node after which peer r's window slot is free for this instance: r's flag
+  // for this slot shows its instance seq - credits (the slot's previous user)
+  // finished. One flag_wait per peer and plan, a root node (checked at start).
+  NodeId slot_free(int r) {
+    if (flag_waits_.size() < static_cast<std::size_t>(g_.size()))
+      flag_waits_.assign(static_cast<std::size_t>(g_.size()), dag::kNoNode);
+    NodeId& w = flag_waits_[static_cast<std::size_t>(r)];
+    if (w == dag::kNoNode) w = b_.flag_wait(world(r), slot_, static_cast<std::uint32_t>(g_.credits));
+    return w;
+  }
+  // Ready-to-receive from this rank to peer r for a region of this rank's
+  // window: a signal on `slot` after `deps`, or nothing when `first_use` of
+  // the region and r is a flag edge (r waits on this rank's flag instead).
+  void rtr(int r, std::uint32_t slot, std::vector<NodeId> deps, bool first_use) {
+    if (first_use && flag_edge(r)) return;
+    b_.signal(world(r), slot, std::move(deps));
+  }
+  // The sender's side of rtr() for the push children `kids` of one region use:
+  // per kid, the node its put must follow (the flag wait, or one shared wait
+  // for the RTR signals of the non-flag kids on `slot`, after `deps`).
+  std::vector<NodeId> rtr_waits(const std::vector<int>& kids, std::uint32_t slot, const std::vector<NodeId>& deps,
+                                bool first_use) {
+    std::vector<NodeId> out(kids.size(), dag::kNoNode);
+    std::uint32_t nsig = 0;
+    for (std::size_t j = 0; j < kids.size(); ++j) {
+      b_.expect_signals_from(world(kids[j]));
+      if (first_use && flag_edge(kids[j])) {
+        std::vector<NodeId> d = deps;
+        d.push_back(slot_free(kids[j]));
+        out[j] = d.size() == 1 ? d[0] : b_.nop(std::move(d));
+      } else {
+        ++nsig;
+      }
+    }
+    if (nsig > 0) {
+      const NodeId w = b_.wait(slot, nsig, deps);
+      for (NodeId& o : out)
+        if (o == dag::kNoNode) o = w;
+    }
+    return out;
+  }
+
+  // Freezes the slice. Every slice ends with a flag_set after all its nodes:
+  // this rank's flag for the slot then counts every finished instance from the
+  // communicator's first call on, whatever protocol the slices used (the
+  // agreement that turns window flags on runs before they are on), so a peer's
+  // flag_wait can rely on it. Without a bound flag block it does nothing.
+  std::shared_ptr<const dag::Plan> build() {
+    {
+      const std::size_t n = b_.size();
+      std::vector<char> has_succ(n, 0);
+      for (NodeId i = 0; i < n; ++i)
+        for (NodeId d : b_.deps_of(i))
+          if (d < n) has_succ[d] = 1;
+      std::vector<NodeId> sinks;
+      for (NodeId i = 0; i < n; ++i)
+        if (!has_succ[i]) sinks.push_back(i);
+      b_.flag_set(slot_, std::move(sinks));
+    }
+    return b_.build();
+  }
 
  private:
   const Group& g_;
   const Call& c_;
+  std::uint32_t slot_ = 0;
+  std::vector<NodeId> flag_waits_;
   std::uint64_t slot_base_;
   PlanBuilder b_;
   std::size_t esize_ = 1;

@@ -322,6 +322,9 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
 
   const auto [g0, g1] = cs.span(mine);
   std::vector<NodeId> consumed(g1 > g0 ? g1 - g0 : 0, dag::kNoNode);
+  // Certainly the first use of cell gi's region (gi mod nregions) on the
+  // receiver, whichever rank that is: every rank's first cell is >= 0.
+  auto first_use = [&](std::size_t gi) { return gi < cs.nregions; };
   auto reuse = [&](std::size_t gi) {  // the node after which cell gi's region is free again
     return gi >= g0 + cs.nregions ? consumed[gi - cs.nregions - g0] : dag::kNoNode;
   };
@@ -348,7 +351,7 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
         }
         b.signal(x.world(parent), done_slot(ncells, gi), {arrived});
       } else if (!root) {
-        b.signal(x.world(parent), rtr_slot(gi), with(start, reuse(gi)));
+        x.rtr(parent, rtr_slot(gi), with(start, reuse(gi)), first_use(gi));
         const Region win = x.my_win(cs.win(gi, in_cell.lo), in_cell.len());
         arrived = b.wait(data_slot(gi), scatter_pieces(pt, l, cs, parent, me, c.root, gi), {}, &win);
         if (!own_part.empty())
@@ -356,15 +359,22 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
                                 dag::out(0, own_part.lo - own.lo, own_part.len()), {arrived}));
       }
       if (!below_part.empty()) {
-        std::uint32_t nk = 0, npull = 0;
+        std::uint32_t npull = 0;
+        std::vector<int> push_kids;
         for (int k : kids) {
           if (meet(pt.subtree(k), cell).empty()) continue;
-          ++(pull_edge(me, k) ? npull : nk);
+          if (pull_edge(me, k))
+            ++npull;
+          else
+            push_kids.push_back(k);
         }
-        const NodeId rtr = nk > 0 ? b.wait(rtr_slot(gi), nk, start) : dag::kNoNode;
+        const std::vector<NodeId> ready = x.rtr_waits(push_kids, rtr_slot(gi), start, first_use(gi));
         for (int k : kids) {
           const Interval kp = meet(pt.subtree(k), cell);
           if (kp.empty()) continue;
+          const auto kpos = std::find(push_kids.begin(), push_kids.end(), k);
+          const NodeId rtr =
+              kpos == push_kids.end() ? dag::kNoNode : ready[static_cast<std::size_t>(kpos - push_kids.begin())];
           if (pull_edge(me, k)) {
             // Make k's part available in this rank's region (the root stages it from send), then READY.
             std::vector<NodeId> avail = with(start, arrived);
@@ -397,7 +407,7 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
         for (int k : kids) {
           if (meet(pt.subtree(k), cell).empty()) continue;
           cnt += gather_pieces(pt, l, cs, k, gi);
-          b.signal(x.world(k), rtr_slot(gi), with(start, reuse(gi)));
+          x.rtr(k, rtr_slot(gi), with(start, reuse(gi)), first_use(gi));
         }
         const Region win = x.my_win(cs.win(gi, below_part.lo), below_part.len());
         arrived = b.wait(data_slot(gi), cnt, {}, &win);
@@ -407,7 +417,7 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
         }
       }
       if (!root) {
-        const NodeId rtr = b.wait(rtr_slot(gi), 1, start);
+        const NodeId rtr = x.rtr_waits({parent}, rtr_slot(gi), start, first_use(gi))[0];
         if (!own_part.empty())
           b.put_with_signal(x.world(parent), dag::in(0, own_part.lo - own.lo, own_part.len()),
                             x.peer_win(parent, cs.win(gi, own_part.lo), own_part.len()), data_slot(gi), {rtr});
@@ -462,12 +472,13 @@ void emit_direct(Ctx& x, const Layout& l, bool ring, const std::vector<NodeId>& 
         const std::uint64_t off = fr[f].offset, len = fr[f].length;
         const std::uint64_t woff = base + (f % nregions) * region;
         if (gather) {
-          b.signal(x.world(r), slot_of(j, f, true), with(start, f >= nregions ? consumed[f - nregions] : dag::kNoNode));
+          x.rtr(r, slot_of(j, f, true), with(start, f >= nregions ? consumed[f - nregions] : dag::kNoNode),
+                f < nregions);
           const Region win = x.my_win(woff, len);
           const NodeId arrived = b.wait(slot_of(j, f, false), 1, {}, &win);
           consumed[f] = b.copy(win, dag::out(0, l.disp[ur] + off, len), {arrived});
         } else {
-          const NodeId rtr = b.wait(slot_of(j, f, true), 1, start);
+          const NodeId rtr = x.rtr_waits({r}, slot_of(j, f, true), start, f < nregions)[0];
           b.put_with_signal(x.world(r), dag::in(0, l.disp[ur] + off, len), x.peer_win(r, woff, len),
                             slot_of(j, f, false), {rtr});
         }
@@ -498,11 +509,11 @@ void emit_direct(Ctx& x, const Layout& l, bool ring, const std::vector<NodeId>& 
     const std::uint64_t off = fr[f].offset, len = fr[f].length;
     const std::uint64_t woff = base + (f % nregions) * region;
     if (gather) {
-      const NodeId rtr = b.wait(slot_of(j, f, true), 1, gate);
+      const NodeId rtr = x.rtr_waits({root}, slot_of(j, f, true), gate, f < nregions)[0];
       done[f] = b.put_with_signal(x.world(root), dag::in(0, off, len), x.peer_win(root, woff, len),
                                   slot_of(j, f, false), {rtr});
     } else {
-      b.signal(x.world(root), slot_of(j, f, true), with(gate, f >= nregions ? consumed[f - nregions] : dag::kNoNode));
+      x.rtr(root, slot_of(j, f, true), with(gate, f >= nregions ? consumed[f - nregions] : dag::kNoNode), f < nregions);
       const Region win = x.my_win(woff, len);
       done[f] = b.wait(slot_of(j, f, false), 1, {}, &win);
       consumed[f] = b.copy(win, dag::out(0, off, len), {done[f]});

@@ -207,8 +207,7 @@ class Emitter {
         for (std::uint64_t f = 0; f < nf; ++f) {
           const std::uint32_t data = data_slot(si, f, nsteps);
           const std::uint64_t roff = region_of(si, f) * geo_.z;
-          x_.b().expect_signals_from(x_.world(st.send_to));
-          const NodeId ready = b.wait(data + 1, 1, start_);
+          const NodeId ready = x_.rtr_waits({st.send_to}, data + 1, start_, first_use(si, f))[0];
           const std::uint64_t fend = std::min(bytes, (f + 1) * geo_.z);
           for (const Piece& p : pieces(segs, f * geo_.z, fend)) {
             const Region src = k.source(segs[p.seg].block, p.off, p.len);
@@ -233,7 +232,7 @@ class Emitter {
           const std::uint64_t roff = reg * geo_.z;
           std::vector<NodeId> rdeps = start_;
           append(&rdeps, last_[reg]);
-          b.signal(x_.world(st.recv_from), data + 1, rdeps);
+          x_.rtr(st.recv_from, data + 1, rdeps, first_use(si, f));
           b.expect_signals_from(x_.world(st.recv_from));
           const std::uint64_t fend = std::min(bytes, (f + 1) * geo_.z);
           const std::vector<Piece> ps = pieces(got, f * geo_.z, fend);
@@ -257,6 +256,13 @@ class Emitter {
       fail(Errc::unsupported, x_.g(), x_.c(),
            "too many fragments (" + std::to_string(f + 1) + " in one step); raise the fragment size");
     return static_cast<std::uint32_t>(slot);
+  }
+  // Whether (step, f) is certainly the first use of its region in this
+  // instance, on the receiver as on the sender: region indices step * stride +
+  // f are distinct for distinct (step, f) and below `regions` map to distinct
+  // regions (a sufficient condition both sides compute alike).
+  bool first_use(std::size_t step, std::uint64_t f) const {
+    return static_cast<std::uint64_t>(step) * geo_.stride + f < geo_.regions;
   }
   std::uint64_t region_of(std::size_t step, std::uint64_t f) const {
     return (static_cast<std::uint64_t>(step) * geo_.stride + f) % geo_.regions;

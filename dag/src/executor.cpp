@@ -66,6 +66,8 @@ struct Instance {
   Status error;
   NodeState* nodes = nullptr;
   BufBind* bufs = nullptr;
+  std::atomic<std::uint32_t>* const* flags = nullptr;  // Bindings::flags (memory-protocol nodes)
+  std::uint32_t flag_wake = 0;                         // Bindings::flag_wake
   void* block = nullptr;
 };
 
@@ -200,6 +202,10 @@ struct Executor::Impl {
   bool tracing = false;
   std::string trace_file;
   tbb::enumerable_thread_specific<std::vector<TraceEvent>> trace;
+  // flag_wait nodes whose flag was not set when they became ready (poll()).
+  std::mutex flag_mu;
+  std::vector<std::pair<Instance*, NodeId>> flag_pending;  // under flag_mu
+  std::atomic<std::size_t> nflag_pending{0};
   std::mutex names_mu;
   std::vector<std::string> names;
   std::unordered_map<std::string, std::uint32_t> name_ids;
@@ -319,12 +325,79 @@ struct Executor::Impl {
       case NodeKind::signal:
         st = tp.signal(nd.peer, encode_signal(in->comm, in->seq, nd.slot), ctx);
         break;
+      case NodeKind::flag_set:
+        set_flag(in, nd);
+        return true;
+      case NodeKind::flag_wait:
+        if (flag_ready(in, nd)) return true;  // the peer was on time: one load, nothing else
+        {
+          // Ask the owner for a nudge, then look again (a Dekker pair with
+          // set_flag: the owner stores the flag then reads the wake words,
+          // this rank stores them then reads the flag; one of us sees the other).
+          std::atomic<std::uint32_t>* blk = in->flags[nd.peer];
+          blk[in->flag_wake + 1 + static_cast<std::uint32_t>(tp.rank())].store(1, std::memory_order_seq_cst);
+          blk[in->flag_wake].store(1, std::memory_order_seq_cst);
+          std::atomic_thread_fence(std::memory_order_seq_cst);
+          if (flag_ready(in, nd)) return true;
+          std::lock_guard<std::mutex> g(flag_mu);
+          flag_pending.emplace_back(in, id);
+          nflag_pending.fetch_add(1, std::memory_order_release);
+        }
+        return false;  // poll() releases it
     }
     if (!st) {
       fail(in, Status(st.code(), p.describe(id) + ": post rejected: " + st.message()));
       return true;
     }
     return false;  // completion releases it
+  }
+
+  // flag_wait: has the peer finished instance seq - lag (the window slot's previous user)?
+  // Flags hold seq + 1 modulo 2^28 and only grow; "at or after" is a half-range comparison.
+  static bool flag_ready(const Instance* in, const Node& nd) {
+    const std::uint32_t need = (in->seq - nd.count + 1) & kSeqMask;
+    const std::uint32_t have = in->flags[nd.peer][nd.slot].load(std::memory_order_acquire);
+    return ((have - need) & kSeqMask) < (kSeqMask >> 1);
+  }
+
+  // flag_set: publish seq + 1, then nudge the same-host ranks that wait on it.
+  void set_flag(Instance* in, const Node& nd) {
+    if (in->flags == nullptr) return;  // unbound: no peer can wait on this rank's flags
+    std::atomic<std::uint32_t>* blk = in->flags[tp.rank()];
+    if (blk == nullptr) return;
+    blk[nd.slot].store((in->seq + 1) & kSeqMask, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (blk[in->flag_wake].load(std::memory_order_seq_cst) == 0) return;
+    blk[in->flag_wake].store(0, std::memory_order_seq_cst);
+    for (int r = 0; r < nranks; ++r) {
+      std::atomic<std::uint32_t>& w = blk[in->flag_wake + 1 + static_cast<std::uint32_t>(r)];
+      if (w.load(std::memory_order_relaxed) == 0 || w.exchange(0, std::memory_order_acq_rel) == 0) continue;
+      if (opts.nudge_payload != 0) (void)tp.signal(r, opts.nudge_payload, opts.nudge_context);
+    }
+  }
+
+  std::size_t poll_flags() {
+    if (nflag_pending.load(std::memory_order_acquire) == 0) return 0;
+    std::vector<std::pair<Instance*, NodeId>> ready;
+    {
+      std::unique_lock<std::mutex> g(flag_mu, std::try_to_lock);
+      if (!g.owns_lock()) return 0;
+      std::size_t keep = 0;
+      for (auto& e : flag_pending) {
+        if (e.first->failed.load(std::memory_order_acquire) || flag_ready(e.first, e.first->plan->nodes()[e.second]))
+          ready.push_back(e);
+        else
+          flag_pending[keep++] = e;
+      }
+      flag_pending.resize(keep);
+      nflag_pending.fetch_sub(ready.size(), std::memory_order_release);
+    }
+    const bool in_arena = tls_in_task == this;
+    for (auto& [in, id] : ready) {
+      if (tracing) record(in, id, now_ns());
+      completed(in, id, in_arena);
+    }
+    return ready.size();
   }
 
   [[nodiscard]] bool cheap(const Instance* in, NodeId id) const {
@@ -340,31 +413,61 @@ struct Executor::Impl {
     }
   }
 
-  // Node @p id finished: release successors (one may be handed back in
-  // *next to run in this thread), then count the node done.
-  void finish(Instance* in, NodeId id, NodeId* next, bool in_arena) {
+  // Nodes released in this thread and run by it before it returns (a small
+  // stack; what does not fit becomes a task).
+  struct Work {
+    static constexpr std::size_t kCap = 32;
+    NodeId ids[kCap];
+    std::size_t n = 0;
+    bool push(NodeId id) {
+      if (n == kCap) return false;
+      ids[n++] = id;
+      return true;
+    }
+  };
+
+  // Node @p id finished: releases its successors, then counts it done. Inline
+  // vs task by cost: every cheap successor (a post, a flag, a small copy: less
+  // work than waking a worker) runs in this thread; of the expensive ones, in
+  // the arena the first runs here too (a chain costs no spawn) and the others
+  // become tasks that the arena's threads run in parallel; outside the arena
+  // (progress and handler threads) all of them become tasks.
+  void finish(Instance* in, NodeId id, Work& w, bool in_arena) {
     const Plan& p = *in->plan;
+    bool heavy_here = false;
     for (const NodeId* s = p.succ_begin(id); s != p.succ_end(id); ++s) {
       if (in->nodes[*s].deps.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
-      if (*next == kNoNode && (in_arena || cheap(in, *s)))
-        *next = *s;
-      else
-        spawn(in, *s);
+      const bool here = cheap(in, *s) || (in_arena && !heavy_here);
+      if (here && w.push(*s)) {
+        heavy_here = heavy_here || !cheap(in, *s);
+        continue;
+      }
+      spawn(in, *s);
     }
     if (in->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(in);
   }
 
-  void drive(Instance* in, NodeId id, bool in_arena) {
-    NodeId cur = id;
-    while (cur != kNoNode) {
+  void run_work(Instance* in, Work& w, bool in_arena) {
+    while (w.n > 0) {
+      const NodeId cur = w.ids[--w.n];
       const std::uint64_t t0 = tracing ? now_ns() : 0;
       const bool finished = run(in, cur);
       if (tracing) record(in, cur, t0);
-      if (!finished) return;
-      NodeId next = kNoNode;
-      finish(in, cur, &next, in_arena);
-      cur = next;
+      if (finished) finish(in, cur, w, in_arena);
     }
+  }
+
+  void drive(Instance* in, NodeId id, bool in_arena) {
+    Work w;
+    w.push(id);
+    run_work(in, w, in_arena);
+  }
+
+  // Node @p id completed elsewhere (a transport completion, a flag): release and run its successors.
+  void completed(Instance* in, NodeId id, bool in_arena) {
+    Work w;
+    finish(in, id, w, in_arena);
+    run_work(in, w, in_arena);
   }
 
   // A node became ready in a thread that may be outside the arena.
@@ -488,7 +591,7 @@ Executor::~Executor() {
   for (std::uint64_t k : keys) cancel(static_cast<std::uint16_t>(k >> 32), static_cast<std::uint32_t>(k & kSeqMask));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while ((im.live.load() > 0 || im.tasks.load() > 0) && std::chrono::steady_clock::now() < deadline) {
-    if (im.tp.progress() == 0) std::this_thread::yield();
+    if (im.tp.progress() + im.poll_flags() == 0) std::this_thread::yield();
   }
   im.arena->execute([&] { im.group.wait(); });
   im.flush();
@@ -502,6 +605,7 @@ Executor::~Executor() {
 tbb::task_arena& Executor::arena() noexcept { return *impl_->arena; }
 transport::Transport& Executor::transport() noexcept { return impl_->tp; }
 void Executor::flush_trace() { impl_->flush(); }
+std::size_t Executor::poll() { return impl_->poll_flags(); }
 std::size_t Executor::in_flight() const { return static_cast<std::size_t>(impl_->live.load()); }
 
 std::uint32_t Executor::next_seq(std::uint16_t comm) {
@@ -583,6 +687,18 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
     }
   }
 
+  if (p.flag_words() > 0) {
+    // Memory-protocol nodes: every flag_wait peer's flags must be mapped here
+    // (flag_set without a bound block of its own does nothing).
+    auto mapped = [&](int r) {
+      return b.flags != nullptr && static_cast<std::size_t>(r) < b.nflags && b.flags[r] != nullptr;
+    };
+    for (const Node& nd : p.nodes())
+      if (nd.kind == NodeKind::flag_wait && !mapped(nd.peer))
+        return {Errc::invalid_argument,
+                who() + ": flag words of rank " + std::to_string(nd.peer) + " are not mapped here (flag_wait)"};
+  }
+
   const std::uint64_t key = make_key(comm, seq);
   void* block = ::operator new(total, std::align_val_t(kAlign));
   auto* in = new (block) Instance();
@@ -595,6 +711,8 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
   in->block = block;
   in->nodes = reinterpret_cast<NodeState*>(static_cast<unsigned char*>(block) + off_nodes);
   in->bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(block) + off_bufs);
+  in->flags = b.flags;
+  in->flag_wake = b.flag_wake;
   if (im.tracing) in->trace_name = im.intern(in->plan->name());
   for (std::size_t j = 0; j < nb; ++j) {
     BufBind* bb = new (&in->bufs[j]) BufBind(binds[j]);
@@ -678,10 +796,7 @@ void Executor::handle_completion(void* context, const Status& status) {
                                           " failed: " + status.message()));
   }
   if (im.tracing) im.record(in, id, now_ns());
-  const bool in_arena = tls_in_task == &im;
-  NodeId next = kNoNode;
-  im.finish(in, id, &next, in_arena);
-  if (next != kNoNode) im.drive(in, next, in_arena);
+  im.completed(in, id, tls_in_task == &im);
 }
 
 void Executor::handle_signal(int source, std::uint64_t payload) {

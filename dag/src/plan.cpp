@@ -29,6 +29,10 @@ const char* to_string(NodeKind k) noexcept {
       return "wait";
     case NodeKind::compute:
       return "compute";
+    case NodeKind::flag_wait:
+      return "flag_wait";
+    case NodeKind::flag_set:
+      return "flag_set";
   }
   return "?";
 }
@@ -220,6 +224,22 @@ NodeId PlanBuilder::wait(std::uint32_t slot, std::uint32_t count, std::vector<No
   n.deps = std::move(deps);
   return add(std::move(n));
 }
+NodeId PlanBuilder::flag_wait(int p, std::uint32_t flag, std::uint32_t lag, std::vector<NodeId> deps) {
+  Node n;
+  n.kind = NodeKind::flag_wait;
+  n.peer = p;
+  n.slot = flag;
+  n.count = lag;
+  n.deps = std::move(deps);
+  return add(std::move(n));
+}
+NodeId PlanBuilder::flag_set(std::uint32_t flag, std::vector<NodeId> deps) {
+  Node n;
+  n.kind = NodeKind::flag_set;
+  n.slot = flag;
+  n.deps = std::move(deps);
+  return add(std::move(n));
+}
 NodeId PlanBuilder::compute(ComputeFn fn, const Region& region, std::vector<NodeId> deps) {
   Node n;
   n.kind = NodeKind::compute;
@@ -304,6 +324,8 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
       }
     }
     if (nd.peer >= 0 && nd.peer != p.rank_) p.peers_.push_back(nd.peer);
+    if (nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::flag_set)
+      p.flag_words_ = std::max(p.flag_words_, nd.slot + 1);
   }
   std::sort(p.slot_sparse_.begin(), p.slot_sparse_.end());
   for (int e : extra_peers_)
@@ -357,7 +379,7 @@ Status validate(const Plan& p, bool require_output_coverage) {
       if (d == i) return bad(p, i, "depends on itself");
     }
     const bool remote = nd.kind == NodeKind::put || nd.kind == NodeKind::get || nd.kind == NodeKind::put_with_signal ||
-                        nd.kind == NodeKind::signal;
+                        nd.kind == NodeKind::signal || nd.kind == NodeKind::flag_wait;
     if (remote && (nd.peer < 0 || nd.peer >= p.nranks()))
       return bad(p, i, "peer " + std::to_string(nd.peer) + " outside [0, " + std::to_string(p.nranks()) + ")");
     if ((nd.kind == NodeKind::signal || nd.kind == NodeKind::put_with_signal || nd.kind == NodeKind::wait) &&
@@ -418,6 +440,12 @@ Status validate(const Plan& p, bool require_output_coverage) {
               p, i,
               "slot " + std::to_string(nd.slot) + " already waited by node " + std::to_string(slot_owner[nd.slot]));
         slot_owner[nd.slot] = i;
+        break;
+      case NodeKind::flag_wait:
+        if (nd.peer == p.rank()) return bad(p, i, "waits on its own flag");
+        if (nd.count == 0) return bad(p, i, "lag 0 (a flag_wait waits for an earlier instance)");
+        break;
+      case NodeKind::flag_set:
         break;
       case NodeKind::compute:
         if (nd.compute < 0 || static_cast<std::size_t>(nd.compute) >= p.compute_fns().size() ||
@@ -558,6 +586,10 @@ void dot_nodes(std::ostream& os, const Plan& p, const std::string& prefix) {
     if (nd.kind == NodeKind::signal || nd.kind == NodeKind::put_with_signal)
       text += "\\nslot " + std::to_string(nd.slot) + " -> rank " + std::to_string(nd.peer);
     if (nd.kind == NodeKind::wait) text += "\\nslot " + std::to_string(nd.slot) + " x" + std::to_string(nd.count);
+    if (nd.kind == NodeKind::flag_wait)
+      text += "\\nflag " + std::to_string(nd.slot) + " of rank " + std::to_string(nd.peer) + " >= seq-" +
+              std::to_string(nd.count) + "+1";
+    if (nd.kind == NodeKind::flag_set) text += "\\nflag " + std::to_string(nd.slot) + " = seq+1";
     const bool remote = nd.peer >= 0;
     os << "    " << prefix << i << " [label=\"" << dot_escape(text) << "\""
        << (remote ? ", shape=box" : (nd.kind == NodeKind::wait ? ", shape=diamond" : "")) << "];\n";

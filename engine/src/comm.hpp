@@ -116,6 +116,7 @@ struct EngineCore {
   std::shared_ptr<FastHub> fast_hub = std::make_shared<FastHub>();
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<dag::Executor> exec;
+  std::atomic<dag::Executor*> polled_exec{nullptr};  // the progress hook's view of exec (null while it goes)
   std::unique_ptr<transport::ProgressServer> progress;
   std::shared_ptr<FutureContext> fctx;
   std::atomic<bool> alive{true};
@@ -190,8 +191,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // Registers the window; returns its key (the caller exchanges keys).
   transport::RemoteKey open_window() {
     // The fast path's area follows the collective slots (same offset on every member).
-    const std::size_t bytes = group.slot_bytes * static_cast<std::size_t>(group.credits) +
-                              (fast_candidate() ? fast_area_bytes(FastConfig::get()) : 0);
+    const std::size_t bytes = flags_at() + flag_area_bytes();
     window = std::make_unique<WindowMem>(*core->transport, bytes, group.world);
     // Until the members mapped the region its name is in /dev/shm, where a job
     // killed with its launcher would leave it (docs/transport.md, "Mapped
@@ -203,7 +203,71 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     transport::RemoteKey key;
     throw_if_error(core->transport->register_memory(window->p, bytes, &key));
     slots.assign(static_cast<std::size_t>(group.credits), Slot{});
+    // Own flag block, bound from the first call on: every slice's final
+    // flag_set keeps it current (enable_flags maps the same-host peers' later).
+    flag_table.assign(static_cast<std::size_t>(group.world_size), nullptr);
+    flag_table[static_cast<std::size_t>(group.world[static_cast<std::size_t>(rank())])] =
+        reinterpret_cast<std::atomic<std::uint32_t>*>(static_cast<std::byte*>(window->p) + flags_at());
     return key;
+  }
+
+  // Window layout: credits x slot_bytes, the fast path's area (one-host
+  // communicators), then the flag words (one per credit slot: seq + 1 of the
+  // last instance that finished with that slot here; docs/algorithms.md,
+  // "Window flags"). Same offsets on every member.
+  [[nodiscard]] std::size_t flags_at() const {
+    return group.slot_bytes * static_cast<std::size_t>(group.credits) +
+           (fast_candidate() ? fast_area_bytes(FastConfig::get()) : 0);
+  }
+  // Words: one flag per credit slot, padded to a cache line, then the wake
+  // words (Bindings::flag_wake): "somebody waits" and one per world rank.
+  [[nodiscard]] std::uint32_t flag_wake_word() const {
+    return static_cast<std::uint32_t>((static_cast<std::size_t>(group.credits) + 15) / 16 * 16);
+  }
+  [[nodiscard]] std::size_t flag_area_bytes() const {
+    const std::size_t words = flag_wake_word() + 1 + static_cast<std::size_t>(group.world_size);
+    return (words * sizeof(std::uint32_t) + 63) / 64 * 64;
+  }
+
+  // flag_table[w]: world rank w's flag words as mapped here (own included),
+  // nullptr for ranks that are not same-host members (Bindings::flags).
+  std::vector<std::atomic<std::uint32_t>*> flag_table;
+
+  // After set_peer_keys, on every member (collective): maps the flag words of
+  // every same-host member and agrees (one allreduce) that all members could,
+  // so that every pair takes the same protocol (memory flags instead of the
+  // first ready-to-receive of each window region, collectives/ "flag edges").
+  // STRATA_WINDOW_FLAGS=off keeps the signal protocol.
+  void enable_flags() {
+    static const bool on = [] {
+      const char* v = std::getenv("STRATA_WINDOW_FLAGS");
+      return v == nullptr || std::string(v) != "off";
+    }();
+    const std::size_t at = flags_at();
+    const std::size_t len = flag_area_bytes();
+    std::uint64_t ok = on ? 1 : 0;
+    const int myhost = group.host[static_cast<std::size_t>(rank())];
+    for (int r = 0; r < size() && ok != 0; ++r) {
+      const auto ur = static_cast<std::size_t>(r);
+      if (group.host[ur] != myhost || r == rank()) continue;
+      void* p = core->transport->map_peer(peers[ur].rank, peers[ur].key, at, len);
+      if (p == nullptr) ok = 0;
+      flag_table[static_cast<std::size_t>(group.world[ur])] = static_cast<std::atomic<std::uint32_t>*>(p);
+    }
+    if (size() > 1) {
+      std::uint64_t all = 0;
+      coll::Call k;
+      k.kind = coll::Kind::allreduce;
+      k.count = 1;
+      k.dtype = dag::DataType::u64;
+      k.op = dag::ReduceOp::min;
+      submit(k, &ok, &all, nullptr, /*internal=*/true).get();
+      ok = all;
+    }
+    std::lock_guard<std::mutex> lk(mu);
+    group.flags = ok != 0;
+    cache.clear();  // plans compiled before (the agreement itself) use signals only
+    detail::logger().debug("comm {}: window flags {}", id, group.flags ? "on" : "off");
   }
 
   // Whether the fast path may serve this communicator: enabled, every member on this host.
@@ -435,6 +499,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       b.inputs = {send};
       b.outputs = {recv, slot_base};
       b.peer_table = peer_keys ? peer_keys.get() : &peers;
+      b.flags = flag_table.data();
+      b.nflags = flag_table.size();
+      b.flag_wake = flag_wake_word();
       // The callback keeps the communicator alive and frees the slot before it
       // fulfils the future: a waiter woken by the future may drop the last
       // handle at once (regression: heap corruption at exit, 1 run in ~30).

@@ -376,6 +376,7 @@ Communicator Communicator::split(int color, int key) const {
   }
   ni->set_peer_keys(mk);
   ni->enable_fast();
+  ni->enable_flags();
   {
     std::lock_guard<std::mutex> lk(core.id_mu);
     core.comms.push_back(ni);
@@ -412,6 +413,7 @@ std::shared_ptr<detail::CommImpl> make_world(const std::shared_ptr<detail::Engin
   }
   w->set_peer_keys(keys);
   w->enable_fast();
+  w->enable_flags();
   {
     std::lock_guard<std::mutex> lk(core->id_mu);
     core->comms.push_back(w);
@@ -432,9 +434,18 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   dag::ExecutorOptions eo;
   eo.threads = opts.worker_threads;
   eo.inline_bytes = opts.inline_bytes;
-  // Every progress() call (servers, waiters, inline mode) also completes fast-path calls.
-  core_->transport->set_progress_hook([hub = core_->fast_hub.get()] { return hub->poll(); });
+  // A rank whose window-flag wait parked is woken like a fast-path sleeper.
+  eo.nudge_payload = std::uint64_t{detail::kFastNudgeComm} << 48;
+  eo.nudge_context = detail::fast_nudge_context();
   core_->exec = std::make_unique<dag::Executor>(*core_->transport, eo);
+  core_->polled_exec.store(core_->exec.get(), std::memory_order_release);
+  // Every progress() call (servers, waiters, inline mode) also completes
+  // fast-path calls and the executor's memory-flag waits.
+  core_->transport->set_progress_hook([hub = core_->fast_hub.get(), core = core_.get()] {
+    std::size_t n = hub->poll();
+    if (dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire)) n += ex->poll();
+    return n;
+  });
   detail::install_window_routing(*core_);  // window events beside the executor's (window.cpp)
   transport::ProgressOptions po = transport::ProgressOptions::from_environment();
   po.threads = opts.progress_threads;
@@ -475,6 +486,7 @@ Engine::~Engine() {
   // completes now with Errc::shutdown instead of waiting for peers that will
   // not answer, so the executor's drain is quick.
   core_->transport->shutdown();
+  core_->polled_exec.store(nullptr, std::memory_order_release);  // the executor's drain polls its flags itself
   core_->exec.reset();
   // Whatever the executor could not drain (peers already gone) ends with an
   // error: no future of this engine stays pending forever.

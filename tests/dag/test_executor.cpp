@@ -487,3 +487,122 @@ TEST(Executor, TraceWritesOneEventPerNodeAndMergeToolCombinesRanks) {
   EXPECT_NE(m.find("\"args\":{\"name\":\"rank 1\"}"), std::string::npos);
   EXPECT_NE(m.find("allreduce#4 wait"), std::string::npos);
 }
+
+// ---------------------------------------------------------------- window flags
+namespace {
+// Two ranks' flag blocks as one process sees them (Bindings::flags).
+struct FlagBlocks {
+  static constexpr std::uint32_t kWake = 16;  // Bindings::flag_wake
+  std::atomic<std::uint32_t> blk[2][32]{};
+  std::atomic<std::uint32_t>* table[2] = {blk[0], blk[1]};
+  Bindings bind(const void* in, void* out) {
+    Bindings b;
+    if (in != nullptr) b.inputs = {in};
+    if (out != nullptr) b.outputs = {out};
+    b.flags = table;
+    b.nflags = 2;
+    b.flag_wake = kWake;
+    return b;
+  }
+};
+constexpr std::uint64_t kNudge = 0xFFFEull << 48;
+}  // namespace
+
+TEST(Executor, FlagWaitOnATimelyPeerCompletesAtStartWithoutAnyMessage) {
+  Cluster c(2);
+  FlagBlocks fb;
+  PlanBuilder b("fw", 0, 2);
+  b.input(0, 8).output(0, 8);
+  const NodeId w = b.flag_wait(1, 0, 2);
+  b.copy(in(0, 0, 8), out(0, 0, 8), {w});
+  auto plan = b.build();
+  EXPECT_EQ(plan->flag_words(), 1u);
+  char src[8] = "abcdefg", dst[8] = {};
+  // seq 0 and 1 have no previous user of the slot (lag 2): ready at once.
+  Done d0;
+  ASSERT_TRUE(c.ex[0]->start(plan, fb.bind(src, dst), 0, 1, d0.fn()).is_ok());
+  EXPECT_TRUE(d0.done());
+  EXPECT_TRUE(d0.status.is_ok()) << d0.status.message();
+  EXPECT_STREQ(dst, "abcdefg");
+  EXPECT_EQ(c.world.pending_count(), 0u);  // no signal, no put
+  // seq 7 needs the peer's instance 5: flag >= 6.
+  fb.blk[1][0].store(6);
+  Done d1;
+  ASSERT_TRUE(c.ex[0]->start(plan, fb.bind(src, dst), 0, 7, d1.fn()).is_ok());
+  EXPECT_TRUE(d1.done());
+  EXPECT_EQ(fb.blk[1][FlagBlocks::kWake].load(), 0u);  // never asked for a nudge
+}
+
+TEST(Executor, ParkedFlagWaitIsNudgedByTheFlagSetAndCompletesInPoll) {
+  Cluster c(2);
+  for (int r = 0; r < 2; ++r) {
+    // Executors with nudges: rebuild them (the Cluster's have none).
+    ExecutorOptions o;
+    o.arena = &c.arena;
+    o.nudge_payload = kNudge;
+    c.ex[static_cast<std::size_t>(r)].reset();
+    c.ex[static_cast<std::size_t>(r)] = std::make_unique<Executor>(c.world.endpoint(r), o);
+  }
+  FlagBlocks fb;
+  PlanBuilder b0("fw", 0, 2);
+  b0.input(0, 8).output(0, 8);
+  b0.copy(in(0, 0, 8), out(0, 0, 8), {b0.flag_wait(1, 3, 4)});
+  auto p0 = b0.build();
+  PlanBuilder b1("fs", 1, 2);
+  b1.flag_set(3, {b1.nop()});
+  b1.require_output_coverage(false);
+  auto p1 = b1.build();
+  char src[8] = "0123456", dst[8] = {};
+  Done d0, d1;
+  // Rank 0's instance 9 needs rank 1's instance 5 (lag 4) finished: flag >= 6.
+  fb.blk[1][3].store(5);
+  ASSERT_TRUE(c.ex[0]->start(p0, fb.bind(src, dst), 0, 9, d0.fn()).is_ok());
+  EXPECT_FALSE(d0.done());
+  EXPECT_EQ(c.ex[0]->poll(), 0u);
+  EXPECT_FALSE(d0.done());
+  EXPECT_EQ(fb.blk[1][FlagBlocks::kWake].load(), 1u);
+  EXPECT_EQ(fb.blk[1][FlagBlocks::kWake + 1 + 0].load(), 1u);  // rank 0 asked rank 1 for a nudge
+  // Rank 1 finishes its instance 5: flag = 6, and it nudges rank 0.
+  ASSERT_TRUE(c.ex[1]->start(p1, fb.bind(nullptr, nullptr), 0, 5, d1.fn()).is_ok());
+  EXPECT_TRUE(d1.done());
+  EXPECT_EQ(fb.blk[1][3].load(), 6u);
+  EXPECT_EQ(fb.blk[1][FlagBlocks::kWake].load(), 0u);
+  const auto ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].source, 1);
+  EXPECT_EQ(ops[0].target, 0);
+  EXPECT_EQ(ops[0].payload, kNudge);
+  EXPECT_EQ(c.ex[0]->poll(), 1u);
+  EXPECT_TRUE(d0.done());
+  EXPECT_TRUE(d0.status.is_ok()) << d0.status.message();
+  EXPECT_STREQ(dst, "0123456");
+}
+
+TEST(Executor, FlagWaitNeedsThePeersFlagsAndADeadPeerFailsAParkedWait) {
+  Cluster c(2);
+  FlagBlocks fb;
+  PlanBuilder b("fw", 0, 2);
+  b.flag_wait(1, 0, 1);
+  b.require_output_coverage(false);
+  auto plan = b.build();
+  Done d;
+  const Status st = c.ex[0]->start(plan, {}, 0, 3, d.fn());
+  EXPECT_EQ(st.code(), Errc::invalid_argument);
+  EXPECT_NE(st.message().find("flag words of rank 1 are not mapped"), std::string::npos) << st.message();
+  EXPECT_FALSE(d.done());
+  ASSERT_TRUE(c.ex[0]->start(plan, fb.bind(nullptr, nullptr), 0, 3, d.fn()).is_ok());
+  EXPECT_FALSE(d.done());
+  c.world.kill(1);
+  ASSERT_TRUE(c.pump([&] {
+    c.ex[0]->poll();
+    return d.done();
+  }));
+  EXPECT_EQ(d.status.code(), Errc::peer_dead);
+  // Validation: a flag_wait on its own flag or with lag 0 is refused.
+  PlanBuilder bad("bad", 0, 2);
+  bad.flag_wait(0, 0, 1);
+  EXPECT_THROW(bad.build(), strata::Error);
+  PlanBuilder bad2("bad2", 0, 2);
+  bad2.flag_wait(1, 0, 0);
+  EXPECT_THROW(bad2.build(), strata::Error);
+}

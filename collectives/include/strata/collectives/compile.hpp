@@ -67,6 +67,12 @@ struct Group {
   std::vector<int> numa;       ///< communicator rank -> NUMA region id on its host
   std::size_t slot_bytes = 0;  ///< window bytes per credit slot
   int credits = 1;             ///< window slots (instances in flight)
+  /// Window flags: every member mapped the flag words of its same-host members
+  /// (agreed by all). Then the first use of a same-host peer's window region
+  /// in an instance waits on that peer's flag (flag_wait: its instance seq -
+  /// credits finished) instead of a ready-to-receive signal, and every slice
+  /// ends with a flag_set. Plans compiled with and without must not be mixed.
+  bool flags = false;
   [[nodiscard]] int size() const noexcept { return static_cast<int>(world.size()); }
 };
 

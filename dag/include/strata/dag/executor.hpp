@@ -13,6 +13,7 @@
 // instance that has not started on this rank are kept until it starts.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -72,6 +73,17 @@ struct Bindings {
   /// When non-null, used instead of @p peers (no copy per start); must stay
   /// valid for the duration of Executor::start only.
   const std::vector<PeerKey>* peer_table = nullptr;
+  /// Flag words of the memory-protocol nodes (flag_wait / flag_set): flags[r]
+  /// is world rank r's array of flag words as mapped in this process (this
+  /// rank's own for flag_set), nullptr where not mapped; @p nflags entries.
+  /// Required when the plan uses flags; must outlive every instance started with it.
+  std::atomic<std::uint32_t>* const* flags = nullptr;
+  std::size_t nflags = 0;
+  /// Word offset, in every rank's flag block, of its wake words: word
+  /// flag_wake is "somebody waits", word flag_wake + 1 + r is "world rank r
+  /// waits" (a flag_wait that finds its flag unset raises both, a flag_set
+  /// that finds them raised nudges the waiters; see ExecutorOptions::nudge).
+  std::uint32_t flag_wake = 0;
 };
 
 /// @brief Called once when an instance finishes: OK, or the first failure's cause.
@@ -89,6 +101,13 @@ struct ExecutorOptions {
   /// Copies and reductions up to this many bytes run inline in a releasing
   /// thread outside the arena (progress/handler threads); larger ones become tasks.
   std::size_t inline_bytes = 4096;
+  /// Wake-up for a rank whose flag_wait found its flag unset (its progress
+  /// threads may sleep): the executor sends this signal payload with this
+  /// completion context to that rank after the flag is set. The owner routes
+  /// both to nothing (the signal only wakes the target's progress, which calls
+  /// poll()). payload 0: no nudges (the caller polls, e.g. fake transports).
+  std::uint64_t nudge_payload = 0;
+  void* nudge_context = nullptr;
   /// Trace file prefix; empty = the STRATA_TRACE environment variable (unset = no tracing).
   /// Each rank writes <prefix>.<rank>.json (one Chrome trace event per line).
   std::string trace_path;
@@ -133,6 +152,12 @@ class Executor {
   /// finishes with Errc::cancelled once its posted operations completed.
   /// @return false if no such instance is in flight.
   bool cancel(std::uint16_t comm, std::uint32_t seq);
+  /// @brief Completes the flag_wait nodes whose flag is now set (and those of
+  /// failed instances); returns how many. Cheap when none is pending (one
+  /// atomic load). Call it from every progress loop (the engine installs it
+  /// as part of the transport's progress hook); never blocks (skips when
+  /// another thread is polling).
+  std::size_t poll();
   /// @brief Instances started and not yet finished.
   [[nodiscard]] std::size_t in_flight() const;
 

@@ -18,6 +18,14 @@
 //            for `slot` arrived (from any ranks); may name the region the
 //            signals guard (for on_fragment and coverage)
 //  - compute: runs an application callable on a region
+//  - flag_wait: memory protocol (no message): ready when its local
+//            dependencies are done AND flag word `slot` of peer `peer`, read
+//            through this process's mapping of the peer's window, shows that
+//            the peer finished its instance seq - `count` (the previous user
+//            of the same window slot): flag >= seq - count + 1 modulo 2^28
+//  - flag_set: memory protocol: stores seq + 1 into this rank's own flag word
+//            `slot` (release), for the peers' flag_wait nodes; nothing when
+//            the instance has no flag block of its own bound
 //  - nop:    joins dependencies
 #pragma once
 
@@ -78,7 +86,19 @@ inline Region peer(int rank, std::uint32_t id, std::uint64_t offset, std::uint64
 }
 
 /// @brief Node kinds; see the file comment.
-enum class NodeKind : std::uint8_t { nop, copy, reduce, put, get, put_with_signal, signal, wait, compute };
+enum class NodeKind : std::uint8_t {
+  nop,
+  copy,
+  reduce,
+  put,
+  get,
+  put_with_signal,
+  signal,
+  wait,
+  compute,
+  flag_wait,
+  flag_set
+};
 /// @brief Printable name of a node kind ("copy", "put_with_signal", ...).
 const char* to_string(NodeKind k) noexcept;
 
@@ -99,9 +119,9 @@ struct Node {
   Region src;               ///< copy/reduce/put/put_with_signal/get source; compute region; wait guarded region
   Region src2;              ///< reduce right operand
   Region dst;               ///< copy/reduce/get destination; put/put_with_signal peer destination
-  std::int32_t peer = -1;   ///< remote nodes: target rank
-  std::uint32_t slot = 0;   ///< signal/put_with_signal: slot signalled; wait: slot waited
-  std::uint32_t count = 0;  ///< wait: signals expected
+  std::int32_t peer = -1;   ///< remote nodes: target rank; flag_wait: the rank whose flag is read
+  std::uint32_t slot = 0;   ///< signal/put_with_signal: slot signalled; wait: slot waited; flag_*: flag word
+  std::uint32_t count = 0;  ///< wait: signals expected; flag_wait: lag (instances between the two users)
   ReduceOp op = ReduceOp::sum;
   DataType dtype = DataType::u8;
   std::int32_t user_op = -1;  ///< reduce: index of a UserReduce, or -1 for a built-in op
@@ -143,6 +163,8 @@ class Plan {
   [[nodiscard]] bool involves(int peer) const noexcept;
   [[nodiscard]] const std::vector<ComputeFn>& compute_fns() const noexcept { return compute_; }
   [[nodiscard]] const std::vector<UserReduce>& user_ops() const noexcept { return user_ops_; }
+  /// One past the largest flag word a flag_wait / flag_set node uses (0: the plan uses no flags).
+  [[nodiscard]] std::uint32_t flag_words() const noexcept { return flag_words_; }
   /// Index into buffers() of node @p id's region @p which (0 src, 1 src2, 2 dst), or kNoNode.
   [[nodiscard]] std::uint32_t buffer_index(NodeId id, int which) const noexcept {
     return nbuf_[3 * static_cast<std::size_t>(id) + static_cast<std::size_t>(which)];
@@ -173,6 +195,7 @@ class Plan {
   std::vector<int> peers_;
   std::vector<ComputeFn> compute_;
   std::vector<UserReduce> user_ops_;
+  std::uint32_t flag_words_ = 0;
 };
 
 /// @brief Builds one rank's Plan. Node-adding calls return the new node's id;
@@ -221,6 +244,15 @@ class PlanBuilder {
   NodeId signal(int peer, std::uint32_t slot, std::vector<NodeId> deps = {});
   /// @brief Waits for @p count signals on @p slot; @p guards is the local region they announce (optional).
   NodeId wait(std::uint32_t slot, std::uint32_t count, std::vector<NodeId> deps = {}, const Region* guards = nullptr);
+  /// @brief Memory protocol: waits (after @p deps) until flag word @p flag of
+  /// same-host rank @p peer shows that its instance seq - @p lag finished
+  /// (see flag_set). Replaces a ready-to-receive round trip when the peer's
+  /// window slot is reused every @p lag instances: no message, one load when
+  /// the peer is on time. Failure of @p peer fails the instance.
+  NodeId flag_wait(int peer, std::uint32_t flag, std::uint32_t lag, std::vector<NodeId> deps = {});
+  /// @brief Memory protocol: stores seq + 1 into this rank's flag word @p flag
+  /// after @p deps (release), releasing the peers' flag_wait nodes.
+  NodeId flag_set(std::uint32_t flag, std::vector<NodeId> deps = {});
   /// @brief Runs @p fn on @p region after @p deps.
   NodeId compute(ComputeFn fn, const Region& region, std::vector<NodeId> deps = {});
   /// @brief Runs @p fn on @p region as soon as every node already added that
@@ -238,6 +270,8 @@ class PlanBuilder {
   PlanBuilder& require_output_coverage(bool on);
 
   [[nodiscard]] std::size_t size() const noexcept { return plan_->nodes_.size(); }
+  /// @brief Local predecessors of node @p id added so far.
+  [[nodiscard]] const std::vector<NodeId>& deps_of(NodeId id) const { return plan_->nodes_.at(id).deps; }
 
   /// @brief Validates and returns the plan; throws strata::Error(invalid_argument) naming the node.
   std::shared_ptr<const Plan> build();
