@@ -111,6 +111,7 @@ struct Geometry {
   std::uint64_t z = 0;       // fragment / region bytes
   std::uint64_t stride = 1;  // region index step between schedule steps
   std::uint64_t regions = 1;
+  bool exact = false;  // stride >= every message's fragment count (region indices unique per (step, f))
 };
 
 // Fragment / region size for messages of at most `max_msg` bytes (0 = unknown).
@@ -146,6 +147,7 @@ inline Geometry geometry(const Group& g, const Call& c, std::size_t esize, std::
   geo.z = std::max<std::uint64_t>(z, esize);
   geo.regions = std::max<std::uint64_t>(1, std::min<std::uint64_t>(g.slot_bytes / geo.z, kMaxRegions));
   geo.stride = known ? std::max<std::uint64_t>(1, (max_msg + geo.z - 1) / geo.z) : 1;
+  geo.exact = known;
   return geo;
 }
 
@@ -258,11 +260,13 @@ class Emitter {
     return static_cast<std::uint32_t>(slot);
   }
   // Whether (step, f) is certainly the first use of its region in this
-  // instance, on the receiver as on the sender: region indices step * stride +
-  // f are distinct for distinct (step, f) and below `regions` map to distinct
-  // regions (a sufficient condition both sides compute alike).
+  // instance, on the receiver as on the sender: with an exact stride (every
+  // message's size known) region indices step * stride + f are distinct for
+  // distinct (step, f), and those below `regions` map to distinct regions (a
+  // sufficient condition both sides compute alike). Unknown sizes (alltoallv):
+  // never (indices of different steps may share a region).
   bool first_use(std::size_t step, std::uint64_t f) const {
-    return static_cast<std::uint64_t>(step) * geo_.stride + f < geo_.regions;
+    return geo_.exact && static_cast<std::uint64_t>(step) * geo_.stride + f < geo_.regions;
   }
   std::uint64_t region_of(std::size_t step, std::uint64_t f) const {
     return (static_cast<std::uint64_t>(step) * geo_.stride + f) % geo_.regions;

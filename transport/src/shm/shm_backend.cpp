@@ -123,6 +123,10 @@ struct OutOp {
   RecType type = RecType::signal;
   bool with_signal = false;
   bool user = true;  ///< completes for the user when its last record is consumed
+  /// ... or as soon as its last record is published (signals: the record is in
+  /// the peer's ring, its effect needs nothing more from this side; waiting for
+  /// the peer to consume it made every signal cost the sender a round trip)
+  bool eager = false;
   const std::byte* src = nullptr;
   std::uint64_t len = 0;
   std::uint64_t done = 0;
@@ -903,6 +907,7 @@ Status ShmBackend::put_impl(const char* op, int peer, const void* src, std::size
     sig.type = RecType::signal;
     sig.a = payload;
     sig.context = context;
+    sig.eager = true;  // the data is in place: done once the signal is published
     return post(p, sig);
   }
   if (len >= cma_threshold_ && len > 0 && (peer == rank_ || p.cma.load(std::memory_order_relaxed))) {
@@ -926,6 +931,7 @@ Status ShmBackend::put_impl(const char* op, int peer, const void* src, std::size
       sig.type = RecType::signal;
       sig.a = payload;
       sig.context = context;
+      sig.eager = true;
       return post(p, sig);
     }
   }
@@ -989,6 +995,7 @@ Status ShmBackend::signal(int peer, std::uint64_t payload, void* context) {
   o.type = RecType::signal;
   o.a = payload;
   o.context = context;
+  o.eager = true;
   return post(*peers_[static_cast<std::size_t>(peer)], o);
 }
 
@@ -1070,7 +1077,12 @@ bool ShmBackend::inject(Peer& p, OutOp& op) {
     }
     p.out.publish();
   } while (op.done < op.len);
-  if (op.user) p.inflight.push_back({p.out.tail(), op.context});
+  if (op.user) {
+    if (op.eager)
+      push_completion(op.context, {});
+    else
+      p.inflight.push_back({p.out.tail(), op.context});
+  }
   return true;
 }
 
