@@ -75,8 +75,19 @@ coll::Algorithm resolve(coll::Kind kind, const CollOptions& o, const CommImpl& i
   if (!name.empty() && !known_algo(kind, name))
     throw Error(Errc::invalid_argument, std::string(coll::to_string(kind)) + " on rank " + std::to_string(impl.rank()) +
                                             ": algorithm '" + name + "' unknown (" + algo_names(kind) + ")");
+  // Step schedules have no tree: a tree shape asked for this call is an error,
+  // not silently ignored (the global STRATA_TREE only reaches tree collectives).
+  const std::string tree = env_or(o.tree, "STRATA_TREE_" + upper(coll::to_string(kind)));
+  if (!tree.empty())
+    throw Error(Errc::invalid_argument,
+                std::string(coll::to_string(kind)) + " on rank " + std::to_string(impl.rank()) + ": argument 'tree' = '" +
+                    tree + "' does not apply: " + family(kind) +
+                    " runs a step schedule (ring, Bruck, recursive doubling, pairwise), not a tree; choose one with "
+                    "'algorithm' (" +
+                    algo_names(kind) + ")");
   CollOptions tree_opts = o;
-  tree_opts.algorithm = "tree";  // choose() knows tree names only; it still parses fragment / tree options
+  tree_opts.tree.clear();
+  tree_opts.algorithm = "tree";  // choose() knows tree names only; it still parses fragment options
   coll::Algorithm a = choose(kind, tree_opts, impl.rank());
   a.name = name.empty() ? "auto" : name;
   return a;

@@ -435,6 +435,16 @@ int main(int argc, char** argv) {
                       strata::Errc::invalid_argument, "overlap"),
                "allgatherv overlapping blocks");
       }
+      {
+        strata::CollOptions t;
+        t.tree = "single:binomial";
+        EXPECT(throws([&] { return world.allgather(a.data(), 4, b.data(), strata::Datatype::int32, t); },
+                      strata::Errc::invalid_argument, "argument 'tree'"),
+               "allgather with a tree shape");
+        EXPECT(throws([&] { return world.alltoall(a.data(), b.data(), 4, strata::Datatype::int32, t); },
+                      strata::Errc::invalid_argument, "argument 'tree'"),
+               "alltoall with a tree shape");
+      }
       EXPECT(throws([&] { return world.allgather(nullptr, 4, b.data(), strata::Datatype::int32); },
                     strata::Errc::invalid_argument, "'send'"),
              "allgather null send");

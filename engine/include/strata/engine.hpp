@@ -215,7 +215,9 @@ class Communicator {
   /// @brief Persistent barrier.
   Plan plan_barrier(const CollOptions& opts = {});
   /// @brief Persistent broadcast (collective): receivers' buffers are
-  /// registered and exchanged once; data goes straight into them (single copy).
+  /// registered and exchanged once; data is put straight into them (no window
+  /// staging; one copy over libfabric RMA or CMA, through the ring between
+  /// ranks of one host: docs/algorithms.md, "Persistent plans").
   Plan plan_broadcast(void* buf, std::size_t count, Datatype type, int root, const CollOptions& opts = {});
   /// @brief Persistent reduce (collective).
   Plan plan_reduce(const void* send, void* recv, std::size_t count, Datatype type, Op op, int root,

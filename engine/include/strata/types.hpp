@@ -48,10 +48,12 @@ struct UserOp {
   std::string name = "user";
 };
 
-/// @brief Synchronization of one side (entry or exit) of a collective
-/// (seed 000's UPC flags): none, this rank's own data only, or all ranks.
+/// @brief Synchronization of one side (entry or exit) of a collective, after
+/// the UPC collectives' MYSYNC / ALLSYNC flags (Mallon et al., "Scalable PGAS
+/// Collective Operations in NUMA Clusters"). There is no NOSYNC: a rank cannot
+/// move data before it called, and its future cannot complete before its part
+/// is done, so "none" would mean exactly `mine`.
 enum class SyncMode : std::uint8_t {
-  none,  ///< data may move / the call may complete without waiting for anyone
   mine,  ///< entry: my buffers are ready; exit: my part is done (the default)
   all,   ///< entry: every rank has entered; exit: every rank is done
 };
