@@ -19,8 +19,13 @@
 // and sees a sleeper sends that rank one transport signal (the "nudge",
 // communicator id kFastNudgeComm) so that its progress servers wake up; a
 // Dekker pair (the sleeper count and the sequence word, each followed by a full
-// fence) makes sure no wake-up is lost. A member waiting to reuse a ring entry
-// nudges the laggard itself after a while (e.g. a rank nobody waits on).
+// fence) makes sure no wake-up is lost. A call never blocks its caller for a
+// ring entry: when entry k % slots still serves call k - slots on some member,
+// call k is queued (Op::posted false) and published later, in order, by
+// whoever drives completion (poll: waiters, the progress hook). A rank with
+// queued calls publishes the done count it waits for in its `want` word; a
+// member whose done count reaches it nudges that rank when it has a sleeper
+// (Dekker again: want then done on one side, done then want on the other).
 #pragma once
 
 #include <atomic>
@@ -108,7 +113,9 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
     std::shared_ptr<const dag::UserReduce> user;
     int root = 0;
     bool in_place = false;
+    const void* send = nullptr;
     void* recv = nullptr;
+    bool posted = false;                   // entry k published (false: queued behind a busy ring entry)
     bool direct = false;                   // single-copy mode (the entries hold buffer keys)
     bool finished = false;                 // direct: own copies done, waiting for the readers of own buffers
     const std::byte* own = nullptr;        // direct: the buffer this rank published
@@ -124,10 +131,15 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
 
   [[nodiscard]] bool needs(const Op& op, int r) const noexcept;
   std::size_t publish_bytes(const coll::Call& c) const noexcept;
-  /// The buffer this rank contributes to @p c (nullptr, 0: none).
-  std::pair<const void*, std::size_t> contribution(const coll::Call& c, const void* send, const void* recv) const;
-  /// Publishes entry k: the contribution's bytes, or (@p direct) its key.
-  const std::byte* publish(const coll::Call& c, const void* send, const void* recv, std::uint64_t k, bool direct);
+  /// The buffer this rank contributes to @p op (nullptr, 0: none).
+  std::pair<const void*, std::size_t> contribution(const Op& op) const;
+  /// Publishes entry op.k: the contribution's bytes, or (op.direct) its key; sets op.own and op.posted.
+  void publish(Op& op);
+  /// Whether ring entry k % slots is free: every member finished call k - slots.
+  [[nodiscard]] bool entry_free(std::uint64_t k) const noexcept;
+  /// Publishes the queued calls whose entries are free, in order; mu_ held.
+  /// Returns the calls posted.
+  std::size_t post_queued_locked();
   /// Builds the receive side of @p op from the entries (or the owners' buffers).
   Status finish(const Op& op);
   /// Direct mode: [off, off + len) of member @p r's published buffer, through
@@ -146,7 +158,11 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   /// Completes pending calls in order; mu_ held. Completed calls go to @p out.
   std::size_t poll_locked(std::vector<Op>& out);
   [[nodiscard]] bool ready_locked(const Op& op) const noexcept;
-  void nudge_sleepers(const coll::Call& c, std::uint64_t k);
+  void nudge_sleepers(const Op& op);
+  /// After this rank's done count reached @p done: nudges the members with a
+  /// sleeping waiter whose queued calls wait for it (their `want` word).
+  void nudge_wanting(std::uint64_t done);
+  std::atomic<std::uint64_t>& want_of(int r) const noexcept;
   Status check_peers_locked(const Op& op);
   void fail_locked(const Status& why, std::vector<std::pair<Op, Status>>& out);
   [[nodiscard]] std::string where(coll::Kind k) const;
@@ -170,8 +186,9 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   std::weak_ptr<void> owner_;
   detail::StatePtr<void> ready_;  // completed once: the futures of calls that complete inside submit
   std::mutex mu_;
-  std::uint64_t next_ = 0;  // under mu_
-  std::deque<Op> ops_;      // under mu_: posted, not completed, in order
+  std::uint64_t next_ = 0;   // under mu_
+  std::deque<Op> ops_;       // under mu_: not completed, in order (the posted ones first, then the queued)
+  std::size_t nqueued_ = 0;  // under mu_: the calls at the end of ops_ not posted yet
   std::atomic<int> npending_{0};
   Status failed_;  // under mu_
   // The member (and call) the head call waited for at the last look; -1: none.

@@ -1,0 +1,39 @@
+// Reliability regressions of issue 18 over real processes: rel_rank under
+// strata-run (hard timeout).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../common/launch.hpp"
+
+namespace {
+
+using launch::count;
+
+int run(const std::string& env, const std::string& launcher_args, const std::string& rank_args, std::string* out,
+        int timeout_s = 60) {
+  return launch::run("rel_rank", timeout_s, env, launcher_args, rank_args, out);
+}
+
+struct Case {
+  const char* name;
+  const char* env;
+};
+std::string case_name(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
+const auto kModes = ::testing::Values(Case{"default", ""}, Case{"fastpath_off", "STRATA_FASTPATH=off"},
+                                      Case{"inline", "STRATA_PROGRESS_THREADS=0"},
+                                      Case{"sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0"});
+
+// Calls beyond the fast ring's entries queue instead of blocking the caller:
+// rank 0 posts 12 allreduces on A and then waits on B's barrier, which rank 1
+// joins before it posts its 12 on A (regression: rank 0 spun inside its 9th
+// call until the launcher's timeout). Also on the plan path (credits).
+class Queue : public ::testing::TestWithParam<Case> {};
+TEST_P(Queue, CallsBeyondTheRingNeverBlockTheCaller) {
+  std::string out;
+  EXPECT_EQ(run(GetParam().env, "-n 2", "--queue", &out, 30), 0) << out;
+  EXPECT_EQ(count(out, "rel_rank: queue OK"), 2) << out;
+}
+INSTANTIATE_TEST_SUITE_P(Modes, Queue, kModes, case_name);
+
+}  // namespace
