@@ -424,8 +424,22 @@ void FastChannel::nudge_owners(const Op& op) {
   }
 }
 
+Status FastChannel::user_op_error(const Op& op, const std::string& what) const {
+  const std::string name = op.user && !op.user->name.empty() ? " '" + op.user->name + "'" : std::string();
+  return {Errc::invalid_argument, where(op.kind) + ": argument 'op': user reduction" + name + " threw: " + what};
+}
+
 void FastChannel::run_locked(Op& op) {
-  const Status st = finish(op);
+  Status st;
+  // A user reduction op may throw: the call fails (typed, named), the ring
+  // goes on (this rank's done count still moves, so no member waits for it).
+  try {
+    st = finish(op);
+  } catch (const std::exception& e) {
+    st = user_op_error(op, e.what());
+  } catch (...) {
+    st = user_op_error(op, "an exception that is not a std::exception");
+  }
   if (!st.is_ok()) op.error = std::make_shared<const Status>(st);
   done_of(me_).store(op.k + 1, std::memory_order_release);
   op.finished = true;
@@ -709,7 +723,8 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
   };
   std::vector<Op> ready;  // fulfilled (and their communicators released) after unlocking
   std::vector<std::pair<Op, Status>> failed;
-  bool now = false;  // completed inside this call
+  bool now = false;      // completed inside this call
+  bool settled = false;  // failed inside this call (a user op threw): in `ready`
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!failed_.is_ok()) {
@@ -748,12 +763,18 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
           // Everything it needs is there (the last member to arrive, or alone):
           // complete here, no pending entry, no communicator reference.
           run_locked(op);
-          now = !op.direct || (!op.error && readers_done(op));
+          // A failed call (a user op threw) gets a promise: settled with its error below.
+          now = !op.error && (!op.direct || readers_done(op));
+          if (op.error && (!op.direct || readers_done(op))) {
+            op.promise.emplace(promise());
+            ready.push_back(std::move(op));
+            settled = true;
+          }
         }
       } else {
         ++nqueued_;
       }
-      if (!now) {
+      if (!now && !settled) {
         op.promise.emplace(promise());
         op.keep = owner_.lock();
         ops_.push_back(std::move(op));

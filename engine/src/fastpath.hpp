@@ -151,6 +151,8 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   [[nodiscard]] bool readers_done(const Op& op) const noexcept;
   /// Direct mode, after own copies: nudges the owners read from that block (Dekker with park).
   void nudge_owners(const Op& op);
+  /// The error of a call whose user reduction op threw @p what.
+  [[nodiscard]] Status user_op_error(const Op& op, const std::string& what) const;
   /// Phase 1 of @p op (finish, publish done); mu_ held.
   void run_locked(Op& op);
   /// Fulfils @p done's promises (value or the op's error); mu_ not held.

@@ -6,6 +6,13 @@
 //                 ring's 8 entries must queue, never block the caller (the
 //                 program is legal under nonblocking rules). Prints
 //                 "rel_rank: queue OK".
+//   --throwing-op a user reduction op that throws, on the fast path (small
+//                 count), the plan path (large count), in place and not: the
+//                 future of every rank that ran the op fails with a
+//                 strata::Error naming 'op', the collective and the rank
+//                 (a peer waiting for its data stays pending); nothing escapes into
+//                 the caller or a progress thread. Prints one "CASE" line per
+//                 case and rank and "rel_rank: throwing-op done".
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -58,6 +66,65 @@ int queue_mode(strata::Engine& engine) {
   return failures == 0 ? 0 : 1;
 }
 
+strata::UserOp throwing_op() {
+  strata::UserOp op;
+  op.fn = [](const void*, const void*, void*, std::size_t) { throw std::runtime_error("boom from the user op"); };
+  op.elem_size = sizeof(std::int32_t);
+  op.commutative = true;
+  op.name = "thrower";
+  return op;
+}
+
+int throwing_op_mode(strata::Engine& engine) {
+  struct Case {
+    const char* name;
+    std::size_t count;
+    bool in_place;
+  };
+  // 8 KiB is beyond the fast path's default 4 KiB per rank: a plan.
+  const Case cases[] = {
+      {"fast", 4, false}, {"fast_in_place", 4, true}, {"plan", 2048, false}, {"plan_in_place", 2048, true}};
+  // One communicator per case (a plan-path failure may leave a peer waiting until its timeout).
+  std::vector<strata::Communicator> comms;
+  for (std::size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) comms.push_back(engine.world().dup());
+  std::size_t i = 0;
+  for (const Case& c : cases) {
+    strata::Communicator& w = comms[i++];
+    engine.world().barrier().get();  // every rank starts each case together
+    std::vector<std::int32_t> s(c.count, 1), r(c.count, 0);
+    std::string verdict;
+    try {
+      strata::Future<void> f = w.allreduce(c.in_place ? strata::in_place : s.data(), r.data(), c.count, throwing_op());
+      // On the plan path only the ranks that reduce run the op; a peer waiting
+      // for a failed rank's data is not told (docs/reliability.md): bounded wait.
+      if (!f.wait_for(std::chrono::seconds(3))) {
+        verdict = "pending (a peer's op failed)";
+      } else {
+        f.get();
+        verdict = "success";
+      }
+    } catch (const strata::Error& e) {
+      const std::string m = e.what();
+      const bool named = m.find("allreduce") != std::string::npos &&
+                         m.find("rank " + std::to_string(me)) != std::string::npos &&
+                         m.find("boom from the user op") != std::string::npos;
+      if (e.errc() == strata::Errc::invalid_argument && named)
+        verdict = "threw-ok: " + m;
+      else if (e.errc() == strata::Errc::timeout || e.errc() == strata::Errc::peer_dead)
+        verdict = "waited: " + m;
+      else
+        verdict = "other: " + m;
+    } catch (const std::exception& e) {
+      verdict = std::string("escaped: ") + e.what();
+    }
+    std::printf("CASE %s rank %d: %s\n", c.name, me, verdict.c_str());
+    std::fflush(stdout);
+  }
+  std::printf("rel_rank: throwing-op done (rank %d)\n", me);
+  std::fflush(stdout);
+  _exit(0);  // a plan-path peer may still wait for the failed rank: skip the shutdown barrier
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,6 +133,7 @@ int main(int argc, char** argv) {
     strata::Engine engine;
     me = engine.rank();
     if (mode == "--queue") return queue_mode(engine);
+    if (mode == "--throwing-op") return throwing_op_mode(engine);
     std::fprintf(stderr, "rel_rank: unknown mode '%s'\n", mode.c_str());
     return 2;
   } catch (const std::exception& e) {

@@ -36,4 +36,36 @@ TEST_P(Queue, CallsBeyondTheRingNeverBlockTheCaller) {
 }
 INSTANTIATE_TEST_SUITE_P(Modes, Queue, kModes, case_name);
 
+// A user reduction op that throws fails the future with a typed error naming
+// 'op', the collective and the rank, on the fast path and on the plan path, in
+// place or not (regression: on the fast path the exception escaped from the
+// call, or from the progress thread: std::terminate).
+class ThrowingOp : public ::testing::TestWithParam<Case> {};
+TEST_P(ThrowingOp, FailsTheFutureWithATypedError) {
+  std::string out;
+  const int rc = run(std::string("STRATA_TIMEOUT=2000 ") + GetParam().env, "-n 2", "--throwing-op", &out, 60);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(count(out, "rel_rank: throwing-op done"), 2) << out;
+  for (const char* c : {"fast", "fast_in_place", "plan", "plan_in_place"}) {
+    const std::string tag = std::string("CASE ") + c + " rank ";
+    EXPECT_EQ(count(out, tag), 2) << c << "\n" << out;
+    // Every rank that ran the op names it; the others at most wait for it.
+    EXPECT_GE(count(out, tag + "0: threw-ok") + count(out, tag + "1: threw-ok"), 1) << c << "\n" << out;
+  }
+  EXPECT_EQ(count(out, ": success"), 0) << out;
+  EXPECT_EQ(count(out, ": other"), 0) << out;
+  EXPECT_EQ(count(out, ": waited"), 0) << out;
+  // The fast path runs the op on every member.
+  for (const char* c : {"fast", "fast_in_place"})
+    if (std::string(GetParam().name) != "fastpath_off") {
+      EXPECT_EQ(count(out, std::string("CASE ") + c + " rank 0: threw-ok") +
+                    count(out, std::string("CASE ") + c + " rank 1: threw-ok"),
+                2)
+          << c << "\n"
+          << out;
+    }
+  EXPECT_EQ(count(out, ": escaped"), 0) << out;
+}
+INSTANTIATE_TEST_SUITE_P(Modes, ThrowingOp, kModes, case_name);
+
 }  // namespace
