@@ -118,6 +118,8 @@ struct EngineCore {
   std::unique_ptr<dag::Executor> exec;
   std::unique_ptr<transport::ProgressServer> progress;
   std::shared_ptr<FutureContext> fctx;
+  // fctx's hooks against shutdown (fctx->live is its flag; futures may outlive the engine).
+  std::shared_ptr<HookGuard> hooks = std::make_shared<HookGuard>();
   std::atomic<bool> alive{true};
   std::mutex id_mu;
   int next_comm_id = 1;                        // 0 is the world
@@ -244,7 +246,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       detail::logger().debug("comm {}: fast path off (a member cannot map the others' areas)", id);
       return;
     }
-    fast = FastChannel::create(*core->transport, core->progress.get(), core->fctx, id, rank(), group.world,
+    fast = FastChannel::create(*core->transport, core->progress.get(), core->fctx, core->hooks, id, rank(), group.world,
                                std::move(areas), FastConfig::get());
     fast->set_owner(weak_from_this());
     core->fast_hub->add(fast);
@@ -380,7 +382,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     if (core->opts.check && !internal) check_signature(c);
     if (fast && fast->takes(c)) {
       Future<void> f = fast->submit(c, send, recv);
-      core->fast_hub->touch();
+      core->fast_hub->touch(!f.ready());
       detail::logger().debug("{} of {} elements on comm {}: {}", coll::to_string(c.kind), c.count, id,
                              fast->direct(c) ? "fast path, shared buffers" : "fast path");
       return f;

@@ -438,17 +438,27 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   detail::install_window_routing(*core_);  // window events beside the executor's (window.cpp)
   transport::ProgressOptions po = transport::ProgressOptions::from_environment();
   po.threads = opts.progress_threads;
+  // A server about to block counts itself as a sleeper of the fast channels
+  // with pending calls (their peers then nudge it); a call posted while it
+  // blocks wakes it.
+  po.on_block = [hub = core_->fast_hub.get()](bool parking) { hub->park(parking); };
+  core_->fast_hub->set_waker([t = core_->transport.get()] { t->wake(); });
   core_->progress = std::make_unique<transport::ProgressServer>(*core_->transport, po);
   auto ctx = std::make_shared<FutureContext>();
   ctx->arena = &core_->exec->arena();
+  // The fields are never written again; shutdown clears `live` instead
+  // (regression: the destructor wrote them while waiters read them).
+  ctx->live = std::shared_ptr<const std::atomic<bool>>(core_->hooks, &core_->hooks->live);
   if (po.threads == 0) {
     transport::Transport* t = core_->transport.get();
-    ctx->progress = [t] { return t->progress() > 0; };
+    ctx->progress = [t, g = core_->hooks] { return g->run([t] { return t->progress() > 0; }, false); };
   } else {
     // Poll for a bounded time before sleeping: an imminent answer costs no
     // thread hand-off (ProgressServer::spin_until re-arms the servers).
     transport::ProgressServer* ps = core_->progress.get();
-    ctx->spin = [ps](const std::function<bool()>& done) { return ps->spin_until(done, ps->options().wait_spin); };
+    ctx->spin = [ps, g = core_->hooks](const std::function<bool()>& done) {
+      return g->run([&] { return ps->spin_until(done, ps->options().wait_spin); }, false) || done();
+    };
   }
   core_->fctx = ctx;
   world_ = Communicator(make_world(core_));
@@ -467,10 +477,8 @@ Engine::~Engine() {
   core_->progress->stop();
   // Futures may outlive the engine: from now on their continuations run on the
   // process-wide default arena and their waits do not spin on freed servers.
-  core_->fctx->spin = nullptr;
-  core_->fctx->progress = nullptr;
-  core_->fctx->arena = nullptr;
-  for (auto& ch : core_->fast_hub->channels()) ch->detach();
+  // The fast channels' contexts share the flag; hook calls still inside end first.
+  core_->hooks->close();
   // Every peer has entered shutdown (barrier above): what is still posted
   // completes now with Errc::shutdown instead of waiting for peers that will
   // not answer, so the executor's drain is quick.

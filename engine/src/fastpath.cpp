@@ -109,14 +109,16 @@ FastChannel::FastChannel(transport::Transport& t, transport::ProgressServer* ser
       .store(inline_mode ? 1u : 0u, std::memory_order_release);
   ctx_->arena = base ? base->arena : nullptr;
   if (inline_mode) ctx_->progress = base ? base->progress : nullptr;
+  // Usable while the engine's context is (cleared at shutdown); never written after.
+  ctx_->live = base ? base->live : nullptr;
   ready_ = std::make_shared<detail::State<void>>(ctx_);
   ready_->complete(Status(), [] {});
 }
 
 std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transport::ProgressServer* servers,
-                                                 std::shared_ptr<FutureContext> base, std::uint16_t comm_id, int me,
-                                                 std::vector<int> world, std::vector<std::byte*> areas,
-                                                 const FastConfig& cfg) {
+                                                 std::shared_ptr<FutureContext> base, std::shared_ptr<HookGuard> guard,
+                                                 std::uint16_t comm_id, int me, std::vector<int> world,
+                                                 std::vector<std::byte*> areas, const FastConfig& cfg) {
   std::shared_ptr<FastChannel> ch(
       new FastChannel(t, servers, std::move(base), comm_id, me, std::move(world), std::move(areas), cfg));
   std::weak_ptr<FastChannel> weak = ch;
@@ -124,7 +126,14 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
     // A waiter polls this channel (and the transport) during the servers'
     // wait spin; each round of it (one transport poll, one clock read) looks
     // at the channel many times: the answer is one cache line away.
-    ch->ctx_->spin = [weak, servers](const std::function<bool()>& done) {
+    ch->ctx_->spin = [weak, servers, guard](const std::function<bool()>& done) {
+      if (guard && !guard->enter()) return done();
+      struct Leave {
+        HookGuard* g;
+        ~Leave() {
+          if (g) g->leave();
+        }
+      } leave{guard.get()};
       std::shared_ptr<FastChannel> c = weak.lock();
       if (!c) return done();
       // A large single-copy call lasts longer than the usual spin budget:
@@ -147,7 +156,14 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
   // A waiter about to block counts itself in the shared sleeper word, then
   // looks once more (Dekker with the poster's sequence word): a member that
   // arrives later sees the count and nudges this rank's progress servers.
-  ch->ctx_->park = [weak](bool parking) {
+  ch->ctx_->park = [weak, guard](bool parking) {
+    if (guard && !guard->enter()) return;
+    struct Leave {
+      HookGuard* g;
+      ~Leave() {
+        if (g) g->leave();
+      }
+    } leave{guard.get()};
     std::shared_ptr<FastChannel> c = weak.lock();
     if (!c) return;
     auto& sl = c->sleepers_of(c->me_);
@@ -683,13 +699,6 @@ void FastChannel::fail(const Status& why) {
   for (auto& f : failed) f.first.promise->set_error(f.second);
 }
 
-void FastChannel::detach() {
-  ctx_->park = nullptr;
-  ctx_->spin = nullptr;
-  ctx_->progress = nullptr;
-  ctx_->arena = nullptr;
-}
-
 bool FastChannel::ready_locked(const Op& op) const noexcept {
   for (int r = 0; r < n_; ++r)
     if (needs(op, r) && seq_of(r, op.k).load(std::memory_order_acquire) != op.k + 1) return false;
@@ -790,7 +799,36 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
   return fut;
 }
 
+void FastChannel::park_server(bool parking) {
+  auto& sl = sleepers_of(me_);
+  if (parking) {
+    sl.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    poll();
+  } else {
+    sl.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
 // ---------------------------------------------------------------- FastHub
+void FastHub::park(bool parking) {
+  // Per server thread: the channels it counted itself in.
+  thread_local std::vector<std::shared_ptr<FastChannel>> mine;
+  if (parking) {
+    parked_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (auto& c : channels())
+      if (c->pending()) {
+        c->park_server(true);
+        mine.push_back(std::move(c));
+      }
+  } else {
+    for (auto& c : mine) c->park_server(false);
+    mine.clear();
+    parked_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
 void FastHub::add(const std::shared_ptr<FastChannel>& ch) {
   std::lock_guard<std::mutex> lk(mu_);
   chans_.erase(std::remove_if(chans_.begin(), chans_.end(), [](const auto& w) { return w.expired(); }), chans_.end());

@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "strata/collectives/compile.hpp"
@@ -49,6 +50,35 @@ namespace strata::detail {
 inline constexpr std::uint16_t kFastNudgeComm = 0xFFFE;
 /// Completion context of a nudge signal (executor contexts are aligned, window ones have bit 0 set).
 inline void* fast_nudge_context() noexcept { return reinterpret_cast<void*>(std::uintptr_t{2}); }
+
+/// Guards the engine's future-context hooks (progress, spin, park) against the
+/// engine's shutdown: a hook call enters (false once closed) and leaves;
+/// close() clears `live` (FutureContext::live) and waits for the calls inside.
+struct HookGuard {
+  std::atomic<bool> live{true};
+  std::atomic<int> users{0};
+  [[nodiscard]] bool enter() noexcept {
+    users.fetch_add(1, std::memory_order_seq_cst);
+    if (live.load(std::memory_order_seq_cst)) return true;
+    users.fetch_sub(1, std::memory_order_release);
+    return false;
+  }
+  void leave() noexcept { users.fetch_sub(1, std::memory_order_release); }
+  void close() noexcept {
+    live.store(false, std::memory_order_seq_cst);
+    while (users.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+  }
+  /// Runs @p f inside the guard; @p closed when the engine is gone.
+  template <class F, class R>
+  R run(F&& f, R closed) {
+    if (!enter()) return closed;
+    struct Leave {
+      HookGuard* g;
+      ~Leave() { g->leave(); }
+    } l{this};
+    return f();
+  }
+};
 
 /// STRATA_FASTPATH (on | off, default on) and STRATA_FASTPATH_BYTES (largest
 /// contribution per rank, default 4096), read once.
@@ -68,9 +98,9 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   /// @p areas[r] is communicator rank r's area as mapped here (areas[me] is
   /// this rank's own); @p world maps communicator ranks to world ranks.
   static std::shared_ptr<FastChannel> create(transport::Transport& t, transport::ProgressServer* servers,
-                                             std::shared_ptr<FutureContext> base, std::uint16_t comm_id, int me,
-                                             std::vector<int> world, std::vector<std::byte*> areas,
-                                             const FastConfig& cfg);
+                                             std::shared_ptr<FutureContext> base, std::shared_ptr<HookGuard> guard,
+                                             std::uint16_t comm_id, int me, std::vector<int> world,
+                                             std::vector<std::byte*> areas, const FastConfig& cfg);
   FastChannel(const FastChannel&) = delete;
   FastChannel& operator=(const FastChannel&) = delete;
 
@@ -91,9 +121,10 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   std::size_t poll();
   /// Fails every pending call and every later one with @p why.
   void fail(const Status& why);
-  /// Waiters stop spinning through the progress servers (engine shutdown).
-  void detach();
   [[nodiscard]] bool pending() const noexcept { return npending_.load(std::memory_order_acquire) > 0; }
+  /// A progress server of this rank blocks (true) or runs again (false):
+  /// counted in the sleeper word like a parked waiter.
+  void park_server(bool parking);
   /// The waiter spin budget pending direct calls ask for (0 when none is pending).
   [[nodiscard]] std::chrono::microseconds direct_spin() const noexcept {
     return std::chrono::microseconds(
@@ -210,12 +241,28 @@ class FastHub {
   void add(const std::shared_ptr<FastChannel>& ch);
   /// Polls every channel with pending calls; cheap when none has any.
   std::size_t poll();
-  /// Marks that some channel may have pending calls (called by submit).
-  void touch() noexcept { active_.store(true, std::memory_order_release); }
+  /// Marks that some channel may have pending calls (called by submit);
+  /// @p pending: the call did not complete inside submit (then a blocked
+  /// progress server that did not see it is woken: see park()).
+  void touch(bool pending) {
+    active_.store(true, std::memory_order_release);
+    if (!pending) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with park(true): npending_, then parked_
+    if (parked_.load(std::memory_order_seq_cst) > 0 && waker_) waker_();
+  }
+  /// A progress server is about to block (true) or runs again (false): its
+  /// channels with pending calls count it as a sleeper meanwhile, so that
+  /// peers nudge this rank (regression: a call consumed only through then()
+  /// completed when the server's block timed out, up to 50 ms late).
+  void park(bool parking);
+  /// Wakes the progress servers (set once by the engine before any call).
+  void set_waker(std::function<void()> w) { waker_ = std::move(w); }
   std::vector<std::shared_ptr<FastChannel>> channels();
 
  private:
   std::atomic<bool> active_{false};
+  std::atomic<int> parked_{0};  // progress servers blocked (park)
+  std::function<void()> waker_;
   std::mutex mu_;
   std::vector<std::weak_ptr<FastChannel>> chans_;
 };

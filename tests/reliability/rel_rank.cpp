@@ -13,6 +13,18 @@
 //                 (a peer waiting for its data stays pending); nothing escapes into
 //                 the caller or a progress thread. Prints one "CASE" line per
 //                 case and rank and "rel_rank: throwing-op done".
+//   --when-all    (run in inline progress mode) rank 0 posts a small
+//                 allreduce on A and a barrier on B and waits on the variadic
+//                 when_all of both; rank 1 joins B first, then A. Only rank
+//                 0's wait drives its progress: the joined future must.
+//                 Prints "rel_rank: when-all OK".
+//   --then        rank 0 posts a small allreduce on A, attaches a then()
+//                 continuation that sets a std::promise, joins a barrier on B
+//                 and then waits on the std::future only (no strata call);
+//                 rank 1 joins B, then A. The continuation must run (5 s
+//                 bound; run with a long STRATA_PROGRESS_MAX_BLOCK so that a
+//                 server that nobody nudges stays asleep). Prints the latency
+//                 and "rel_rank: then OK".
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +35,7 @@
 #include <future>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/rank_check.hpp"
@@ -63,6 +76,57 @@ int queue_mode(strata::Engine& engine) {
       EXPECT(recv[k][i] == want, "call %d [%zu] = %d, want %d", k, i, recv[k][i], want);
     }
   if (failures == 0) std::printf("rel_rank: queue OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
+int when_all_mode(strata::Engine& engine) {
+  strata::Communicator a = engine.world().dup();
+  strata::Communicator b = engine.world().dup();
+  std::int32_t x = me + 1, sum = 0;
+  if (me == 0) {
+    strata::Future<void> fa = a.allreduce(&x, &sum, 1, strata::Datatype::int32, strata::Op::sum);
+    strata::Future<void> fb = b.barrier();
+    strata::when_all(std::move(fa), std::move(fb)).get();
+  } else {
+    b.barrier().get();
+    a.allreduce(&x, &sum, 1, strata::Datatype::int32, strata::Op::sum).get();
+  }
+  const int n = a.size();
+  EXPECT(sum == n * (n + 1) / 2, "sum %d, want %d", sum, n * (n + 1) / 2);
+  engine.world().barrier().get();
+  if (failures == 0) std::printf("rel_rank: when-all OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
+int then_mode(strata::Engine& engine) {
+  strata::Communicator a = engine.world().dup();
+  strata::Communicator b = engine.world().dup();
+  std::int32_t x = me + 1, sum = 0;
+  const int n = a.size();
+  if (me == 0) {
+    std::promise<std::chrono::steady_clock::time_point> ran;
+    std::future<std::chrono::steady_clock::time_point> ran_f = ran.get_future();
+    strata::Future<void> fa = a.allreduce(&x, &sum, 1, strata::Datatype::int32, strata::Op::sum);
+    strata::Future<void> cont = std::move(fa).then([&ran] { ran.set_value(std::chrono::steady_clock::now()); });
+    b.barrier().get();  // rank 1 posts its allreduce after this
+    const auto t0 = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);  // rank 1's idle period
+    if (ran_f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      std::printf("rank 0: FAILED: the then() continuation did not run within 5 s\n");
+      std::fflush(stdout);
+      _exit(1);
+    }
+    const double us = std::chrono::duration<double, std::micro>(ran_f.get() - t0).count();
+    std::printf("rank 0: continuation ran %.0f us after rank 1 posted (about)\n", us);
+    cont.get();
+  } else {
+    b.barrier().get();
+    // An idle period (not synchronization): rank 0's progress server blocks meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    a.allreduce(&x, &sum, 1, strata::Datatype::int32, strata::Op::sum).get();
+  }
+  EXPECT(sum == n * (n + 1) / 2, "sum %d, want %d", sum, n * (n + 1) / 2);
+  engine.world().barrier().get();
+  if (failures == 0) std::printf("rel_rank: then OK (rank %d)\n", me);
   return failures == 0 ? 0 : 1;
 }
 
@@ -134,6 +198,8 @@ int main(int argc, char** argv) {
     me = engine.rank();
     if (mode == "--queue") return queue_mode(engine);
     if (mode == "--throwing-op") return throwing_op_mode(engine);
+    if (mode == "--when-all") return when_all_mode(engine);
+    if (mode == "--then") return then_mode(engine);
     std::fprintf(stderr, "rel_rank: unknown mode '%s'\n", mode.c_str());
     return 2;
   } catch (const std::exception& e) {

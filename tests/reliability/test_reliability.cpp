@@ -68,4 +68,31 @@ TEST_P(ThrowingOp, FailsTheFutureWithATypedError) {
 }
 INSTANTIATE_TEST_SUITE_P(Modes, ThrowingOp, kModes, case_name);
 
+// In inline progress mode the variadic when_all's get() drives progress like
+// its parts (regression: the joined future had no context and hung).
+TEST(WhenAll, VariadicDrivesProgressInInlineMode) {
+  for (const char* env : {"STRATA_PROGRESS_THREADS=0", "STRATA_PROGRESS_THREADS=0 STRATA_FASTPATH=off"}) {
+    std::string out;
+    EXPECT_EQ(run(env, "-n 2", "--when-all", &out, 20), 0) << env << "\n" << out;
+    EXPECT_EQ(count(out, "rel_rank: when-all OK"), 2) << env << "\n" << out;
+  }
+}
+
+// A then() continuation of a small call runs while no thread of the rank
+// calls strata (bound 5 s) even when the progress server would otherwise
+// sleep for 30 s (regression: nobody nudged a blocked server, so the
+// continuation waited for the server's block to time out, up to 50 ms by
+// default). The output shows the latency.
+TEST(Then, ContinuationRunsWithoutAWaiter) {
+  for (const char* env : {"", "STRATA_PROGRESS_WAIT_SPIN=0"}) {
+    std::string out;
+    EXPECT_EQ(run(std::string("STRATA_PROGRESS_MAX_BLOCK=30000000 STRATA_PROGRESS_SPIN=0 ") + env, "-n 2", "--then",
+                  &out, 60),
+              0)
+        << out;
+    EXPECT_EQ(count(out, "rel_rank: then OK"), 2) << out;
+    std::printf("%s", out.c_str());
+  }
+}
+
 }  // namespace
