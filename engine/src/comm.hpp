@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fastpath.hpp"
+#include "ids.hpp"
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
 #include "strata/detail/log.hpp"
@@ -122,7 +123,8 @@ struct EngineCore {
   std::shared_ptr<HookGuard> hooks = std::make_shared<HookGuard>();
   std::atomic<bool> alive{true};
   std::mutex id_mu;
-  int next_comm_id = 1;                        // 0 is the world
+  // Communicator ids in use here (0 is the world; 0xFFFE, 0xFFFF are reserved: ids.hpp).
+  IdPool comm_ids{1, kFastNudgeComm};
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
   std::shared_ptr<WindowTable> windows;        // window.cpp
 
@@ -184,6 +186,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   ~CommImpl() {
     if (window && core && core->transport) core->transport->deregister_memory(window->p, window->len);
+    if (core && id != 0) core->comm_ids.release(id);  // reusable (ids are 16 bits)
   }
 
   int rank() const { return group.rank; }

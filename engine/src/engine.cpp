@@ -318,25 +318,23 @@ Communicator Communicator::split(int color, int key) const {
   need(impl_, "split");
   detail::EngineCore& core = *impl_->core;
   throw_if_error(core.check_alive("split"));
-  int next_id = 0;
-  {
-    std::lock_guard<std::mutex> lk(core.id_mu);
-    next_id = core.next_comm_id;
-  }
   Communicator self(impl_);
-  // Round 1: (color, key, next id) of every member.
-  const auto meta = exchange_words(
-      self, {static_cast<std::uint64_t>(static_cast<std::int64_t>(color)),
-             static_cast<std::uint64_t>(static_cast<std::int64_t>(key)), static_cast<std::uint64_t>(next_id)});
+  // Round 1: (color, key) of every member.
+  const auto meta = exchange_words(self, {static_cast<std::uint64_t>(static_cast<std::int64_t>(color)),
+                                          static_cast<std::uint64_t>(static_cast<std::int64_t>(key)), 0});
   const int n = impl_->size();
-  int new_id = 0;
-  for (int r = 0; r < n; ++r) new_id = std::max(new_id, static_cast<int>(meta[static_cast<std::size_t>(3 * r + 2)]));
-  if (new_id >= detail::kFastNudgeComm)  // the last two ids are reserved (fast-path nudges, window signals)
-    throw Error(Errc::unsupported, "split on rank " + std::to_string(impl_->rank()) + ": out of communicator ids");
-  {
-    std::lock_guard<std::mutex> lk(core.id_mu);
-    core.next_comm_id = std::max(core.next_comm_id, new_id + 1);
-  }
+  // The id: free on every member (ids are 16 bits, reused after free: ids.hpp).
+  auto word = [&self](std::uint64_t x, Op op) {
+    std::uint64_t out = 0;
+    CollOptions o;
+    o.algorithm = "tree";
+    self.allreduce(&x, &out, 1, Datatype::uint64, op, o).get();
+    return out;
+  };
+  const std::uint32_t new_id =
+      core.comm_ids.agree([&](std::uint64_t x) { return word(x, Op::max); },
+                          [&](std::uint64_t x) { return word(x, Op::min); }, color >= 0,
+                          "split on rank " + std::to_string(impl_->rank()), "communicator");
   // Members of my color ordered by (key, parent rank).
   std::vector<std::pair<std::int64_t, int>> mine;
   for (int r = 0; r < n; ++r) {
@@ -378,6 +376,10 @@ Communicator Communicator::split(int color, int key) const {
   ni->enable_fast();
   {
     std::lock_guard<std::mutex> lk(core.id_mu);
+    // Bounded by the live communicators (make_shared: an expired entry would
+    // keep the whole CommImpl's memory).
+    core.comms.erase(std::remove_if(core.comms.begin(), core.comms.end(), [](const auto& w) { return w.expired(); }),
+                     core.comms.end());
     core.comms.push_back(ni);
   }
   return Communicator(ni);

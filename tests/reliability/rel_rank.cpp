@@ -25,6 +25,9 @@
 //                 bound; run with a long STRATA_PROGRESS_MAX_BLOCK so that a
 //                 server that nobody nudges stays asleep). Prints the latency
 //                 and "rel_rank: then OK".
+//   --ids N       creates and frees N communicators (dup) and N windows
+//                 (0 bytes), each used once; ids are 16 bits, so N > 65,534
+//                 needs their reuse. Prints "rel_rank: ids OK".
 #include <unistd.h>
 
 #include <chrono>
@@ -130,6 +133,25 @@ int then_mode(strata::Engine& engine) {
   return failures == 0 ? 0 : 1;
 }
 
+int ids_mode(strata::Engine& engine, long n) {
+  strata::Communicator& w = engine.world();
+  std::int32_t one = 1, sum = 0;
+  for (long i = 0; i < n; ++i) {
+    {
+      strata::Communicator c = w.dup();
+      if (i % 1000 == 0) {
+        c.allreduce(&one, &sum, 1, strata::Datatype::int32, strata::Op::sum).get();
+        EXPECT(sum == c.size(), "dup %ld: sum %d", i, sum);
+      }
+    }
+    strata::Window win = w.create_window(nullptr, 0);
+    win.free();
+  }
+  std::printf("rank %d: %ld communicators and windows created and freed\n", me, n);
+  if (failures == 0) std::printf("rel_rank: ids OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
 strata::UserOp throwing_op() {
   strata::UserOp op;
   op.fn = [](const void*, const void*, void*, std::size_t) { throw std::runtime_error("boom from the user op"); };
@@ -200,6 +222,7 @@ int main(int argc, char** argv) {
     if (mode == "--throwing-op") return throwing_op_mode(engine);
     if (mode == "--when-all") return when_all_mode(engine);
     if (mode == "--then") return then_mode(engine);
+    if (mode == "--ids" && argc > 2) return ids_mode(engine, std::atol(argv[2]));
     std::fprintf(stderr, "rel_rank: unknown mode '%s'\n", mode.c_str());
     return 2;
   } catch (const std::exception& e) {
