@@ -331,10 +331,9 @@ Communicator Communicator::split(int color, int key) const {
     self.allreduce(&x, &out, 1, Datatype::uint64, op, o).get();
     return out;
   };
-  const std::uint32_t new_id =
-      core.comm_ids.agree([&](std::uint64_t x) { return word(x, Op::max); },
-                          [&](std::uint64_t x) { return word(x, Op::min); }, color >= 0,
-                          "split on rank " + std::to_string(impl_->rank()), "communicator");
+  const std::uint32_t new_id = core.comm_ids.agree([&](std::uint64_t x) { return word(x, Op::max); },
+                                                   [&](std::uint64_t x) { return word(x, Op::min); }, color >= 0,
+                                                   "split on rank " + std::to_string(impl_->rank()), "communicator");
   // Members of my color ordered by (key, parent rank).
   std::vector<std::pair<std::int64_t, int>> mine;
   for (int r = 0; r < n; ++r) {
@@ -522,6 +521,7 @@ SharedMemory Engine::allocate(std::size_t bytes) {
   std::shared_ptr<transport::SharedRegion> region;
   if (!peers.empty()) region = core_->transport->allocate_shared(bytes, peers);
   if (region) {
+    region->notify_peers = true;  // the peers unmap it when it is freed (no lasting pointers there)
     void* p = region->addr;
     return SharedMemory(std::shared_ptr<void>(region, p), p, bytes, true);
   }

@@ -166,6 +166,8 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
     } leave{guard.get()};
     std::shared_ptr<FastChannel> c = weak.lock();
     if (!c) return;
+    const std::shared_ptr<void> owner = c->owner_.lock();  // the areas live in its window
+    if (!owner) return;
     auto& sl = c->sleepers_of(c->me_);
     if (parking) {
       sl.fetch_add(1, std::memory_order_seq_cst);
@@ -800,6 +802,8 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
 }
 
 void FastChannel::park_server(bool parking) {
+  const std::shared_ptr<void> owner = owner_.lock();  // the areas live in its window
+  if (!owner) return;
   auto& sl = sleepers_of(me_);
   if (parking) {
     sl.fetch_add(1, std::memory_order_seq_cst);

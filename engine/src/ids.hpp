@@ -55,8 +55,8 @@ class IdPool {
   /// strata::Error (Errc::unsupported) naming @p who and the limit when no id
   /// is free on every member.
   std::uint32_t agree(const std::function<std::uint64_t(std::uint64_t)>& max_all,
-                      const std::function<std::uint64_t(std::uint64_t)>& min_all, bool take_it,
-                      const std::string& who, const char* what) {
+                      const std::function<std::uint64_t(std::uint64_t)>& min_all, bool take_it, const std::string& who,
+                      const char* what) {
     std::uint32_t from = 0;
     {
       std::lock_guard<std::mutex> lk(mu_);

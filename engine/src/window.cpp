@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "comm.hpp"
+#include "ids.hpp"
 #include "strata/detail/log.hpp"
 #include "strata/engine.hpp"
-#include "ids.hpp"
 
 namespace strata {
 namespace detail {
@@ -39,7 +39,7 @@ struct WindowState;
 struct WindowTable {
   std::mutex mu;
   std::unordered_map<std::uint16_t, std::weak_ptr<WindowState>> live;
-  IdPool ids{0, 0x10000};  // window ids in use here (16 bits on the wire: reused after free)
+  IdPool ids{0, 0x10000};                // window ids in use here (16 bits on the wire: reused after free)
   std::unordered_map<int, Status> dead;  // world rank -> cause
   Status shut;                           // set at engine shutdown
 };
@@ -479,8 +479,7 @@ Window Communicator::create_window(void* base, std::size_t bytes) {
     return out;
   };
   const std::uint32_t agreed = table->ids.agree([&](std::uint64_t x) { return word(x, Op::max); },
-                                                [&](std::uint64_t x) { return word(x, Op::min); }, true, who,
-                                                "window");
+                                                [&](std::uint64_t x) { return word(x, Op::min); }, true, who, "window");
   auto w = std::make_shared<detail::WindowState>();
   w->comm = impl_;
   w->core = c.core;

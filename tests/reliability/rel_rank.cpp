@@ -28,8 +28,15 @@
 //   --ids N       creates and frees N communicators (dup) and N windows
 //                 (0 bytes), each used once; ids are 16 bits, so N > 65,534
 //                 needs their reuse. Prints "rel_rank: ids OK".
+//   --soak N      creates and frees N communicators (dup, one allreduce each),
+//                 N windows and N shared allocations (Engine::allocate, 64
+//                 KiB), sampling RSS and the mapping count (/proc/self/maps
+//                 lines) 10 times; fails when either grows beyond a bound
+//                 after the first sample (peers must unmap what owners free).
+//                 Prints the samples and "rel_rank: soak OK".
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -152,6 +159,64 @@ int ids_mode(strata::Engine& engine, long n) {
   return failures == 0 ? 0 : 1;
 }
 
+// Resident set (KiB) and mapping count of this process.
+std::pair<long, long> rss_and_maps() {
+  long rss = 0, maps = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "VmRSS:", 6) == 0) rss = std::atol(line + 6);
+    std::fclose(f);
+  }
+  if (FILE* f = std::fopen("/proc/self/maps", "r")) {
+    int ch = 0;
+    while ((ch = std::fgetc(f)) != EOF)
+      if (ch == '\n') ++maps;
+    std::fclose(f);
+  }
+  return {rss, maps};
+}
+
+int soak_mode(strata::Engine& engine, long n) {
+  strata::Communicator& w = engine.world();
+  std::int32_t one = 1, sum = 0;
+  long rss0 = 0, maps0 = 0, rss_max = 0, maps_max = 0;
+  const long every = std::max(1L, n / 10);
+  for (long i = 0; i < n; ++i) {
+    {
+      strata::Communicator c = w.dup();
+      c.allreduce(&one, &sum, 1, strata::Datatype::int32, strata::Op::sum).get();
+      EXPECT(sum == c.size(), "dup %ld: sum %d", i, sum);
+    }
+    {
+      strata::Window win = w.create_window(nullptr, 0);
+      win.free();
+    }
+    {
+      strata::SharedMemory m = engine.allocate(64 * 1024);
+      m.as<char>()[0] = 1;
+    }
+    if ((i + 1) % every == 0) {
+      // Every rank samples after the peers' frees of this round reached it.
+      w.barrier().get();
+      const auto [rss, maps] = rss_and_maps();
+      if (i + 1 == every) rss0 = rss, maps0 = maps;
+      rss_max = std::max(rss_max, rss);
+      maps_max = std::max(maps_max, maps);
+      std::printf("rank %d: after %ld: rss %ld KiB, mappings %ld\n", me, i + 1, rss, maps);
+      std::fflush(stdout);
+    }
+  }
+  // Bounded growth after the first sample: a few mappings (allocator arenas,
+  // a late unmap in flight) and a few MiB of resident memory.
+  EXPECT(maps_max - maps0 <= 64, "mappings grew from %ld to %ld", maps0, maps_max);
+  EXPECT(rss_max - rss0 <= 32 * 1024, "rss grew from %ld to %ld KiB", rss0, rss_max);
+  std::printf("rank %d: soak of %ld: rss %ld -> max %ld KiB, mappings %ld -> max %ld\n", me, n, rss0, rss_max, maps0,
+              maps_max);
+  if (failures == 0) std::printf("rel_rank: soak OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
 strata::UserOp throwing_op() {
   strata::UserOp op;
   op.fn = [](const void*, const void*, void*, std::size_t) { throw std::runtime_error("boom from the user op"); };
@@ -222,6 +287,7 @@ int main(int argc, char** argv) {
     if (mode == "--throwing-op") return throwing_op_mode(engine);
     if (mode == "--when-all") return when_all_mode(engine);
     if (mode == "--then") return then_mode(engine);
+    if (mode == "--soak" && argc > 2) return soak_mode(engine, std::atol(argv[2]));
     if (mode == "--ids" && argc > 2) return ids_mode(engine, std::atol(argv[2]));
     std::fprintf(stderr, "rel_rank: unknown mode '%s'\n", mode.c_str());
     return 2;
