@@ -287,7 +287,11 @@ struct Executor::Impl {
           try {
             u.fn(a, b, d, nd.dst.len / u.elem_size);
           } catch (const std::exception& e) {
-            fail(in, Status(Errc::internal, p.describe(id) + ": user reduction threw: " + e.what()));
+            fail(in, Status(Errc::invalid_argument,
+                            p.describe(id) + ": argument 'op': user reduction '" + u.name + "' threw: " + e.what()));
+          } catch (...) {
+            fail(in, Status(Errc::invalid_argument, p.describe(id) + ": argument 'op': user reduction '" + u.name +
+                                                        "' threw an exception that is not a std::exception"));
           }
         } else {
           reduce_kernel(nd.op, nd.dtype)(a, b, d, nd.dst.len / datatype_size(nd.dtype));

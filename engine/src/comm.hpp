@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fastpath.hpp"
+#include "ids.hpp"
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
 #include "strata/detail/log.hpp"
@@ -119,9 +120,12 @@ struct EngineCore {
   std::atomic<dag::Executor*> polled_exec{nullptr};  // the progress hook's view of exec (null while it goes)
   std::unique_ptr<transport::ProgressServer> progress;
   std::shared_ptr<FutureContext> fctx;
+  // fctx's hooks against shutdown (fctx->live is its flag; futures may outlive the engine).
+  std::shared_ptr<HookGuard> hooks = std::make_shared<HookGuard>();
   std::atomic<bool> alive{true};
   std::mutex id_mu;
-  int next_comm_id = 1;                        // 0 is the world
+  // Communicator ids in use here (0 is the world; 0xFFFE, 0xFFFF are reserved: ids.hpp).
+  IdPool comm_ids{1, kFastNudgeComm};
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
   std::shared_ptr<WindowTable> windows;        // window.cpp
 
@@ -183,6 +187,12 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   ~CommImpl() {
     if (window && core && core->transport) core->transport->deregister_memory(window->p, window->len);
+    // This rank's mappings of the members' windows (its fast path pointed into them).
+    if (core && core->transport && core->alive.load(std::memory_order_acquire))
+      for (int r = 0; r < static_cast<int>(peers.size()); ++r)
+        if (r != group.rank)
+          core->transport->unmap_peer(peers[static_cast<std::size_t>(r)].rank, peers[static_cast<std::size_t>(r)].key);
+    if (core && id != 0) core->comm_ids.release(id);  // reusable (ids are 16 bits)
   }
 
   int rank() const { return group.rank; }
@@ -308,7 +318,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       detail::logger().debug("comm {}: fast path off (a member cannot map the others' areas)", id);
       return;
     }
-    fast = FastChannel::create(*core->transport, core->progress.get(), core->fctx, id, rank(), group.world,
+    fast = FastChannel::create(*core->transport, core->progress.get(), core->fctx, core->hooks, id, rank(), group.world,
                                std::move(areas), FastConfig::get());
     fast->set_owner(weak_from_this());
     core->fast_hub->add(fast);
@@ -444,7 +454,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     if (core->opts.check && !internal) check_signature(c);
     if (fast && fast->takes(c)) {
       Future<void> f = fast->submit(c, send, recv);
-      core->fast_hub->touch();
+      core->fast_hub->touch(!f.ready());
       detail::logger().debug("{} of {} elements on comm {}: {}", coll::to_string(c.kind), c.count, id,
                              fast->direct(c) ? "fast path, shared buffers" : "fast path");
       return f;

@@ -318,25 +318,22 @@ Communicator Communicator::split(int color, int key) const {
   need(impl_, "split");
   detail::EngineCore& core = *impl_->core;
   throw_if_error(core.check_alive("split"));
-  int next_id = 0;
-  {
-    std::lock_guard<std::mutex> lk(core.id_mu);
-    next_id = core.next_comm_id;
-  }
   Communicator self(impl_);
-  // Round 1: (color, key, next id) of every member.
-  const auto meta = exchange_words(
-      self, {static_cast<std::uint64_t>(static_cast<std::int64_t>(color)),
-             static_cast<std::uint64_t>(static_cast<std::int64_t>(key)), static_cast<std::uint64_t>(next_id)});
+  // Round 1: (color, key) of every member.
+  const auto meta = exchange_words(self, {static_cast<std::uint64_t>(static_cast<std::int64_t>(color)),
+                                          static_cast<std::uint64_t>(static_cast<std::int64_t>(key)), 0});
   const int n = impl_->size();
-  int new_id = 0;
-  for (int r = 0; r < n; ++r) new_id = std::max(new_id, static_cast<int>(meta[static_cast<std::size_t>(3 * r + 2)]));
-  if (new_id >= detail::kFastNudgeComm)  // the last two ids are reserved (fast-path nudges, window signals)
-    throw Error(Errc::unsupported, "split on rank " + std::to_string(impl_->rank()) + ": out of communicator ids");
-  {
-    std::lock_guard<std::mutex> lk(core.id_mu);
-    core.next_comm_id = std::max(core.next_comm_id, new_id + 1);
-  }
+  // The id: free on every member (ids are 16 bits, reused after free: ids.hpp).
+  auto word = [&self](std::uint64_t x, Op op) {
+    std::uint64_t out = 0;
+    CollOptions o;
+    o.algorithm = "tree";
+    self.allreduce(&x, &out, 1, Datatype::uint64, op, o).get();
+    return out;
+  };
+  const std::uint32_t new_id = core.comm_ids.agree([&](std::uint64_t x) { return word(x, Op::max); },
+                                                   [&](std::uint64_t x) { return word(x, Op::min); }, color >= 0,
+                                                   "split on rank " + std::to_string(impl_->rank()), "communicator");
   // Members of my color ordered by (key, parent rank).
   std::vector<std::pair<std::int64_t, int>> mine;
   for (int r = 0; r < n; ++r) {
@@ -379,6 +376,10 @@ Communicator Communicator::split(int color, int key) const {
   ni->enable_flags();
   {
     std::lock_guard<std::mutex> lk(core.id_mu);
+    // Bounded by the live communicators (make_shared: an expired entry would
+    // keep the whole CommImpl's memory).
+    core.comms.erase(std::remove_if(core.comms.begin(), core.comms.end(), [](const auto& w) { return w.expired(); }),
+                     core.comms.end());
     core.comms.push_back(ni);
   }
   return Communicator(ni);
@@ -449,17 +450,27 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   detail::install_window_routing(*core_);  // window events beside the executor's (window.cpp)
   transport::ProgressOptions po = transport::ProgressOptions::from_environment();
   po.threads = opts.progress_threads;
+  // A server about to block counts itself as a sleeper of the fast channels
+  // with pending calls (their peers then nudge it); a call posted while it
+  // blocks wakes it.
+  po.on_block = [hub = core_->fast_hub.get()](bool parking) { hub->park(parking); };
+  core_->fast_hub->set_waker([t = core_->transport.get()] { t->wake(); });
   core_->progress = std::make_unique<transport::ProgressServer>(*core_->transport, po);
   auto ctx = std::make_shared<FutureContext>();
   ctx->arena = &core_->exec->arena();
+  // The fields are never written again; shutdown clears `live` instead
+  // (regression: the destructor wrote them while waiters read them).
+  ctx->live = std::shared_ptr<const std::atomic<bool>>(core_->hooks, &core_->hooks->live);
   if (po.threads == 0) {
     transport::Transport* t = core_->transport.get();
-    ctx->progress = [t] { return t->progress() > 0; };
+    ctx->progress = [t, g = core_->hooks] { return g->run([t] { return t->progress() > 0; }, false); };
   } else {
     // Poll for a bounded time before sleeping: an imminent answer costs no
     // thread hand-off (ProgressServer::spin_until re-arms the servers).
     transport::ProgressServer* ps = core_->progress.get();
-    ctx->spin = [ps](const std::function<bool()>& done) { return ps->spin_until(done, ps->options().wait_spin); };
+    ctx->spin = [ps, g = core_->hooks](const std::function<bool()>& done) {
+      return g->run([&] { return ps->spin_until(done, ps->options().wait_spin); }, false) || done();
+    };
   }
   core_->fctx = ctx;
   world_ = Communicator(make_world(core_));
@@ -478,10 +489,8 @@ Engine::~Engine() {
   core_->progress->stop();
   // Futures may outlive the engine: from now on their continuations run on the
   // process-wide default arena and their waits do not spin on freed servers.
-  core_->fctx->spin = nullptr;
-  core_->fctx->progress = nullptr;
-  core_->fctx->arena = nullptr;
-  for (auto& ch : core_->fast_hub->channels()) ch->detach();
+  // The fast channels' contexts share the flag; hook calls still inside end first.
+  core_->hooks->close();
   // Every peer has entered shutdown (barrier above): what is still posted
   // completes now with Errc::shutdown instead of waiting for peers that will
   // not answer, so the executor's drain is quick.
@@ -524,6 +533,7 @@ SharedMemory Engine::allocate(std::size_t bytes) {
   std::shared_ptr<transport::SharedRegion> region;
   if (!peers.empty()) region = core_->transport->allocate_shared(bytes, peers);
   if (region) {
+    region->notify_peers = true;  // the peers unmap it when it is freed (no lasting pointers there)
     void* p = region->addr;
     return SharedMemory(std::shared_ptr<void>(region, p), p, bytes, true);
   }

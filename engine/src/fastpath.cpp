@@ -22,13 +22,17 @@ namespace strata::detail {
 
 namespace {
 
-// Area layout: [0, 64) done; [64, 128) sleepers + inline flag; then `slots`
+// Area layout: [0, 64) done; [64, 128) sleepers + inline flag + want; then `slots`
 // entries of `stride` bytes: sequence word (call index + 1), bytes, data.
 constexpr std::size_t kDoneOff = 0;
 constexpr std::size_t kSleepOff = 64;
 constexpr std::size_t kInlineOff = 68;
+constexpr std::size_t kWantOff = 72;  // done count the queued calls wait for (0: none)
 constexpr std::size_t kSlotsOff = 128;
 constexpr std::size_t kEntryHeader = 16;
+
+// blocker_k_ flag: the head call is queued and waits for the blocker's done count.
+constexpr std::uint64_t kDoneWait = std::uint64_t{1} << 63;
 
 // Longest waiter spin that a large direct call asks for (microseconds).
 constexpr std::size_t kDirectSpinCapUs = 2000;
@@ -105,14 +109,16 @@ FastChannel::FastChannel(transport::Transport& t, transport::ProgressServer* ser
       .store(inline_mode ? 1u : 0u, std::memory_order_release);
   ctx_->arena = base ? base->arena : nullptr;
   if (inline_mode) ctx_->progress = base ? base->progress : nullptr;
+  // Usable while the engine's context is (cleared at shutdown); never written after.
+  ctx_->live = base ? base->live : nullptr;
   ready_ = std::make_shared<detail::State<void>>(ctx_);
   ready_->complete(Status(), [] {});
 }
 
 std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transport::ProgressServer* servers,
-                                                 std::shared_ptr<FutureContext> base, std::uint16_t comm_id, int me,
-                                                 std::vector<int> world, std::vector<std::byte*> areas,
-                                                 const FastConfig& cfg) {
+                                                 std::shared_ptr<FutureContext> base, std::shared_ptr<HookGuard> guard,
+                                                 std::uint16_t comm_id, int me, std::vector<int> world,
+                                                 std::vector<std::byte*> areas, const FastConfig& cfg) {
   std::shared_ptr<FastChannel> ch(
       new FastChannel(t, servers, std::move(base), comm_id, me, std::move(world), std::move(areas), cfg));
   std::weak_ptr<FastChannel> weak = ch;
@@ -120,7 +126,14 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
     // A waiter polls this channel (and the transport) during the servers'
     // wait spin; each round of it (one transport poll, one clock read) looks
     // at the channel many times: the answer is one cache line away.
-    ch->ctx_->spin = [weak, servers](const std::function<bool()>& done) {
+    ch->ctx_->spin = [weak, servers, guard](const std::function<bool()>& done) {
+      if (guard && !guard->enter()) return done();
+      struct Leave {
+        HookGuard* g;
+        ~Leave() {
+          if (g) g->leave();
+        }
+      } leave{guard.get()};
       std::shared_ptr<FastChannel> c = weak.lock();
       if (!c) return done();
       // A large single-copy call lasts longer than the usual spin budget:
@@ -143,9 +156,18 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
   // A waiter about to block counts itself in the shared sleeper word, then
   // looks once more (Dekker with the poster's sequence word): a member that
   // arrives later sees the count and nudges this rank's progress servers.
-  ch->ctx_->park = [weak](bool parking) {
+  ch->ctx_->park = [weak, guard](bool parking) {
+    if (guard && !guard->enter()) return;
+    struct Leave {
+      HookGuard* g;
+      ~Leave() {
+        if (g) g->leave();
+      }
+    } leave{guard.get()};
     std::shared_ptr<FastChannel> c = weak.lock();
     if (!c) return;
+    const std::shared_ptr<void> owner = c->owner_.lock();  // the areas live in its window
+    if (!owner) return;
     auto& sl = c->sleepers_of(c->me_);
     if (parking) {
       sl.fetch_add(1, std::memory_order_seq_cst);
@@ -163,6 +185,9 @@ std::atomic<std::uint64_t>& FastChannel::done_of(int r) const noexcept {
 }
 std::atomic<std::uint32_t>& FastChannel::sleepers_of(int r) const noexcept {
   return atomic_at<std::uint32_t>(areas_[static_cast<std::size_t>(r)] + kSleepOff);
+}
+std::atomic<std::uint64_t>& FastChannel::want_of(int r) const noexcept {
+  return atomic_at<std::uint64_t>(areas_[static_cast<std::size_t>(r)] + kWantOff);
 }
 std::atomic<std::uint64_t>& FastChannel::seq_of(int r, std::uint64_t k) const noexcept {
   return atomic_at<std::uint64_t>(areas_[static_cast<std::size_t>(r)] + kSlotsOff + (k % slots_) * stride_);
@@ -250,34 +275,33 @@ bool FastChannel::needs(const Op& op, int r) const noexcept {
   }
 }
 
-std::pair<const void*, std::size_t> FastChannel::contribution(const coll::Call& c, const void* send,
-                                                              const void* recv) const {
-  const std::size_t b = c.count * esize_of(c);
+std::pair<const void*, std::size_t> FastChannel::contribution(const Op& op) const {
+  const std::size_t b = op.count * op.esize;
   const auto n = static_cast<std::size_t>(n_);
   const void* src = nullptr;
   std::size_t len = 0;
-  switch (c.kind) {
+  switch (op.kind) {
     case coll::Kind::barrier:
       break;
     case coll::Kind::broadcast:
-      if (me_ == c.root) src = send, len = b;
+      if (me_ == op.root) src = op.send, len = b;
       break;
     case coll::Kind::reduce:
     case coll::Kind::allreduce:
-      src = c.in_place ? recv : send, len = b;
+      src = op.in_place ? op.recv : op.send, len = b;
       break;
     case coll::Kind::gather:
-      if (!c.in_place) src = send, len = b;  // in place: the root's block stays in recv
+      if (!op.in_place) src = op.send, len = b;  // in place: the root's block stays in recv
       break;
     case coll::Kind::scatter:
-      if (me_ == c.root) src = send, len = b * n;
+      if (me_ == op.root) src = op.send, len = b * n;
       break;
     case coll::Kind::allgather:
-      src = c.in_place ? static_cast<const std::byte*>(recv) + static_cast<std::size_t>(me_) * b : send, len = b;
+      src = op.in_place ? static_cast<const std::byte*>(op.recv) + static_cast<std::size_t>(me_) * b : op.send, len = b;
       break;
     case coll::Kind::alltoall:
     case coll::Kind::reduce_scatter_block:
-      src = c.in_place ? recv : send, len = b * n;
+      src = op.in_place ? op.recv : op.send, len = b * n;
       break;
     default:
       break;
@@ -285,11 +309,10 @@ std::pair<const void*, std::size_t> FastChannel::contribution(const coll::Call& 
   return {src, len};
 }
 
-const std::byte* FastChannel::publish(const coll::Call& c, const void* send, const void* recv, std::uint64_t k,
-                                      bool direct) {
-  std::byte* dst = data_of(me_, k);
-  const auto [src, len] = contribution(c, send, recv);
-  if (direct) {
+void FastChannel::publish(Op& op) {
+  std::byte* dst = data_of(me_, op.k);
+  const auto [src, len] = contribution(op);
+  if (op.direct) {
     // The key of the buffer itself: mapped by the peers when it lies in a
     // shared region (Engine::allocate), else reached through CMA (pid, address).
     transport::RemoteKey key;
@@ -305,8 +328,50 @@ const std::byte* FastChannel::publish(const coll::Call& c, const void* send, con
     std::memcpy(dst, src, len);
   }
   atomic_at<std::uint64_t>(dst - kEntryHeader + 8).store(len, std::memory_order_relaxed);
-  seq_of(me_, k).store(k + 1, std::memory_order_release);
-  return static_cast<const std::byte*>(src);
+  seq_of(me_, op.k).store(op.k + 1, std::memory_order_release);
+  op.own = static_cast<const std::byte*>(src);
+  op.posted = true;
+}
+
+bool FastChannel::entry_free(std::uint64_t k) const noexcept {
+  if (k < slots_) return true;
+  const std::uint64_t need = k - slots_ + 1;
+  for (int r = 0; r < n_; ++r)
+    if (done_of(r).load(std::memory_order_acquire) < need) return false;
+  return true;
+}
+
+std::size_t FastChannel::post_queued_locked() {
+  std::size_t posted = 0;
+  while (nqueued_ > 0) {
+    Op& op = ops_[ops_.size() - nqueued_];
+    if (!entry_free(op.k)) {
+      // Publish what we wait for, then look again (Dekker with nudge_wanting).
+      auto& want = want_of(me_);
+      const std::uint64_t need = op.k - slots_ + 1;
+      if (want.load(std::memory_order_relaxed) != need) want.store(need, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (!entry_free(op.k)) break;
+    }
+    publish(op);
+    --nqueued_;
+    ++posted;
+    if (n_ > 1) nudge_sleepers(op);
+  }
+  if (nqueued_ == 0 && posted > 0) want_of(me_).store(0, std::memory_order_relaxed);
+  return posted;
+}
+
+void FastChannel::nudge_wanting(std::uint64_t done) {
+  // Our done count is out; a member that published its want before this
+  // fence is seen here, one publishing after sees our done (post_queued_locked).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (int r = 0; r < n_; ++r) {
+    if (r == me_) continue;
+    const std::uint64_t w = want_of(r).load(std::memory_order_acquire);
+    if (w == 0 || w > done || sleepers_of(r).load(std::memory_order_acquire) == 0) continue;
+    nudge(r);
+  }
 }
 
 const std::byte* FastChannel::direct_source(const Op& op, int r, std::size_t off, std::size_t len,
@@ -377,11 +442,26 @@ void FastChannel::nudge_owners(const Op& op) {
   }
 }
 
+Status FastChannel::user_op_error(const Op& op, const std::string& what) const {
+  const std::string name = op.user && !op.user->name.empty() ? " '" + op.user->name + "'" : std::string();
+  return {Errc::invalid_argument, where(op.kind) + ": argument 'op': user reduction" + name + " threw: " + what};
+}
+
 void FastChannel::run_locked(Op& op) {
-  const Status st = finish(op);
+  Status st;
+  // A user reduction op may throw: the call fails (typed, named), the ring
+  // goes on (this rank's done count still moves, so no member waits for it).
+  try {
+    st = finish(op);
+  } catch (const std::exception& e) {
+    st = user_op_error(op, e.what());
+  } catch (...) {
+    st = user_op_error(op, "an exception that is not a std::exception");
+  }
   if (!st.is_ok()) op.error = std::make_shared<const Status>(st);
   done_of(me_).store(op.k + 1, std::memory_order_release);
   op.finished = true;
+  if (n_ > 1) nudge_wanting(op.k + 1);
   if (op.direct && n_ > 1) nudge_owners(op);
 }
 
@@ -500,7 +580,10 @@ Status FastChannel::finish(const Op& op) {
 Status FastChannel::check_peers_locked(const Op& op) {
   for (int r = 0; r < n_; ++r) {
     if (r == me_) continue;
-    if (op.finished) {
+    if (!op.posted) {
+      // Queued: waiting for every member to finish call k - slots.
+      if (done_of(r).load(std::memory_order_acquire) >= op.k - slots_ + 1) continue;
+    } else if (op.finished) {
       // Waiting for the readers of this rank's buffer.
       if (!reads_mine(op, r) || done_of(r).load(std::memory_order_acquire) >= op.k + 1) continue;
     } else if (!needs(op, r) || seq_of(r, op.k).load(std::memory_order_acquire) == op.k + 1) {
@@ -516,6 +599,8 @@ void FastChannel::fail_locked(const Status& why, std::vector<std::pair<Op, Statu
   if (failed_.is_ok()) failed_ = why;
   for (Op& op : ops_) out.emplace_back(std::move(op), why);
   ops_.clear();
+  nqueued_ = 0;
+  want_of(me_).store(0, std::memory_order_relaxed);
   npending_.store(0, std::memory_order_release);
   ndirect_.store(0, std::memory_order_relaxed);
 }
@@ -527,8 +612,21 @@ bool FastChannel::check_due() const noexcept {
 std::size_t FastChannel::poll_locked(std::vector<Op>& out) {
   std::size_t done = 0;
   blocker_.store(-1, std::memory_order_relaxed);
+  if (nqueued_ > 0) post_queued_locked();
   while (!ops_.empty()) {
     Op& op = ops_.front();
+    if (!op.posted) {
+      // Queued behind a busy entry (this rank's own calls are all complete):
+      // wait for the first member still short of call k - slots.
+      const std::uint64_t need = op.k - slots_ + 1;
+      for (int r = 0; r < n_; ++r)
+        if (done_of(r).load(std::memory_order_acquire) < need) {
+          blocker_k_.store(need | kDoneWait, std::memory_order_relaxed);
+          blocker_.store(r, std::memory_order_release);
+          break;
+        }
+      break;
+    }
     if (!op.finished) {
       int missing = -1;
       for (int r = 0; r < n_ && missing < 0; ++r)
@@ -539,6 +637,8 @@ std::size_t FastChannel::poll_locked(std::vector<Op>& out) {
         break;
       }
       run_locked(op);
+      // Our done count moved: entries of queued calls may be free now.
+      if (nqueued_ > 0) post_queued_locked();
     }
     // Direct mode: this rank's buffer stays in use until its readers are done.
     if (op.direct && !readers_done(op)) break;
@@ -557,9 +657,12 @@ std::size_t FastChannel::poll() {
   const int r = blocker_.load(std::memory_order_acquire);
   if (r >= 0) {
     const std::uint64_t k = blocker_k_.load(std::memory_order_relaxed);
+    // Still waiting: its entry of call k (or, for a queued call, its done count).
+    const bool waiting = (k & kDoneWait) != 0 ? done_of(r).load(std::memory_order_acquire) < (k & ~kDoneWait)
+                                              : seq_of(r, k).load(std::memory_order_acquire) != k + 1;
     // The dead-member check (a clock read) only every 256th look.
     thread_local std::uint32_t looks = 0;
-    if (seq_of(r, k).load(std::memory_order_acquire) != k + 1 && ((++looks & 255) != 0 || !check_due())) return 0;
+    if (waiting && ((++looks & 255) != 0 || !check_due())) return 0;
   }
   std::vector<Op> ready;  // fulfilled (and their communicators released) after unlocking
   std::vector<std::pair<Op, Status>> failed;
@@ -598,28 +701,22 @@ void FastChannel::fail(const Status& why) {
   for (auto& f : failed) f.first.promise->set_error(f.second);
 }
 
-void FastChannel::detach() {
-  ctx_->park = nullptr;
-  ctx_->spin = nullptr;
-  ctx_->progress = nullptr;
-  ctx_->arena = nullptr;
-}
-
 bool FastChannel::ready_locked(const Op& op) const noexcept {
   for (int r = 0; r < n_; ++r)
     if (needs(op, r) && seq_of(r, op.k).load(std::memory_order_acquire) != op.k + 1) return false;
   return true;
 }
 
-void FastChannel::nudge_sleepers(const coll::Call& c, std::uint64_t k) {
+void FastChannel::nudge_sleepers(const Op& op) {
   // Members that posted call k before us may wait for our entry: nudge the
   // ones with a blocked waiter (their progress servers may sleep).
+  const std::uint64_t k = op.k;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int r = 0; r < n_; ++r) {
     if (r == me_) continue;
     // Does r wait for our entry? (needs(), seen from r)
-    if ((c.kind == coll::Kind::broadcast || c.kind == coll::Kind::scatter) && me_ != c.root) continue;
-    if ((c.kind == coll::Kind::reduce || c.kind == coll::Kind::gather) && r != c.root) continue;
+    if ((op.kind == coll::Kind::broadcast || op.kind == coll::Kind::scatter) && me_ != op.root) continue;
+    if ((op.kind == coll::Kind::reduce || op.kind == coll::Kind::gather) && r != op.root) continue;
     if (sleepers_of(r).load(std::memory_order_acquire) == 0) continue;    // nobody blocked there
     if (seq_of(r, k).load(std::memory_order_acquire) != k + 1) continue;  // it sees ours when it posts
     nudge(r);
@@ -637,7 +734,8 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
   };
   std::vector<Op> ready;  // fulfilled (and their communicators released) after unlocking
   std::vector<std::pair<Op, Status>> failed;
-  bool now = false;  // completed inside this call
+  bool now = false;      // completed inside this call
+  bool settled = false;  // failed inside this call (a user op threw): in `ready`
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!failed_.is_ok()) {
@@ -646,73 +744,54 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
       failed.emplace_back(std::move(op), Status(failed_.code(), where(c.kind) + ": " + failed_.message()));
     } else {
       const std::uint64_t k = next_++;
-      // Entry k % slots last held call k - slots: every member must be done with it.
-      if (k >= slots_) {
-        const std::uint64_t need = k - slots_ + 1;
-        std::uint64_t spins = 0;
-        for (;;) {
-          poll_locked(ready);
-          int late = -1;
-          for (int r = 0; r < n_ && late < 0; ++r)
-            if (done_of(r).load(std::memory_order_acquire) < need) late = r;
-          if (late < 0) break;
-          ++spins;
-          if ((spins & 1023) == 0) {
-            // Dead member? Asleep with its calls pending? (nudge its progress server)
-            const Status st = peer_dead(c.kind, late);
-            if (!st.is_ok()) {
-              fail_locked(st, failed);
-              break;
-            }
-            if ((spins & 65535) == 1024 && late != me_) nudge(late);
-          }
-          if (spins > 4096)
-            std::this_thread::yield();
-          else
-            cpu_relax();
-        }
+      const bool dir = direct(c);
+      if (dir) {
+        // Expected length of the call: every member copies at most n blocks (4 GB/s, pessimistic).
+        const std::size_t moved = c.count * esize_of(c) * static_cast<std::size_t>(n_);
+        spin_us_.store(static_cast<std::uint32_t>(std::min<std::size_t>(kDirectSpinCapUs, moved / 4000)),
+                       std::memory_order_relaxed);
       }
-      if (!failed_.is_ok()) {
-        Op op;
-        op.promise.emplace(promise());
-        failed.emplace_back(std::move(op), Status(failed_.code(), failed_.message()));
-      } else {
-        const bool dir = direct(c);
-        if (dir) {
-          // Expected length of the call: every member copies at most n blocks (4 GB/s, pessimistic).
-          const std::size_t moved = c.count * esize_of(c) * static_cast<std::size_t>(n_);
-          spin_us_.store(static_cast<std::uint32_t>(std::min<std::size_t>(kDirectSpinCapUs, moved / 4000)),
-                         std::memory_order_relaxed);
-        }
-        const std::byte* own = publish(c, send, recv, k, dir);
-        Op op;
-        op.direct = dir;
-        op.own = own;
-        op.k = k;
-        op.kind = c.kind;
-        op.count = c.count;
-        op.esize = esize_of(c);
-        op.kernel = c.user_op ? nullptr : dag::reduce_kernel(c.op, c.dtype);
-        op.user = c.user_op;
-        op.root = c.root;
-        op.in_place = c.in_place;
-        op.recv = recv;
-        if (n_ > 1) nudge_sleepers(c, k);
+      Op op;
+      op.direct = dir;
+      op.k = k;
+      op.kind = c.kind;
+      op.count = c.count;
+      op.esize = esize_of(c);
+      op.kernel = c.user_op ? nullptr : dag::reduce_kernel(c.op, c.dtype);
+      op.user = c.user_op;
+      op.root = c.root;
+      op.in_place = c.in_place;
+      op.send = send;
+      op.recv = recv;
+      // Entry k % slots last held call k - slots: every member must be done
+      // with it. If not (a member lags behind), the call queues: never block
+      // the caller (another communicator's call may be what the laggard waits for).
+      if (nqueued_ == 0 && !entry_free(k)) poll_locked(ready);  // our own completions may free it
+      if (nqueued_ == 0 && entry_free(k)) {
+        publish(op);
+        if (n_ > 1) nudge_sleepers(op);
         if (ops_.empty() && ready_locked(op)) {
           // Everything it needs is there (the last member to arrive, or alone):
           // complete here, no pending entry, no communicator reference.
           run_locked(op);
-          now = !op.direct || (!op.error && readers_done(op));
+          // A failed call (a user op threw) gets a promise: settled with its error below.
+          now = !op.error && (!op.direct || readers_done(op));
+          if (op.error && (!op.direct || readers_done(op))) {
+            op.promise.emplace(promise());
+            ready.push_back(std::move(op));
+            settled = true;
+          }
         }
-        if (!now) {
-          op.promise.emplace(promise());
-          op.keep = owner_.lock();
-          const bool op_direct = op.direct;
-          ops_.push_back(std::move(op));
-          npending_.fetch_add(1, std::memory_order_seq_cst);
-          if (op_direct) ndirect_.fetch_add(1, std::memory_order_relaxed);
-          poll_locked(ready);
-        }
+      } else {
+        ++nqueued_;
+      }
+      if (!now && !settled) {
+        op.promise.emplace(promise());
+        op.keep = owner_.lock();
+        ops_.push_back(std::move(op));
+        npending_.fetch_add(1, std::memory_order_seq_cst);
+        if (dir) ndirect_.fetch_add(1, std::memory_order_relaxed);
+        poll_locked(ready);
       }
     }
   }
@@ -722,7 +801,38 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
   return fut;
 }
 
+void FastChannel::park_server(bool parking) {
+  const std::shared_ptr<void> owner = owner_.lock();  // the areas live in its window
+  if (!owner) return;
+  auto& sl = sleepers_of(me_);
+  if (parking) {
+    sl.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    poll();
+  } else {
+    sl.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
 // ---------------------------------------------------------------- FastHub
+void FastHub::park(bool parking) {
+  // Per server thread: the channels it counted itself in.
+  thread_local std::vector<std::shared_ptr<FastChannel>> mine;
+  if (parking) {
+    parked_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (auto& c : channels())
+      if (c->pending()) {
+        c->park_server(true);
+        mine.push_back(std::move(c));
+      }
+  } else {
+    for (auto& c : mine) c->park_server(false);
+    mine.clear();
+    parked_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
 void FastHub::add(const std::shared_ptr<FastChannel>& ch) {
   std::lock_guard<std::mutex> lk(mu_);
   chans_.erase(std::remove_if(chans_.begin(), chans_.end(), [](const auto& w) { return w.expired(); }), chans_.end());

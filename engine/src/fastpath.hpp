@@ -19,8 +19,13 @@
 // and sees a sleeper sends that rank one transport signal (the "nudge",
 // communicator id kFastNudgeComm) so that its progress servers wake up; a
 // Dekker pair (the sleeper count and the sequence word, each followed by a full
-// fence) makes sure no wake-up is lost. A member waiting to reuse a ring entry
-// nudges the laggard itself after a while (e.g. a rank nobody waits on).
+// fence) makes sure no wake-up is lost. A call never blocks its caller for a
+// ring entry: when entry k % slots still serves call k - slots on some member,
+// call k is queued (Op::posted false) and published later, in order, by
+// whoever drives completion (poll: waiters, the progress hook). A rank with
+// queued calls publishes the done count it waits for in its `want` word; a
+// member whose done count reaches it nudges that rank when it has a sleeper
+// (Dekker again: want then done on one side, done then want on the other).
 #pragma once
 
 #include <atomic>
@@ -31,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "strata/collectives/compile.hpp"
@@ -44,6 +50,35 @@ namespace strata::detail {
 inline constexpr std::uint16_t kFastNudgeComm = 0xFFFE;
 /// Completion context of a nudge signal (executor contexts are aligned, window ones have bit 0 set).
 inline void* fast_nudge_context() noexcept { return reinterpret_cast<void*>(std::uintptr_t{2}); }
+
+/// Guards the engine's future-context hooks (progress, spin, park) against the
+/// engine's shutdown: a hook call enters (false once closed) and leaves;
+/// close() clears `live` (FutureContext::live) and waits for the calls inside.
+struct HookGuard {
+  std::atomic<bool> live{true};
+  std::atomic<int> users{0};
+  [[nodiscard]] bool enter() noexcept {
+    users.fetch_add(1, std::memory_order_seq_cst);
+    if (live.load(std::memory_order_seq_cst)) return true;
+    users.fetch_sub(1, std::memory_order_release);
+    return false;
+  }
+  void leave() noexcept { users.fetch_sub(1, std::memory_order_release); }
+  void close() noexcept {
+    live.store(false, std::memory_order_seq_cst);
+    while (users.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+  }
+  /// Runs @p f inside the guard; @p closed when the engine is gone.
+  template <class F, class R>
+  R run(F&& f, R closed) {
+    if (!enter()) return closed;
+    struct Leave {
+      HookGuard* g;
+      ~Leave() { g->leave(); }
+    } l{this};
+    return f();
+  }
+};
 
 /// STRATA_FASTPATH (on | off, default on) and STRATA_FASTPATH_BYTES (largest
 /// contribution per rank, default 4096), read once.
@@ -63,9 +98,9 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   /// @p areas[r] is communicator rank r's area as mapped here (areas[me] is
   /// this rank's own); @p world maps communicator ranks to world ranks.
   static std::shared_ptr<FastChannel> create(transport::Transport& t, transport::ProgressServer* servers,
-                                             std::shared_ptr<FutureContext> base, std::uint16_t comm_id, int me,
-                                             std::vector<int> world, std::vector<std::byte*> areas,
-                                             const FastConfig& cfg);
+                                             std::shared_ptr<FutureContext> base, std::shared_ptr<HookGuard> guard,
+                                             std::uint16_t comm_id, int me, std::vector<int> world,
+                                             std::vector<std::byte*> areas, const FastConfig& cfg);
   FastChannel(const FastChannel&) = delete;
   FastChannel& operator=(const FastChannel&) = delete;
 
@@ -86,9 +121,10 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   std::size_t poll();
   /// Fails every pending call and every later one with @p why.
   void fail(const Status& why);
-  /// Waiters stop spinning through the progress servers (engine shutdown).
-  void detach();
   [[nodiscard]] bool pending() const noexcept { return npending_.load(std::memory_order_acquire) > 0; }
+  /// A progress server of this rank blocks (true) or runs again (false):
+  /// counted in the sleeper word like a parked waiter.
+  void park_server(bool parking);
   /// The waiter spin budget pending direct calls ask for (0 when none is pending).
   [[nodiscard]] std::chrono::microseconds direct_spin() const noexcept {
     return std::chrono::microseconds(
@@ -108,7 +144,9 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
     std::shared_ptr<const dag::UserReduce> user;
     int root = 0;
     bool in_place = false;
+    const void* send = nullptr;
     void* recv = nullptr;
+    bool posted = false;                   // entry k published (false: queued behind a busy ring entry)
     bool direct = false;                   // single-copy mode (the entries hold buffer keys)
     bool finished = false;                 // direct: own copies done, waiting for the readers of own buffers
     const std::byte* own = nullptr;        // direct: the buffer this rank published
@@ -124,10 +162,15 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
 
   [[nodiscard]] bool needs(const Op& op, int r) const noexcept;
   std::size_t publish_bytes(const coll::Call& c) const noexcept;
-  /// The buffer this rank contributes to @p c (nullptr, 0: none).
-  std::pair<const void*, std::size_t> contribution(const coll::Call& c, const void* send, const void* recv) const;
-  /// Publishes entry k: the contribution's bytes, or (@p direct) its key.
-  const std::byte* publish(const coll::Call& c, const void* send, const void* recv, std::uint64_t k, bool direct);
+  /// The buffer this rank contributes to @p op (nullptr, 0: none).
+  std::pair<const void*, std::size_t> contribution(const Op& op) const;
+  /// Publishes entry op.k: the contribution's bytes, or (op.direct) its key; sets op.own and op.posted.
+  void publish(Op& op);
+  /// Whether ring entry k % slots is free: every member finished call k - slots.
+  [[nodiscard]] bool entry_free(std::uint64_t k) const noexcept;
+  /// Publishes the queued calls whose entries are free, in order; mu_ held.
+  /// Returns the calls posted.
+  std::size_t post_queued_locked();
   /// Builds the receive side of @p op from the entries (or the owners' buffers).
   Status finish(const Op& op);
   /// Direct mode: [off, off + len) of member @p r's published buffer, through
@@ -139,6 +182,8 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   [[nodiscard]] bool readers_done(const Op& op) const noexcept;
   /// Direct mode, after own copies: nudges the owners read from that block (Dekker with park).
   void nudge_owners(const Op& op);
+  /// The error of a call whose user reduction op threw @p what.
+  [[nodiscard]] Status user_op_error(const Op& op, const std::string& what) const;
   /// Phase 1 of @p op (finish, publish done); mu_ held.
   void run_locked(Op& op);
   /// Fulfils @p done's promises (value or the op's error); mu_ not held.
@@ -146,7 +191,11 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   /// Completes pending calls in order; mu_ held. Completed calls go to @p out.
   std::size_t poll_locked(std::vector<Op>& out);
   [[nodiscard]] bool ready_locked(const Op& op) const noexcept;
-  void nudge_sleepers(const coll::Call& c, std::uint64_t k);
+  void nudge_sleepers(const Op& op);
+  /// After this rank's done count reached @p done: nudges the members with a
+  /// sleeping waiter whose queued calls wait for it (their `want` word).
+  void nudge_wanting(std::uint64_t done);
+  std::atomic<std::uint64_t>& want_of(int r) const noexcept;
   Status check_peers_locked(const Op& op);
   void fail_locked(const Status& why, std::vector<std::pair<Op, Status>>& out);
   [[nodiscard]] std::string where(coll::Kind k) const;
@@ -170,8 +219,9 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   std::weak_ptr<void> owner_;
   detail::StatePtr<void> ready_;  // completed once: the futures of calls that complete inside submit
   std::mutex mu_;
-  std::uint64_t next_ = 0;  // under mu_
-  std::deque<Op> ops_;      // under mu_: posted, not completed, in order
+  std::uint64_t next_ = 0;   // under mu_
+  std::deque<Op> ops_;       // under mu_: not completed, in order (the posted ones first, then the queued)
+  std::size_t nqueued_ = 0;  // under mu_: the calls at the end of ops_ not posted yet
   std::atomic<int> npending_{0};
   Status failed_;  // under mu_
   // The member (and call) the head call waited for at the last look; -1: none.
@@ -191,12 +241,28 @@ class FastHub {
   void add(const std::shared_ptr<FastChannel>& ch);
   /// Polls every channel with pending calls; cheap when none has any.
   std::size_t poll();
-  /// Marks that some channel may have pending calls (called by submit).
-  void touch() noexcept { active_.store(true, std::memory_order_release); }
+  /// Marks that some channel may have pending calls (called by submit);
+  /// @p pending: the call did not complete inside submit (then a blocked
+  /// progress server that did not see it is woken: see park()).
+  void touch(bool pending) {
+    active_.store(true, std::memory_order_release);
+    if (!pending) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with park(true): npending_, then parked_
+    if (parked_.load(std::memory_order_seq_cst) > 0 && waker_) waker_();
+  }
+  /// A progress server is about to block (true) or runs again (false): its
+  /// channels with pending calls count it as a sleeper meanwhile, so that
+  /// peers nudge this rank (regression: a call consumed only through then()
+  /// completed when the server's block timed out, up to 50 ms late).
+  void park(bool parking);
+  /// Wakes the progress servers (set once by the engine before any call).
+  void set_waker(std::function<void()> w) { waker_ = std::move(w); }
   std::vector<std::shared_ptr<FastChannel>> channels();
 
  private:
   std::atomic<bool> active_{false};
+  std::atomic<int> parked_{0};  // progress servers blocked (park)
+  std::function<void()> waker_;
   std::mutex mu_;
   std::vector<std::weak_ptr<FastChannel>> chans_;
 };

@@ -8,9 +8,9 @@
 // Completions of window operations carry their context pointer with bit 0
 // set (executor contexts are aligned node states, bit 0 clear).
 //
-// Window ids are agreed like communicator ids (the max of the members' next
-// ids) and never reused, so a late signal of a freed window is dropped, never
-// counted by another window.
+// Window ids are agreed like communicator ids (engine/src/ids.hpp: free on
+// every member) and reused after free round-robin: a late signal of a freed
+// window is dropped unless ~65,000 windows were created since.
 #include "strata/window.hpp"
 
 #include <algorithm>
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "comm.hpp"
+#include "ids.hpp"
 #include "strata/detail/log.hpp"
 #include "strata/engine.hpp"
 
@@ -38,7 +39,7 @@ struct WindowState;
 struct WindowTable {
   std::mutex mu;
   std::unordered_map<std::uint16_t, std::weak_ptr<WindowState>> live;
-  std::uint32_t next_id = 0;
+  IdPool ids{0, 0x10000};                // window ids in use here (16 bits on the wire: reused after free)
   std::unordered_map<int, Status> dead;  // world rank -> cause
   Status shut;                           // set at engine shutdown
 };
@@ -176,13 +177,15 @@ struct WindowState : std::enable_shared_from_this<WindowState> {
   void release_local(const Status& why) {
     {
       std::lock_guard<std::mutex> lk(table->mu);
-      table->live.erase(id);
+      const auto it = table->live.find(id);
+      if (it != table->live.end() && it->second.lock().get() == this) table->live.erase(it);
     }
     std::vector<Promise<void>> hit;
     {
       std::lock_guard<std::mutex> lk(mu);
       if (freed) return;
       freed = true;
+      table->ids.release(id);  // every member freed it too (free is collective)
       for (auto& kv : tags)
         for (auto& w : kv.second.waiters) hit.push_back(std::move(w.second));
       tags.clear();
@@ -467,20 +470,16 @@ Window Communicator::create_window(void* base, std::size_t bytes) {
                 who + ": argument 'bytes' = " + std::to_string(bytes) + " is too large (negative or overflowed?)");
   const std::shared_ptr<detail::WindowTable> table = c.core->windows;
   if (!table) throw Error(Errc::internal, who + ": window routing is not installed");
-  // Round 1: the id, the max of the members' next ids (unique on every member).
-  std::uint64_t mine = 0, agreed = 0;
-  {
-    std::lock_guard<std::mutex> lk(table->mu);
-    mine = table->next_id;
-  }
-  CollOptions o;
-  o.algorithm = "tree";
-  allreduce(&mine, &agreed, 1, Datatype::uint64, Op::max, o).get();
-  if (agreed > 0xFFFF) throw Error(Errc::unsupported, who + ": out of window ids (65536 windows were created)");
-  {
-    std::lock_guard<std::mutex> lk(table->mu);
-    table->next_id = std::max<std::uint32_t>(table->next_id, static_cast<std::uint32_t>(agreed) + 1);
-  }
+  // The id: free on every member (agreed with allreduces; ids are reused after free).
+  auto word = [this](std::uint64_t x, Op op) {
+    std::uint64_t out = 0;
+    CollOptions o;
+    o.algorithm = "tree";
+    allreduce(&x, &out, 1, Datatype::uint64, op, o).get();
+    return out;
+  };
+  const std::uint32_t agreed = table->ids.agree([&](std::uint64_t x) { return word(x, Op::max); },
+                                                [&](std::uint64_t x) { return word(x, Op::min); }, true, who, "window");
   auto w = std::make_shared<detail::WindowState>();
   w->comm = impl_;
   w->core = c.core;
@@ -510,6 +509,8 @@ Window Communicator::create_window(void* base, std::size_t bytes) {
   my[kw - 2] = bytes;
   my[kw - 1] = reg.is_ok() ? 0 : 1;
   try {
+    CollOptions o;
+    o.algorithm = "tree";
     allreduce(send.data(), recv.data(), send.size(), Datatype::uint64, Op::bxor, o).get();
   } catch (...) {
     w->release_local(Status(Errc::cancelled, "window creation failed"));

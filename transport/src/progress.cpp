@@ -62,6 +62,9 @@ ProgressOptions ProgressOptions::from_environment() {
   if (const char* v = get("STRATA_PROGRESS_SPIN")) {
     o.spin_polls = static_cast<int>(parse_int("STRATA_PROGRESS_SPIN", v, 0, 1 << 24));
   }
+  if (const char* v = get("STRATA_PROGRESS_MAX_BLOCK")) {
+    o.max_block = std::chrono::microseconds(parse_int("STRATA_PROGRESS_MAX_BLOCK", v, 100, 600000000));
+  }
   if (const char* v = get("STRATA_PROGRESS_WAIT_SPIN")) {
     o.wait_spin = std::chrono::microseconds(parse_int("STRATA_PROGRESS_WAIT_SPIN", v, 0, 1000000));
   }
@@ -162,7 +165,9 @@ void ProgressServer::serve(int /*index*/) {
     } else {
       blocks_.fetch_add(1, std::memory_order_relaxed);
       blocked_.fetch_add(1, std::memory_order_seq_cst);
+      if (opts_.on_block) opts_.on_block(true);
       t_.wait_for_event(opts_.max_block);
+      if (opts_.on_block) opts_.on_block(false);
       blocked_.fetch_sub(1, std::memory_order_seq_cst);
       // Woken without work (a polled backend's interval, max_block): one look,
       // then block again; only events restart the spin (a polled libfabric

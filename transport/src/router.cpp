@@ -137,6 +137,11 @@ class Router final : public Transport, public detail::WakeArm {
   bool shared_key(const void* addr, std::size_t len, RemoteKey* key) override {
     return shm_uses_ && shm_->shared_key(addr, len, key);
   }
+  void unmap_peer(int peer, const RemoteKey& key) override {
+    if (peer < 0 || peer >= size()) return;
+    Backend* b = route("unmap_peer", peer);
+    if (b != nullptr && b == shm_.get()) b->unmap_peer(peer, key);
+  }
   void* map_peer(int peer, const RemoteKey& key, std::uint64_t off, std::size_t len) override {
     Backend* b = route("map_peer", peer);
     return b != nullptr && b == shm_.get() ? b->map_peer(peer, key, off, len) : nullptr;

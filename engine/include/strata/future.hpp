@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +56,13 @@ struct FutureContext {
   /// block. The engine's small-message fast path uses it to learn which ranks
   /// have a sleeping waiter that needs a wake-up.
   std::function<void(bool)> park;
+  /// Null: the hooks and the arena stay valid as long as the context. Else
+  /// their owner (the engine) clears it (release) when they go away; from then
+  /// on the context acts as an empty one (default arena, no hooks). The fields
+  /// above are never written after the context is shared, so readers need no lock.
+  std::shared_ptr<const std::atomic<bool>> live;
+  /// @brief True while the hooks and the arena may be used.
+  [[nodiscard]] bool usable() const noexcept { return !live || live->load(std::memory_order_acquire); }
 };
 
 template <class T>
@@ -116,7 +124,9 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
   [[nodiscard]] const Status& error() const noexcept { return error_; }  // valid once ready()
   [[nodiscard]] const std::shared_ptr<const FutureContext>& context() const noexcept { return ctx_; }
 
-  tbb::task_arena& arena() const { return ctx_ && ctx_->arena ? *ctx_->arena : default_arena(); }
+  tbb::task_arena& arena() const { return ctx() && ctx_->arena ? *ctx_->arena : default_arena(); }
+  /// The context while its hooks may be used (null otherwise).
+  [[nodiscard]] const FutureContext* ctx() const noexcept { return ctx_ && ctx_->usable() ? ctx_.get() : nullptr; }
 
   /// Completes the state once: @p store runs under the lock (stores the value).
   template <class Store>
@@ -159,7 +169,8 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
   /// Waits until ready or @p deadline; true when ready.
   bool wait_until(const std::optional<std::chrono::steady_clock::time_point>& deadline) {
     if (ready()) return true;
-    const bool hook = ctx_ && ctx_->progress;
+    const FutureContext* c = ctx();
+    const bool hook = c && c->progress;
     if (tbb::task::current_context() != nullptr) {
       while (!ready()) {
         if (deadline && std::chrono::steady_clock::now() >= *deadline) return false;
@@ -178,29 +189,29 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
             return;
           }
           tsan_release(this);
-          if (ctx_ && ctx_->park) ctx_->park(true);
+          if (c && c->park) c->park(true);
           if (hook || deadline) poll(self, sp, deadline);
         });
         tsan_acquire(this);
-        if (ctx_ && ctx_->park) ctx_->park(false);
+        if (c && c->park) c->park(false);
       }
       return true;
     }
     if (hook) {
       while (!ready()) {
         if (deadline && std::chrono::steady_clock::now() >= *deadline) return false;
-        if (!ctx_->progress()) std::this_thread::yield();
+        if (!ctx_->usable() || !c->progress()) std::this_thread::yield();
       }
       return true;
     }
     // Timed waits skip the spin: its budget must not stretch a short wait_for.
-    if (!deadline && ctx_ && ctx_->spin && ctx_->spin([this] { return ready(); })) return true;
+    if (!deadline && c && c->spin && c->spin([this] { return ready(); })) return true;
     struct Parked {
       const std::function<void(bool)>* hook;
       ~Parked() {
         if (hook) (*hook)(false);
       }
-    } parked{ctx_ && ctx_->park ? &ctx_->park : nullptr};
+    } parked{c && c->park ? &c->park : nullptr};
     if (parked.hook) (*parked.hook)(true);
     std::unique_lock<std::mutex> g(mu_);
     if (!deadline) {
@@ -220,7 +231,7 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
                    std::optional<std::chrono::steady_clock::time_point> deadline) {
     tbb::task_arena& a = s->arena();
     a.enqueue(handoff([s = std::move(s), sp, deadline]() {
-      if (s->ctx_ && s->ctx_->progress) s->ctx_->progress();
+      if (const FutureContext* c = s->ctx(); c && c->progress) c->progress();
       if (s->ready()) return;
       if (deadline && std::chrono::steady_clock::now() >= *deadline) {
         bool mine = false;
@@ -272,6 +283,18 @@ using ValueOr = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 template <class A, std::size_t... I, class... Fs>
 void for_each_indexed(A& attach, std::index_sequence<I...>, Fs&... fs) {
   (attach(std::integral_constant<std::size_t, I>{}, fs), ...);
+}
+
+/// The context of a future joining others (when_all): one that drives
+/// progress (inline mode) if any, else one that spins, else any.
+inline int context_rank(const std::shared_ptr<const FutureContext>& c) noexcept {
+  return !c ? 0 : c->progress ? 3 : c->spin ? 2 : 1;
+}
+inline std::shared_ptr<const FutureContext> join_context(std::initializer_list<const StateBase*> states) {
+  std::shared_ptr<const FutureContext> best;
+  for (const StateBase* s : states)
+    if (s != nullptr && context_rank(s->context()) > context_rank(best)) best = s->context();
+  return best;
 }
 
 inline Status status_of_current_exception(const char* what) {
@@ -502,7 +525,7 @@ auto when_all(std::vector<Future<T>> fs) {
   using R = std::conditional_t<std::is_void_v<T>, void, std::vector<T>>;
   std::shared_ptr<const FutureContext> ctx;
   for (auto& f : fs)
-    if (f.valid() && f.state()->context()) ctx = f.state()->context();
+    if (f.valid() && detail::context_rank(f.state()->context()) > detail::context_rank(ctx)) ctx = f.state()->context();
   auto out = std::make_shared<detail::State<R>>(ctx);
   struct Join {
     std::mutex mu;
@@ -558,7 +581,10 @@ auto when_all(std::vector<Future<T>> fs) {
 template <class... Ts>
 Future<std::tuple<detail::ValueOr<Ts>...>> when_all(Future<Ts>&&... fs) {
   using Tup = std::tuple<detail::ValueOr<Ts>...>;
-  auto out = std::make_shared<detail::State<Tup>>(nullptr);
+  // The joined future waits like its parts (regression: it had no context, so
+  // get() blocked without driving progress in inline mode and hung).
+  auto out = std::make_shared<detail::State<Tup>>(
+      detail::join_context({(fs.valid() ? static_cast<const detail::StateBase*>(fs.state().get()) : nullptr)...}));
   struct Join {
     std::mutex mu;
     std::size_t left = sizeof...(Ts);

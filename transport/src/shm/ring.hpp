@@ -38,15 +38,16 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "shared-memory at
 
 /// Record types carried by the ring.
 enum class RecType : std::uint16_t {
-  pad = 1,         ///< filler up to the end of the data area
-  put = 2,         ///< payload to copy to addr (a = signal payload if flags & kSignal)
-  signal = 3,      ///< a = payload
-  get_req = 4,     ///< read c bytes at addr (target memory), reply to requester address a, id b
-  get_data = 5,    ///< payload to copy to addr (requester memory), id b
-  fadd_req = 6,    ///< fetch_add a on the word at addr, id b, reply to requester address c
-  fadd_reply = 7,  ///< old value a, id b, store to addr (requester memory) when non-zero
-  region_map = 8,  ///< map the source's SharedRegion a (base addr, c bytes) now, then answer region_ack
-  region_ack = 9,  ///< region a of the target was mapped (b = 1) or cannot be (b = 0)
+  pad = 1,            ///< filler up to the end of the data area
+  put = 2,            ///< payload to copy to addr (a = signal payload if flags & kSignal)
+  signal = 3,         ///< a = payload
+  get_req = 4,        ///< read c bytes at addr (target memory), reply to requester address a, id b
+  get_data = 5,       ///< payload to copy to addr (requester memory), id b
+  fadd_req = 6,       ///< fetch_add a on the word at addr, id b, reply to requester address c
+  fadd_reply = 7,     ///< old value a, id b, store to addr (requester memory) when non-zero
+  region_map = 8,     ///< map the source's SharedRegion a (base addr, c bytes) now, then answer region_ack
+  region_ack = 9,     ///< region a of the target was mapped (b = 1) or cannot be (b = 0)
+  region_unmap = 10,  ///< the source freed its SharedRegion a: unmap it (no answer)
 };
 
 /// Fixed 48-byte record header; the payload (if any) follows it.

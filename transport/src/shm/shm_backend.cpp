@@ -196,9 +196,13 @@ struct RegionTable {
     std::string name;          ///< shm_open name while `named`
     std::vector<int> waiting;  ///< peers that have not answered the map-now record yet
     bool named = true;         ///< the name still exists in /dev/shm
+    std::vector<int> mappers;  ///< peers named at allocation (told region_unmap on release)
   };
   std::mutex mu;
   std::vector<Entry> live;  // guarded by mu, like every field of the entries
+  /// Sends region_unmap for region id to a peer; set by the backend, cleared
+  /// (under mu) when it goes: a region may outlive its transport.
+  std::function<void(int peer, std::uint64_t id)> send_unmap;
 
   /// Removes @p e's name once nobody it waits for is left (mu held).
   static void unlink_if_done(Entry& e) {
@@ -291,6 +295,7 @@ class ShmBackend final : public Backend {
   }
   Status signal(int peer, std::uint64_t payload, void* context) override;
   void* map_peer(int peer, const RemoteKey& key, std::uint64_t offset, std::size_t len) override;
+  void unmap_peer(int peer, const RemoteKey& key) override;
   Status fetch_add(int peer, const RemoteKey& dst, std::uint64_t dst_offset, std::uint64_t addend,
                    std::uint64_t* fetched, void* context) override;
 
@@ -323,6 +328,8 @@ class ShmBackend final : public Backend {
   const Peer::Mapped& map_region(Peer& p, std::uint64_t id, std::uint64_t base);
   /// Region map-now record from @p p: map it and answer (consume() context).
   void on_region_map(Peer& p, std::uint64_t id, std::uint64_t base);
+  /// Unmaps @p p's region @p id (any base when @p base is 0) if mapped here.
+  void drop_mapping(Peer& p, std::uint64_t id, std::uint64_t base);
   [[nodiscard]] std::string region_name(int owner, std::uint64_t id) const {
     return "/strata-" + tag_ + "-" + std::to_string(owner) + "-m" + std::to_string(id);
   }
@@ -589,6 +596,16 @@ ShmBackend::ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector
     sock_ = -1;
     throw Error(Errc::transport_error, who + ": " + problem);
   }
+  // Freed regions (notify_peers) tell the peers named at allocation to unmap them.
+  std::lock_guard<std::mutex> g(regions_->mu);
+  regions_->send_unmap = [this](int r, std::uint64_t id) {
+    if (r < 0 || r >= size_ || !peers_[static_cast<std::size_t>(r)] || shut_.load(std::memory_order_acquire)) return;
+    OutOp o;
+    o.type = RecType::region_unmap;
+    o.user = false;
+    o.a = id;
+    (void)post(*peers_[static_cast<std::size_t>(r)], o);  // dropped only when the peer is dead
+  };
 }
 
 ShmBackend::~ShmBackend() {
@@ -596,6 +613,7 @@ ShmBackend::~ShmBackend() {
   {
     // Regions that outlive the transport keep their memory, not their names.
     std::lock_guard<std::mutex> g(regions_->mu);
+    regions_->send_unmap = nullptr;
     for (RegionTable::Entry& e : regions_->live) {
       e.waiting.clear();
       RegionTable::unlink_if_done(e);
@@ -742,7 +760,7 @@ std::unique_ptr<SharedRegion> ShmBackend::allocate_shared(std::size_t len, const
   {
     // In the table before the first map-now record goes out: answers find it.
     std::lock_guard<std::mutex> g(regions_->mu);
-    regions_->live.push_back({id, base, len, name, mappers, true});
+    regions_->live.push_back({id, base, len, name, mappers, true, mappers});
   }
   // Map-now records: each peer maps the region from its progress and answers;
   // the last answer (or the peer's death) removes the name. A post fails only
@@ -769,13 +787,17 @@ std::unique_ptr<SharedRegion> ShmBackend::allocate_shared(std::size_t len, const
     }
     return true;
   };
-  region->release = [table = std::weak_ptr<RegionTable>(regions_), id, m, len] {
+  // Runs in the region's destructor: `self` is still valid there.
+  region->release = [table = std::weak_ptr<RegionTable>(regions_), id, m, len, self = region.get()] {
     if (const auto t = table.lock()) {
       std::lock_guard<std::mutex> g(t->mu);
       for (RegionTable::Entry& e : t->live) {
         if (e.id != id) continue;
         e.waiting.clear();
         RegionTable::unlink_if_done(e);
+        // The peers' mappings go too (else every allocate/free grows them).
+        if (self->notify_peers && t->send_unmap)
+          for (int r : e.mappers) t->send_unmap(r, id);
       }
       t->live.erase(
           std::remove_if(t->live.begin(), t->live.end(), [id](const RegionTable::Entry& e) { return e.id == id; }),
@@ -808,6 +830,22 @@ const Peer::Mapped& ShmBackend::map_region(Peer& p, std::uint64_t id, std::uint6
     spdlog::debug("strata: rank {}: cannot map region {} of rank {}; puts to it use the ring", rank_, name, p.rank);
   p.mapped.push_back(nm);
   return p.mapped.back();
+}
+
+void ShmBackend::drop_mapping(Peer& p, std::uint64_t id, std::uint64_t base) {
+  std::lock_guard<std::mutex> g(p.map_mu);
+  for (auto it = p.mapped.begin(); it != p.mapped.end(); ++it) {
+    if (it->id != id || (base != 0 && it->remote_base != base)) continue;
+    if (it->local != nullptr) ::munmap(it->local, it->len);
+    p.mapped.erase(it);
+    return;
+  }
+}
+
+void ShmBackend::unmap_peer(int peer, const RemoteKey& key) {
+  if (peer < 0 || peer >= size_ || peer == rank_ || !peers_[static_cast<std::size_t>(peer)]) return;
+  if ((key.flags & RemoteKey::kShmMapped) == 0) return;
+  drop_mapping(*peers_[static_cast<std::size_t>(peer)], key.shm_token, key.reserved);
 }
 
 void ShmBackend::on_region_map(Peer& p, std::uint64_t id, std::uint64_t base) {
@@ -1152,6 +1190,9 @@ std::size_t ShmBackend::consume(Peer& p, std::vector<Completion>& done) {
         break;
       case RecType::region_ack:
         regions_->answered(p.rank, r->a);
+        break;
+      case RecType::region_unmap:
+        drop_mapping(p, r->a, 0);
         break;
       default:
         corrupt = true;

@@ -48,11 +48,16 @@ struct ProgressOptions {
   /// STRATA_PROGRESS_WAIT_SPIN (microseconds): with servers running, how long
   /// wait_until() polls the transport itself before sleeping (0 = never).
   std::chrono::microseconds wait_spin{50};
-  /// Longest single block in wait_for_event(); bounds how late a silent peer's
-  /// timeout (STRATA_TIMEOUT) is noticed and how late stop() is seen.
+  /// STRATA_PROGRESS_MAX_BLOCK (microseconds): longest single block in
+  /// wait_for_event(); bounds how late a silent peer's timeout
+  /// (STRATA_TIMEOUT) is noticed and how late stop() is seen.
   std::chrono::microseconds max_block{50000};
+  /// Called by an idle server with true right before it blocks in
+  /// wait_for_event() and with false once it runs again (the engine's fast
+  /// path then counts it as a sleeper, so that peers nudge it); may poll.
+  std::function<void(bool)> on_block;
 
-  /// Reads STRATA_PROGRESS_THREADS / _CPUS / _SPIN / _WAIT_SPIN over the defaults; throws
+  /// Reads STRATA_PROGRESS_THREADS / _CPUS / _SPIN / _WAIT_SPIN / _MAX_BLOCK over the defaults; throws
   /// strata::Error naming the variable on a malformed value.
   static ProgressOptions from_environment();
 };

@@ -81,6 +81,12 @@ struct SharedRegion {
   void* addr = nullptr;
   std::size_t len = 0;
   std::function<void()> release;  ///< run once by the destructor
+  /// Set by the owner when the peers hold no lasting pointer into the region
+  /// (Engine::allocate): release() then tells them to unmap it (shm:
+  /// region_unmap records). Communicator windows leave it false: each member
+  /// unmaps its peers' windows itself (Transport::unmap_peer) when it frees
+  /// the communicator, since its fast path points into them until then.
+  bool notify_peers = false;
   /// True once the name is gone (nothing of the region can outlive the job);
   /// empty when the region never had a name. Progress on the peers moves it.
   std::function<bool()> settled;
@@ -151,6 +157,12 @@ class Transport {
   /// Extra work that every progress() call runs after the backends (progress
   /// servers, waiters, inline mode); returns the events it handled. Set before
   /// progress() can run concurrently (before the progress servers start).
+  /// Releases this process's mapping of @p peer's region named by @p key
+  /// (from map_peer); later map_peer calls on it may fail. No-op by default.
+  virtual void unmap_peer(int peer, const RemoteKey& key) {
+    (void)peer;
+    (void)key;
+  }
   virtual void set_progress_hook(std::function<std::size_t()> hook) { (void)hook; }
 
   virtual Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t dst_offset,

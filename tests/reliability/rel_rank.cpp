@@ -1,0 +1,298 @@
+// rel_rank: one rank of the reliability tests (tests/reliability, issue 18),
+// run under strata-run. One mode per run:
+//   --queue       rank 0 posts 12 nonblocking 32-byte allreduces on A, then
+//                 waits on a barrier on B; rank 1 waits on B first, then posts
+//                 the same 12 on A; both wait and check. Calls beyond the fast
+//                 ring's 8 entries must queue, never block the caller (the
+//                 program is legal under nonblocking rules). Prints
+//                 "rel_rank: queue OK".
+//   --throwing-op a user reduction op that throws, on the fast path (small
+//                 count), the plan path (large count), in place and not: the
+//                 future of every rank that ran the op fails with a
+//                 strata::Error naming 'op', the collective and the rank
+//                 (a peer waiting for its data stays pending); nothing escapes into
+//                 the caller or a progress thread. Prints one "CASE" line per
+//                 case and rank and "rel_rank: throwing-op done".
+//   --when-all    (run in inline progress mode) rank 0 posts a small
+//                 allreduce on A and a barrier on B and waits on the variadic
+//                 when_all of both; rank 1 joins B first, then A. Only rank
+//                 0's wait drives its progress: the joined future must.
+//                 Prints "rel_rank: when-all OK".
+//   --then        rank 0 posts a small allreduce on A, attaches a then()
+//                 continuation that sets a std::promise, joins a barrier on B
+//                 and then waits on the std::future only (no strata call);
+//                 rank 1 joins B, then A. The continuation must run (5 s
+//                 bound; run with a long STRATA_PROGRESS_MAX_BLOCK so that a
+//                 server that nobody nudges stays asleep). Prints the latency
+//                 and "rel_rank: then OK".
+//   --ids N       creates and frees N communicators (dup) and N windows
+//                 (0 bytes), each used once; ids are 16 bits, so N > 65,534
+//                 needs their reuse. Prints "rel_rank: ids OK".
+//   --soak N      creates and frees N communicators (dup, one allreduce each),
+//                 N windows and N shared allocations (Engine::allocate, 64
+//                 KiB), sampling RSS and the mapping count (/proc/self/maps
+//                 lines) 10 times; fails when either grows beyond a bound
+//                 after the first sample (peers must unmap what owners free).
+//                 Prints the samples and "rel_rank: soak OK".
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/rank_check.hpp"
+#include "strata/strata.hpp"
+
+namespace {
+
+using rank_check::failures;
+using rank_check::me;
+
+int queue_mode(strata::Engine& engine) {
+  strata::Communicator a = engine.world().dup();
+  strata::Communicator b = engine.world().dup();
+  const int n = a.size();
+  constexpr int kCalls = 12;
+  constexpr std::size_t kCount = 8;  // 32 bytes of int32
+  std::vector<std::vector<std::int32_t>> send(kCalls, std::vector<std::int32_t>(kCount));
+  std::vector<std::vector<std::int32_t>> recv(kCalls, std::vector<std::int32_t>(kCount, -1));
+  for (int k = 0; k < kCalls; ++k)
+    for (std::size_t i = 0; i < kCount; ++i) send[k][i] = me * 1000 + k * 10 + static_cast<int>(i);
+  std::vector<strata::Future<void>> futs;
+  auto post = [&] {
+    for (int k = 0; k < kCalls; ++k)
+      futs.push_back(a.allreduce(send[k].data(), recv[k].data(), kCount, strata::Datatype::int32, strata::Op::sum));
+  };
+  if (me == 0) {
+    post();
+    b.barrier().get();
+  } else {
+    b.barrier().get();
+    post();
+  }
+  for (auto& f : futs) f.get();
+  for (int k = 0; k < kCalls; ++k)
+    for (std::size_t i = 0; i < kCount; ++i) {
+      std::int32_t want = 0;
+      for (int q = 0; q < n; ++q) want += q * 1000 + k * 10 + static_cast<int>(i);
+      EXPECT(recv[k][i] == want, "call %d [%zu] = %d, want %d", k, i, recv[k][i], want);
+    }
+  if (failures == 0) std::printf("rel_rank: queue OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
+int when_all_mode(strata::Engine& engine) {
+  strata::Communicator a = engine.world().dup();
+  strata::Communicator b = engine.world().dup();
+  std::int32_t x = me + 1, sum = 0;
+  if (me == 0) {
+    strata::Future<void> fa = a.allreduce(&x, &sum, 1, strata::Datatype::int32, strata::Op::sum);
+    strata::Future<void> fb = b.barrier();
+    strata::when_all(std::move(fa), std::move(fb)).get();
+  } else {
+    b.barrier().get();
+    a.allreduce(&x, &sum, 1, strata::Datatype::int32, strata::Op::sum).get();
+  }
+  const int n = a.size();
+  EXPECT(sum == n * (n + 1) / 2, "sum %d, want %d", sum, n * (n + 1) / 2);
+  engine.world().barrier().get();
+  if (failures == 0) std::printf("rel_rank: when-all OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
+int then_mode(strata::Engine& engine) {
+  strata::Communicator a = engine.world().dup();
+  strata::Communicator b = engine.world().dup();
+  std::int32_t x = me + 1, sum = 0;
+  const int n = a.size();
+  if (me == 0) {
+    std::promise<std::chrono::steady_clock::time_point> ran;
+    std::future<std::chrono::steady_clock::time_point> ran_f = ran.get_future();
+    strata::Future<void> fa = a.allreduce(&x, &sum, 1, strata::Datatype::int32, strata::Op::sum);
+    strata::Future<void> cont = std::move(fa).then([&ran] { ran.set_value(std::chrono::steady_clock::now()); });
+    b.barrier().get();  // rank 1 posts its allreduce after this
+    const auto t0 = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);  // rank 1's idle period
+    if (ran_f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      std::printf("rank 0: FAILED: the then() continuation did not run within 5 s\n");
+      std::fflush(stdout);
+      _exit(1);
+    }
+    const double us = std::chrono::duration<double, std::micro>(ran_f.get() - t0).count();
+    std::printf("rank 0: continuation ran %.0f us after rank 1 posted (about)\n", us);
+    cont.get();
+  } else {
+    b.barrier().get();
+    // An idle period (not synchronization): rank 0's progress server blocks meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    a.allreduce(&x, &sum, 1, strata::Datatype::int32, strata::Op::sum).get();
+  }
+  EXPECT(sum == n * (n + 1) / 2, "sum %d, want %d", sum, n * (n + 1) / 2);
+  engine.world().barrier().get();
+  if (failures == 0) std::printf("rel_rank: then OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
+int ids_mode(strata::Engine& engine, long n) {
+  strata::Communicator& w = engine.world();
+  std::int32_t one = 1, sum = 0;
+  for (long i = 0; i < n; ++i) {
+    {
+      strata::Communicator c = w.dup();
+      if (i % 1000 == 0) {
+        c.allreduce(&one, &sum, 1, strata::Datatype::int32, strata::Op::sum).get();
+        EXPECT(sum == c.size(), "dup %ld: sum %d", i, sum);
+      }
+    }
+    strata::Window win = w.create_window(nullptr, 0);
+    win.free();
+  }
+  std::printf("rank %d: %ld communicators and windows created and freed\n", me, n);
+  if (failures == 0) std::printf("rel_rank: ids OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
+// Resident set (KiB) and mapping count of this process.
+std::pair<long, long> rss_and_maps() {
+  long rss = 0, maps = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "VmRSS:", 6) == 0) rss = std::atol(line + 6);
+    std::fclose(f);
+  }
+  if (FILE* f = std::fopen("/proc/self/maps", "r")) {
+    int ch = 0;
+    while ((ch = std::fgetc(f)) != EOF)
+      if (ch == '\n') ++maps;
+    std::fclose(f);
+  }
+  return {rss, maps};
+}
+
+int soak_mode(strata::Engine& engine, long n) {
+  strata::Communicator& w = engine.world();
+  std::int32_t one = 1, sum = 0;
+  long rss0 = 0, maps0 = 0, rss_max = 0, maps_max = 0;
+  const long every = std::max(1L, n / 10);
+  for (long i = 0; i < n; ++i) {
+    {
+      strata::Communicator c = w.dup();
+      c.allreduce(&one, &sum, 1, strata::Datatype::int32, strata::Op::sum).get();
+      EXPECT(sum == c.size(), "dup %ld: sum %d", i, sum);
+    }
+    {
+      strata::Window win = w.create_window(nullptr, 0);
+      win.free();
+    }
+    {
+      strata::SharedMemory m = engine.allocate(64 * 1024);
+      m.as<char>()[0] = 1;
+    }
+    if ((i + 1) % every == 0) {
+      // Every rank samples after the peers' frees of this round reached it.
+      w.barrier().get();
+      const auto [rss, maps] = rss_and_maps();
+      if (i + 1 == every) rss0 = rss, maps0 = maps;
+      rss_max = std::max(rss_max, rss);
+      maps_max = std::max(maps_max, maps);
+      std::printf("rank %d: after %ld: rss %ld KiB, mappings %ld\n", me, i + 1, rss, maps);
+      std::fflush(stdout);
+    }
+  }
+  // Bounded growth after the first sample: a few mappings (allocator arenas,
+  // a late unmap in flight) and a few MiB of resident memory.
+  EXPECT(maps_max - maps0 <= 64, "mappings grew from %ld to %ld", maps0, maps_max);
+  EXPECT(rss_max - rss0 <= 32 * 1024, "rss grew from %ld to %ld KiB", rss0, rss_max);
+  std::printf("rank %d: soak of %ld: rss %ld -> max %ld KiB, mappings %ld -> max %ld\n", me, n, rss0, rss_max, maps0,
+              maps_max);
+  if (failures == 0) std::printf("rel_rank: soak OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
+strata::UserOp throwing_op() {
+  strata::UserOp op;
+  op.fn = [](const void*, const void*, void*, std::size_t) { throw std::runtime_error("boom from the user op"); };
+  op.elem_size = sizeof(std::int32_t);
+  op.commutative = true;
+  op.name = "thrower";
+  return op;
+}
+
+int throwing_op_mode(strata::Engine& engine) {
+  struct Case {
+    const char* name;
+    std::size_t count;
+    bool in_place;
+  };
+  // 8 KiB is beyond the fast path's default 4 KiB per rank: a plan.
+  const Case cases[] = {
+      {"fast", 4, false}, {"fast_in_place", 4, true}, {"plan", 2048, false}, {"plan_in_place", 2048, true}};
+  // One communicator per case (a plan-path failure may leave a peer waiting until its timeout).
+  std::vector<strata::Communicator> comms;
+  for (std::size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) comms.push_back(engine.world().dup());
+  std::size_t i = 0;
+  for (const Case& c : cases) {
+    strata::Communicator& w = comms[i++];
+    engine.world().barrier().get();  // every rank starts each case together
+    std::vector<std::int32_t> s(c.count, 1), r(c.count, 0);
+    std::string verdict;
+    try {
+      strata::Future<void> f = w.allreduce(c.in_place ? strata::in_place : s.data(), r.data(), c.count, throwing_op());
+      // On the plan path only the ranks that reduce run the op; a peer waiting
+      // for a failed rank's data is not told (docs/reliability.md): bounded wait.
+      if (!f.wait_for(std::chrono::seconds(3))) {
+        verdict = "pending (a peer's op failed)";
+      } else {
+        f.get();
+        verdict = "success";
+      }
+    } catch (const strata::Error& e) {
+      const std::string m = e.what();
+      const bool named = m.find("allreduce") != std::string::npos &&
+                         m.find("rank " + std::to_string(me)) != std::string::npos &&
+                         m.find("boom from the user op") != std::string::npos;
+      if (e.errc() == strata::Errc::invalid_argument && named)
+        verdict = "threw-ok: " + m;
+      else if (e.errc() == strata::Errc::timeout || e.errc() == strata::Errc::peer_dead)
+        verdict = "waited: " + m;
+      else
+        verdict = "other: " + m;
+    } catch (const std::exception& e) {
+      verdict = std::string("escaped: ") + e.what();
+    }
+    std::printf("CASE %s rank %d: %s\n", c.name, me, verdict.c_str());
+    std::fflush(stdout);
+  }
+  std::printf("rel_rank: throwing-op done (rank %d)\n", me);
+  std::fflush(stdout);
+  _exit(0);  // a plan-path peer may still wait for the failed rank: skip the shutdown barrier
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    strata::Engine engine;
+    me = engine.rank();
+    if (mode == "--queue") return queue_mode(engine);
+    if (mode == "--throwing-op") return throwing_op_mode(engine);
+    if (mode == "--when-all") return when_all_mode(engine);
+    if (mode == "--then") return then_mode(engine);
+    if (mode == "--soak" && argc > 2) return soak_mode(engine, std::atol(argv[2]));
+    if (mode == "--ids" && argc > 2) return ids_mode(engine, std::atol(argv[2]));
+    std::fprintf(stderr, "rel_rank: unknown mode '%s'\n", mode.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: FAILED: exception: %s\n", me, e.what());
+    return 1;
+  }
+}
