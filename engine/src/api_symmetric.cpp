@@ -80,8 +80,8 @@ coll::Algorithm resolve(coll::Kind kind, const CollOptions& o, const CommImpl& i
   const std::string tree = env_or(o.tree, "STRATA_TREE_" + upper(coll::to_string(kind)));
   if (!tree.empty())
     throw Error(Errc::invalid_argument,
-                std::string(coll::to_string(kind)) + " on rank " + std::to_string(impl.rank()) + ": argument 'tree' = '" +
-                    tree + "' does not apply: " + family(kind) +
+                std::string(coll::to_string(kind)) + " on rank " + std::to_string(impl.rank()) +
+                    ": argument 'tree' = '" + tree + "' does not apply: " + family(kind) +
                     " runs a step schedule (ring, Bruck, recursive doubling, pairwise), not a tree; choose one with "
                     "'algorithm' (" +
                     algo_names(kind) + ")");
