@@ -167,6 +167,28 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // them if the executor could not drain them).
   std::unordered_map<std::uint32_t, Promise<void>> inflight;
 
+  // Set (under mu) when a member died: every unfinished, queued and later
+  // plan-path call fails with it (a survivor may wait for a live member that
+  // stopped because of the death, so its own plan never sees the dead peer).
+  Status broken;
+
+  // A member (world rank @p world_rank) died: fails what is unfinished or
+  // queued and everything later (the fast path notices deaths itself).
+  void member_died(int world_rank, const Status& why) {
+    const auto& w = group.world;
+    const auto it = std::find(w.begin(), w.end(), world_rank);
+    if (it == w.end()) return;
+    const Status st(Errc::peer_dead, "communicator " + std::to_string(id) + " on rank " + std::to_string(rank()) +
+                                         ": member rank " + std::to_string(it - w.begin()) + " (world rank " +
+                                         std::to_string(world_rank) + ") died: " + why.message());
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!broken.is_ok()) return;
+      broken = st;
+    }
+    fail_all(st);
+  }
+
   // Engine shutdown: fails every queued and unfinished call with @p why.
   void fail_all(const Status& why) {
     std::vector<std::function<bool()>> queued;
@@ -500,7 +522,11 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     auto start = [this, plan, send, recv, slot_base, seq, promise, peer_keys]() mutable -> bool {
       // Queued starts may run while the engine shuts down (the executor's
       // drain completes the instance ahead of them): fail them, never start.
-      const Status alive_st = core->check_alive(plan->name().c_str());
+      Status alive_st = core->check_alive(plan->name().c_str());
+      if (alive_st.is_ok()) {
+        std::lock_guard<std::mutex> lk(mu);
+        alive_st = broken;  // a member died
+      }
       if (!alive_st.is_ok()) {
         promise.set_error(alive_st);
         return false;

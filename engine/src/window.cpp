@@ -298,8 +298,17 @@ void install_window_routing(EngineCore& core) {
       logger().debug("window signal from rank {} for window {} dropped (not live here)", source, id);
     }
   });
-  tp.set_peer_failure_handler([ex, table](int peer, const Status& why) {
+  tp.set_peer_failure_handler([ex, table, core = &core](int peer, const Status& why) {
     ex->handle_peer_failure(peer, why);
+    // Every communicator with the dead member fails its unfinished calls (the
+    // transport stops before the core goes, so `core` is valid here).
+    std::vector<std::shared_ptr<CommImpl>> comms;
+    {
+      std::lock_guard<std::mutex> lk(core->id_mu);
+      for (auto& wc : core->comms)
+        if (auto c = wc.lock()) comms.push_back(std::move(c));
+    }
+    for (auto& c : comms) c->member_died(peer, why);
     std::vector<std::shared_ptr<WindowState>> hit;
     {
       std::lock_guard<std::mutex> lk(table->mu);

@@ -34,6 +34,13 @@
 //                 lines) 10 times; fails when either grows beyond a bound
 //                 after the first sample (peers must unmap what owners free).
 //                 Prints the samples and "rel_rank: soak OK".
+//   --dag-death   DAG collectives (64 KiB per rank: above the fast path)
+//                 while the last rank SIGKILLs itself: every survivor's
+//                 pending futures that need it fail with peer_dead or timeout
+//                 naming it within STRATA_TIMEOUT + 1 s (a broadcast part that
+//                 does not need it may succeed).
+//                 Prints "SURVIVOR rank R: ... after S s".
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -217,6 +224,58 @@ int soak_mode(strata::Engine& engine, long n) {
   return failures == 0 ? 0 : 1;
 }
 
+int dag_death_mode(strata::Engine& engine) {
+  strata::Communicator& w = engine.world();
+  const int n = w.size();
+  const int victim = n - 1;
+  constexpr std::size_t kCount = 16 * 1024;  // 64 KiB of int32 per rank
+  std::vector<std::int32_t> a(kCount, me + 1), b(kCount, 0), c(kCount * static_cast<std::size_t>(n), 0),
+      d(kCount, me == 0 ? 7 : 0);
+  w.allreduce(a.data(), b.data(), kCount, strata::Datatype::int32, strata::Op::sum).get();  // a working round
+  EXPECT(b[0] == n * (n + 1) / 2, "first allreduce %d", b[0]);
+  const char* tmo = std::getenv("STRATA_TIMEOUT");
+  const double limit_s = (tmo ? std::atof(tmo) / 1000.0 : 30.0) + 1.0;
+  if (me == victim) {
+    // Dies while the others are inside the collectives below (they cannot
+    // finish the allreduce, allgather or barrier without it).
+    std::fflush(stdout);
+    ::raise(SIGKILL);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::pair<const char*, strata::Future<void>>> futs;
+  futs.emplace_back("allreduce", w.allreduce(a.data(), b.data(), kCount, strata::Datatype::int32, strata::Op::sum));
+  futs.emplace_back("broadcast", w.broadcast(d.data(), kCount, strata::Datatype::int32, 0));
+  futs.emplace_back("allgather", w.allgather(a.data(), kCount, c.data(), strata::Datatype::int32));
+  futs.emplace_back("barrier", w.barrier());
+  const std::string named = "rank " + std::to_string(victim);
+  int errors = 0;
+  for (auto& [what, f] : futs) {
+    try {
+      f.get();
+      // A broadcast part may not depend on the victim (a tree leaf); the others must.
+      if (std::string(what) == "broadcast")
+        ++errors;
+      else
+        std::printf("rank %d: FAILED: %s succeeded without rank %d\n", me, what, victim);
+    } catch (const strata::Error& e) {
+      const std::string m = e.what();
+      const bool typed = e.errc() == strata::Errc::peer_dead || e.errc() == strata::Errc::timeout;
+      if (!typed || m.find(named) == std::string::npos)
+        std::printf("rank %d: FAILED: %s: wrong error: %s\n", me, what, m.c_str());
+      else
+        ++errors;
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (secs > limit_s)
+    std::printf("rank %d: FAILED: the last error came after %.2f s (limit %.2f s)\n", me, secs, limit_s);
+  if (errors == static_cast<int>(futs.size()) && secs <= limit_s && failures == 0)
+    std::printf("SURVIVOR rank %d: %d pending collectives failed naming rank %d after %.2f s\n", me, errors, victim,
+                secs);
+  std::fflush(stdout);
+  _exit(0);  // the engine's shutdown barrier cannot succeed with a dead member
+}
+
 strata::UserOp throwing_op() {
   strata::UserOp op;
   op.fn = [](const void*, const void*, void*, std::size_t) { throw std::runtime_error("boom from the user op"); };
@@ -287,6 +346,7 @@ int main(int argc, char** argv) {
     if (mode == "--throwing-op") return throwing_op_mode(engine);
     if (mode == "--when-all") return when_all_mode(engine);
     if (mode == "--then") return then_mode(engine);
+    if (mode == "--dag-death") return dag_death_mode(engine);
     if (mode == "--soak" && argc > 2) return soak_mode(engine, std::atol(argv[2]));
     if (mode == "--ids" && argc > 2) return ids_mode(engine, std::atol(argv[2]));
     std::fprintf(stderr, "rel_rank: unknown mode '%s'\n", mode.c_str());

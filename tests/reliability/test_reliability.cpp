@@ -95,6 +95,32 @@ TEST(Then, ContinuationRunsWithoutAWaiter) {
   }
 }
 
+// A rank SIGKILLed in the middle of DAG collectives (above the fast path's
+// size): every survivor's pending futures fail with peer_dead or timeout
+// naming the rank within STRATA_TIMEOUT + 1 s, on one host and across two
+// virtual hosts (libfabric between them).
+struct DeathCase {
+  const char* name;
+  const char* env;
+  const char* launcher;
+  int survivors;
+};
+class DagPeerDeath : public ::testing::TestWithParam<DeathCase> {};
+TEST_P(DagPeerDeath, SurvivorsPendingFuturesFailNamingTheRank) {
+  std::string out;
+  const int rc = run(std::string("STRATA_TIMEOUT=2000 ") + GetParam().env,
+                     std::string(GetParam().launcher) + " --on-failure continue", "--dag-death", &out, 60);
+  EXPECT_NE(rc, 0) << out;  // the victim was killed: the launcher reports it
+  EXPECT_EQ(count(out, "SURVIVOR rank"), GetParam().survivors) << out;
+  EXPECT_EQ(count(out, "FAILED"), 0) << out;
+  std::printf("%s", out.c_str());
+}
+INSTANTIATE_TEST_SUITE_P(Matrix, DagPeerDeath,
+                         ::testing::Values(DeathCase{"n3", "", "-n 3", 2},
+                                           DeathCase{"n3_fastpath_off", "STRATA_FASTPATH=off", "-n 3", 2},
+                                           DeathCase{"n4_hosts2", "", "-n 4 --hosts 2", 3}),
+                         [](const ::testing::TestParamInfo<DeathCase>& i) { return std::string(i.param.name); });
+
 // Communicator and window ids are 16 bits on the wire: 66,000 of each created
 // and freed on one rank need their reuse (regression: "out of communicator
 // ids" after 65,534 splits); on two ranks the members agree on free ids.

@@ -138,6 +138,8 @@ class Communicator {
   [[nodiscard]] std::uint16_t id() const;
 
   /// @brief Splits like MPI_Comm_split (collective, blocking; on one rank,
+  /// at most 65,533 communicators may exist at once: ids are 16 bits and
+  /// reused after free, past that it throws Errc::unsupported naming the limit;
   /// split/dup calls must not run concurrently from several threads): ranks with equal
   /// @p color form a communicator, ordered by (@p key, rank). color < 0 returns
   /// an invalid handle.
@@ -268,8 +270,8 @@ class Engine {
   /// collective: the peers map it from their progress). Collective buffers
   /// allocated here and passed with CollOptions::shared_buffers are read
   /// straight out of the owner's memory (one copy per block instead of two).
-  /// Peers keep their mapping until the engine shuts down: allocate long-lived
-  /// buffers once and reuse them. Throws strata::Error naming 'bytes' and the
+  /// When the last handle goes the peers are told to unmap it (nothing stays
+  /// mapped per allocate/free; docs/reliability.md). Throws strata::Error naming 'bytes' and the
   /// rank when @p bytes is 0 or cannot be allocated.
   [[nodiscard]] SharedMemory allocate(std::size_t bytes);
   /// @brief Context for futures and continuations that run on the engine's arena.
