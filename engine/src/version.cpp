@@ -1,5 +1,5 @@
 #include "strata/version.hpp"
 
 namespace strata {
-const char* version() noexcept { return "0.1.0"; }
+const char* version() noexcept { return STRATA_VERSION_STRING; }
 }  // namespace strata

@@ -5,9 +5,11 @@
 // Rank 0 prints the topology; then a round of messages: each rank in turn
 // broadcasts a 1 MiB block (verified everywhere), every rank contributes to an
 // allreduce checksum, and a burst of loose allreduces runs back to back.
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -24,7 +26,17 @@ int main(int argc, char** argv) {
   std::size_t bytes = 1 << 20;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--bytes") == 0 && i + 1 < argc) {
-      bytes = std::stoull(argv[++i]);
+      // Strict parse: the whole argument must be a positive decimal number (std::stoull threw outside
+      // any handler and accepted "12abc").
+      const char* text = argv[++i];
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long v = std::strtoull(text, &end, 10);
+      if (text[0] == '\0' || text[0] == '-' || *end != '\0' || errno == ERANGE || v == 0) {
+        std::fprintf(stderr, "strata-demo: --bytes expects a positive integer, got '%s'\n", text);
+        return 2;
+      }
+      bytes = static_cast<std::size_t>(v);
     } else {
       std::fprintf(stderr, "usage: strata-demo [--bytes N]\n");
       return 2;

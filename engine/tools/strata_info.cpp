@@ -5,7 +5,7 @@
 // host, the hierarchy with every rank's place, the leaders per level, the
 // libfabric providers that offer RMA and the STRATA_* settings in effect.
 //
-//   strata-info [--json]
+//   strata-info [--json] [--version]
 #include <rdma/fabric.h>
 
 #include <cstdio>
@@ -21,6 +21,7 @@
 #include "strata/collectives/compile.hpp"
 #include "strata/transport/bootstrap.hpp"
 #include "strata/transport/topology.hpp"
+#include "strata/version.hpp"
 
 extern char** environ;
 
@@ -238,9 +239,19 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
+    } else if (std::strcmp(argv[i], "--version") == 0) {
+      std::printf("strata-info (strata %s, headers %s)\ncompiler: %s\nassertions: %s\n", strata::version(),
+                  STRATA_VERSION_STRING, __VERSION__,
+#ifdef NDEBUG
+                  "off"
+#else
+                  "on"
+#endif
+      );
+      return 0;
     } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       std::printf(
-          "usage: strata-info [--json]\n"
+          "usage: strata-info [--json] [--version]\n"
           "Prints the machine, the rank hierarchy (host, package, NUMA, core), leaders, RMA providers and\n"
           "STRATA_* settings. Run alone or under strata-run -n N [--hosts H] [--topology SPEC] -- strata-info.\n");
       return 0;

@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if ((a == "-o" || a == "--prefix") && i + 1 == argc) {
+      std::cerr << "strata-trace-merge: option '" << a << "' needs a value\n";
+      return usage();
+    }
     if (a == "-o" && i + 1 < argc) {
       out_path = argv[++i];
     } else if (a == "--prefix" && i + 1 < argc) {

@@ -15,6 +15,8 @@ echo "cmake consumer: $out"
 [[ "$out" == "strata "* ]] || { echo "unexpected output from the CMake consumer" >&2; exit 1; }
 # 2. pkg-config
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:$work/prefix/lib/x86_64-linux-gnu/pkgconfig"
+# The .pc file leaves the language standard to the consumer.
+if pkg-config --cflags strata | grep -q -- '-std='; then echo "strata.pc forces a -std= flag" >&2; exit 1; fi
 # shellcheck disable=SC2046,SC2086
 c++ -std=c++17 $flags "$src/main.cpp" -o "$work/pc-consumer" $(pkg-config --cflags --libs strata)
 out=$("$work/pc-consumer")

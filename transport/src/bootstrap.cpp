@@ -59,6 +59,14 @@ std::unique_ptr<Bootstrap> bootstrap_from_environment() {
                 "install libpmix-dev and rebuild, or start it with strata-run -n N -- PROGRAM");
 #endif
   }
+  // A PMI-1/PMI-2 launch (MPICH's Hydra mpiexec, srun --mpi=pmi2) of several processes without PMIx: each
+  // process would otherwise run as its own single-rank job, N singletons computing wrong results.
+  if (const char* pmi_size = std::getenv("PMI_SIZE"); pmi_size != nullptr && std::atol(pmi_size) > 1)
+    throw Error(Errc::bootstrap_error,
+                std::string("this process was started by a PMI launcher with ") + pmi_size +
+                    " processes (PMI_SIZE is set, PMIX_RANK is not), which strata cannot bootstrap from: start it "
+                    "with `strata-run -n N [--hosts H] -- PROGRAM ARGS...` or under a PMIx launcher (Open MPI's "
+                    "mpirun, prterun, srun --mpi=pmix)");
   const char* req = std::getenv(detail::rdv::env::kRequireLauncher);
   if (req != nullptr && std::strcmp(req, "1") == 0)
     throw Error(Errc::bootstrap_error,
