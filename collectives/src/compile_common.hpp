@@ -33,6 +33,17 @@ inline constexpr std::uint64_t kAllreduceRingMinBytes = std::uint64_t{2} << 20; 
 // send bytes (allgather) or of the first message (alltoall); from kSymStreamMinBytes of send + recv per rank the
 // copies into recv use non-temporal stores (PlanBuilder::streaming).
 inline constexpr std::uint64_t kSymLargeMessage = std::uint64_t{1} << 20;
+// Default pipeline fragment of the trees (broadcast, reduce, gather/scatter) and
+// the step schedules: messages above it are cut into fragments of this size
+// even when they fit a window region. Measured on 2 ranks, one per core
+// (strata-bench, STRATA_FRAGMENT=fixed:N; docs/algorithms.md "Fragmentation"):
+// 32 KiB fragments and unfragmented 1 MiB messages left a 1 MiB broadcast at
+// 184 us (two serial out-of-cache copies), 128 KiB fragments bring it to 40 us
+// and every collective from 128 KiB to 4 MiB to within 0-10% of its best
+// fixed size (64 KiB was up to 10% slower at 4 MiB). The papers used 32 KiB
+// (Mallon et al.) and 16 / 512 KiB (Ma et al.) on other machines: this is a
+// machine constant, to be read from the tuning table once there is one.
+inline constexpr std::uint64_t kPipelineFragment = std::uint64_t{128} << 10;
 inline constexpr std::uint64_t kSymLargeFragment = std::uint64_t{128} << 10;
 inline constexpr std::uint64_t kSymStreamMinBytes = std::uint64_t{12} << 20;
 
@@ -193,9 +204,11 @@ class Ctx {
     } else if (c_.algo.fragment > 0) {
       pol = patterns::FragPolicy::fixed(std::min(c_.algo.fragment, cap), align);
     } else {
-      // Default: whole message if it fits a region, else 32 KiB pipeline fragments (seed 000).
-      pol = bytes <= cap ? patterns::FragPolicy::none()
-                         : patterns::FragPolicy::fixed(std::min<std::size_t>(32768, cap), align);
+      // Default: whole message up to one pipeline fragment (and if it fits a
+      // region), else kPipelineFragment pieces.
+      pol = bytes <= std::min<std::size_t>(cap, kPipelineFragment)
+                ? patterns::FragPolicy::none()
+                : patterns::FragPolicy::fixed(std::min<std::size_t>(kPipelineFragment, cap), align);
     }
     std::vector<patterns::Fragment> fr;
     patterns::fragments(bytes, pol, fr);

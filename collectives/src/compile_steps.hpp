@@ -18,8 +18,8 @@
 
 namespace strata::coll::cc::steps {
 
-constexpr std::size_t kMaxOutstandingPuts = 128;  // seed 002 throttled at 128
-constexpr std::size_t kDefaultFragment = 32768;   // seed 000
+constexpr std::size_t kMaxOutstandingPuts = 128;             // seed 002 throttled at 128
+constexpr std::size_t kDefaultFragment = kPipelineFragment;  // compile_common.hpp (decision table)
 constexpr std::size_t kMaxRegions = 1024;
 
 // Local buffer accesses, for read-after-write / write-after-read / write-after-write edges.
