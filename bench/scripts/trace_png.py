@@ -27,6 +27,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--out", required=True, help="PNG to write")
     ap.add_argument("--last-us", type=float, default=0.0, help="keep only the last US microseconds")
+    ap.add_argument("--end-at", default="", help="end the window 10%% after the last node of this kind "
+                    "(e.g. compute: the run's last application work; skips shutdown traffic)")
     ap.add_argument("--title", default="strata: two loose collectives and application work on one executor")
     ap.add_argument("files", nargs="+", help="per-rank trace files (STRATA_TRACE prefix.RANK.json)")
     a = ap.parse_args()
@@ -46,6 +48,13 @@ def main():
     if not ev:
         sys.exit("trace_png.py: no events in " + " ".join(a.files))
     end = max(t + d for t, d, *_ in ev)
+    if a.end_at:
+        last = [t + d for t, d, _, _, _, k in ev if k == a.end_at]
+        if last:
+            end = max(last)
+            if a.last_us > 0:
+                end += 0.1 * a.last_us
+            ev = [e for e in ev if e[0] <= end]
     start = min(t for t, *_ in ev)
     if a.last_us > 0:
         start = max(start, end - a.last_us)
