@@ -286,20 +286,25 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       if (p == nullptr) ok = 0;
       flag_table[static_cast<std::size_t>(group.world[ur])] = static_cast<std::atomic<std::uint32_t>*>(p);
     }
-    if (size() > 1) {
-      std::uint64_t all = 0;
-      coll::Call k;
-      k.kind = coll::Kind::allreduce;
-      k.count = 1;
-      k.dtype = dag::DataType::u64;
-      k.op = dag::ReduceOp::min;
-      submit(k, &ok, &all, nullptr, /*internal=*/true).get();
-      ok = all;
-    }
+    ok = agree_min(ok);
     std::lock_guard<std::mutex> lk(mu);
     group.flags = ok != 0;
     cache.clear();  // plans compiled before (the agreement itself) use signals only
     detail::logger().debug("comm {}: window flags {}", id, group.flags ? "on" : "off");
+  }
+
+  // Collective, internal: the minimum of @p mine over the members (an
+  // agreement: 0 anywhere makes it 0 everywhere). Not checked by STRATA_CHECK.
+  std::uint64_t agree_min(std::uint64_t mine) {
+    if (size() <= 1) return mine;
+    std::uint64_t all = 0;
+    coll::Call k;
+    k.kind = coll::Kind::allreduce;
+    k.count = 1;
+    k.dtype = dag::DataType::u64;
+    k.op = dag::ReduceOp::min;
+    submit(k, &mine, &all, nullptr, /*internal=*/true).get();
+    return all;
   }
 
   // Whether the fast path may serve this communicator: enabled, every member on this host.
@@ -326,16 +331,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
                       : static_cast<std::byte*>(core->transport->map_peer(peers[ur].rank, peers[ur].key, at, len));
       if (areas[ur] == nullptr) ok = 0;
     }
-    if (size() > 1) {
-      std::uint64_t all = 0;
-      coll::Call k;
-      k.kind = coll::Kind::allreduce;
-      k.count = 1;
-      k.dtype = dag::DataType::u64;
-      k.op = dag::ReduceOp::min;
-      submit(k, &ok, &all, nullptr, /*internal=*/true).get();
-      ok = all;
-    }
+    ok = agree_min(ok);
     if (ok == 0) {
       detail::logger().debug("comm {}: fast path off (a member cannot map the others' areas)", id);
       return;
