@@ -2,7 +2,8 @@
 // rendezvous, and supervises them (see docs/launcher.md).
 //
 //   strata-run -n N [--hosts H] [--bind core|numa|none] [--timeout S] [--grace S]
-//              [--tag-output] [--topology SPEC] [--on-failure kill|continue] -- PROGRAM ARGS...
+//              [--tag-output] [--topology SPEC] [--on-failure kill|continue]
+//              [--net RATE|none] -- PROGRAM ARGS...
 //
 // One single-threaded poll loop watches a signalfd (SIGCHLD, SIGINT, SIGTERM,
 // SIGHUP), the rendezvous sockets and, with --tag-output, the ranks' output
@@ -37,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "net/netcluster.hpp"
 #include "strata/detail/rendezvous.hpp"
 
 extern char** environ;
@@ -61,6 +63,10 @@ const char* const kUsage =
     "                          when a rank fails: terminate the others (default) or let them run on\n"
     "  --tag-output            prefix every line of output with [rank]\n"
     "  --topology SPEC         hwloc synthetic description or XML file, exported as STRATA_TOPOLOGY\n"
+    "  --net RATE|none         emulated cluster: each virtual host in its own network and UTS namespace,\n"
+    "                          linked through a bridge, every link shaped to RATE in both directions\n"
+    "                          (tc units: 10gbit, 25gbit; none = unshaped); needs root (docs/cluster.md)\n"
+    "  --net-check             print whether --net can work here (exit 0) or why not (exit 1)\n"
     "  -h, --help              this text\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -77,6 +83,7 @@ struct Options {
   bool tag_output = false;
   std::optional<std::string> topology;
   bool kill_on_failure = true;
+  std::optional<double> net_bps;  // --net: link rate in bit/s (0 = unshaped)
   std::vector<std::string> argv;  // PROGRAM ARGS...
   std::string program;            // resolved path
 };
@@ -183,6 +190,17 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--tag-output") {
       if (inline_v) usage_error("--tag-output takes no value");
       o.tag_output = true;
+    } else if (a == "--net") {
+      try {
+        o.net_bps = strata::tools::net::parse_rate(value(a, inline_v), "--net");
+      } catch (const std::exception& e) {
+        usage_error(e.what());
+      }
+    } else if (a == "--net-check") {
+      const std::string why = strata::tools::net::Cluster::unavailable_reason();
+      std::printf("%s\n",
+                  why.empty() ? "strata-run: --net is available" : ("strata-run: --net unavailable: " + why).c_str());
+      std::exit(why.empty() ? 0 : 1);
     } else if (a == "--topology") {
       o.topology = value(a, inline_v);
     } else if (a == "--on-failure") {
@@ -334,6 +352,15 @@ class Launcher {
   int run() {
     setup_signals();
     setup_rendezvous();
+    if (opt_.net_bps) {
+      try {
+        net_ = std::make_unique<strata::tools::net::Cluster>(opt_.hosts, *opt_.net_bps);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "strata-run: --net unavailable: %s\n", e.what());
+        cleanup();
+        return 1;
+      }
+    }
     std::string applied;
     const auto sets = binding_sets(opt_, applied);
     spawn_all(sets, applied);
@@ -413,6 +440,11 @@ class Launcher {
     set(rdv::env::kRdv, sock_path_);
     set(rdv::env::kJobDir, dir_);
     set(rdv::env::kBind, applied);
+    if (opt_.net_bps) {  // for benchmarks that report the link bound (docs/cluster.md)
+      char bps[32];
+      std::snprintf(bps, sizeof bps, "%.0f", *opt_.net_bps);
+      set("STRATA_NET_RATE_BPS", bps);
+    }
     if (opt_.topology) set(rdv::env::kTopology, *opt_.topology);
     return env;
   }
@@ -437,12 +469,18 @@ class Launcher {
         break;
       }
       const cpu_set_t* cpus = sets.empty() ? nullptr : &sets[static_cast<std::size_t>(r) % sets.size()];
+      const int host = rdv::block_placement(r, opt_.n, opt_.hosts).host;
       const pid_t pid = ::fork();
       if (pid == 0) {
         // Child: only async-signal-safe calls until exec.
         ::setpgid(0, 0);
         ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         if (::getppid() != self) _exit(127);
+        if (net_ && !net_->enter(host)) {
+          const char* msg = "strata-run: cannot enter the rank's virtual host namespaces\n";
+          [[maybe_unused]] ssize_t w = ::write(2, msg, std::strlen(msg));
+          _exit(127);
+        }
         if (devnull >= 0) ::dup2(devnull, 0);
         if (opt_.tag_output) {
           ::dup2(out[1], 1);
@@ -693,6 +731,7 @@ class Launcher {
       std::fprintf(stderr, "strata-run: refused %d rendezvous connection(s) that failed authentication\n",
                    server_->rejected());
     server_.reset();
+    net_.reset();  // the namespaces go with their last process
     remove_dir();
     // Remove shared-memory objects a crashed rank left behind: names carrying
     // the job id, and the shm backend's segments ("strata-<tag>-<rank>").
@@ -729,6 +768,7 @@ class Launcher {
   std::string dir_;
   std::string sock_path_;
   std::unique_ptr<rdv::Server> server_;
+  std::unique_ptr<strata::tools::net::Cluster> net_;
 };
 
 }  // namespace

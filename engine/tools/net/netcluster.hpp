@@ -1,0 +1,271 @@
+// An emulated cluster on one machine (docs/cluster.md, "The emulated cluster"):
+// each virtual host is a network + UTS namespace with its own host name and
+// one veth link to a bridge; every link is shaped in both directions with tbf.
+//
+// Nothing is named in the file system (no `ip netns add`): every namespace is
+// held by a small holder process that the launcher forks (PR_SET_PDEATHSIG
+// SIGKILL), and the bridge lives in a namespace of its own. When the holders
+// and the ranks are gone the kernel frees the namespaces, and with them every
+// veth and the bridge: a SIGKILL of the launcher itself leaves nothing behind.
+//
+//   switch namespace: br0 --- vh0 ==veth== eth0 [host 0: 10.213.0.1/24, "strata-h0"]
+//                         \-- vh1 ==veth== eth0 [host 1: 10.213.0.2/24, "strata-h1"] ...
+//
+// tbf on vh<h> shapes the traffic towards host h, tbf on host h's eth0 the
+// traffic it sends. This kernel has tbf and htb but not netem: no delay is
+// added, so the links have the (microsecond) latency of veth + bridge.
+#pragma once
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace strata::tools::net {
+
+/// Link rate in bits per second parsed from tc-style text ("10gbit", "2500mbit",
+/// "1e9"); 0 for "" / "none" (unshaped). Throws std::invalid_argument naming @p what.
+inline double parse_rate(const std::string& v, const std::string& what) {
+  if (v.empty() || v == "none" || v == "off") return 0;
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(v.c_str(), &end);
+  const std::string unit = end != nullptr ? std::string(end) : std::string();
+  double mult = 0;
+  if (unit.empty() || unit == "bit")
+    mult = 1;
+  else if (unit == "kbit")
+    mult = 1e3;
+  else if (unit == "mbit")
+    mult = 1e6;
+  else if (unit == "gbit")
+    mult = 1e9;
+  if (errno != 0 || end == v.c_str() || mult == 0 || !(x > 0) || x * mult < 1e6 || x * mult > 4e11)
+    throw std::invalid_argument(what + " expects a rate from 1mbit to 400gbit such as 10gbit or 25gbit, got '" + v +
+                                "'");
+  return x * mult;
+}
+
+/// Runs @p argv (execvp) inside the network namespace @p netns_fd (-1: this
+/// one); returns "" on success, else the command and its error output.
+inline std::string run_in(int netns_fd, const std::vector<std::string>& argv) {
+  int err[2];
+  if (::pipe2(err, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(err[1], 1);
+    ::dup2(err[1], 2);
+    if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0) _exit(126);
+    ::execvp(args[0], args.data());
+    _exit(127);
+  }
+  ::close(err[1]);
+  std::string out;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(err[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+  ::close(err[0]);
+  if (pid < 0) return std::string("fork: ") + std::strerror(errno);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return "";
+  std::string cmd;
+  for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+    return "'" + cmd + "': cannot run " + argv[0] + " (is iproute2 installed?)";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return "'" + cmd + "' failed" + (out.empty() ? std::string() : ": " + out);
+}
+
+class Cluster {
+ public:
+  /// Builds @p hosts virtual hosts joined by a bridge, each link shaped to
+  /// @p rate_bps bits/s (0: unshaped). Throws std::runtime_error with one line
+  /// saying why when namespaces cannot be made (not root, no support, no ip).
+  Cluster(int hosts, double rate_bps) : hosts_(hosts), rate_(rate_bps) {
+    try {
+      sw_ = spawn_holder(-1);
+      for (int h = 0; h < hosts; ++h) holders_.push_back(spawn_holder(h));
+      configure();
+    } catch (...) {
+      shutdown();
+      throw;
+    }
+  }
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+  ~Cluster() { shutdown(); }
+
+  /// "" if this process can build an emulated cluster, else the reason.
+  static std::string unavailable_reason() {
+    if (::geteuid() != 0) return "needs root (network namespaces, veth and tc)";
+    try {
+      Cluster probe(1, 0);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  int hosts() const { return hosts_; }
+  double rate_bps() const { return rate_; }
+  static std::string address(int h) { return "10.213." + std::to_string(h / 250) + "." + std::to_string(h % 250 + 1); }
+  static std::string hostname(int h) { return "strata-h" + std::to_string(h); }
+  static const char* interface() { return "eth0"; }
+  pid_t holder(int h) const { return holders_[static_cast<std::size_t>(h)].pid; }
+  /// Namespace file descriptors of host @p h (close-on-exec), for setns().
+  int net_fd(int h) const { return holders_[static_cast<std::size_t>(h)].net_fd; }
+  int uts_fd(int h) const { return holders_[static_cast<std::size_t>(h)].uts_fd; }
+
+  /// Enters host @p h's namespaces; async-signal-safe (for a forked child).
+  bool enter(int h) const { return ::setns(net_fd(h), CLONE_NEWNET) == 0 && ::setns(uts_fd(h), CLONE_NEWUTS) == 0; }
+
+  /// Ends the holders; the namespaces go when the last process in them exits.
+  void shutdown() {
+    auto end = [](Holder& x) {
+      for (int* fd : {&x.ctl_fd, &x.net_fd, &x.uts_fd}) {
+        if (*fd >= 0) ::close(*fd);
+        *fd = -1;
+      }
+      if (x.pid > 0) {
+        ::kill(x.pid, SIGKILL);
+        while (::waitpid(x.pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        x.pid = -1;
+      }
+    };
+    for (auto& x : holders_) end(x);
+    end(sw_);
+  }
+
+ private:
+  struct Holder {
+    pid_t pid = -1;
+    int ctl_fd = -1;  // write end: the holder exits when it sees EOF
+    int net_fd = -1;
+    int uts_fd = -1;
+  };
+
+  /// Forks a process that unshares a network (and for a host, UTS) namespace
+  /// and waits; h < 0 is the switch.
+  Holder spawn_holder(int h) {
+    int ready[2], ctl[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(ctl, O_CLOEXEC) != 0)
+      throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    const std::string name = h < 0 ? std::string() : hostname(h);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      if (::getppid() != parent) _exit(1);
+      ::close(ready[0]);
+      ::close(ctl[1]);
+      int e = 0;
+      if (::unshare(CLONE_NEWNET | (h < 0 ? 0 : CLONE_NEWUTS)) != 0)
+        e = errno;
+      else if (h >= 0 && ::sethostname(name.c_str(), name.size()) != 0)
+        e = errno;
+      [[maybe_unused]] ssize_t w = ::write(ready[1], &e, sizeof e);
+      if (e != 0) _exit(1);
+      char c;
+      while (::read(ctl[0], &c, 1) != 0) {  // until the launcher closes ctl (or dies)
+      }
+      _exit(0);
+    }
+    ::close(ready[1]);
+    ::close(ctl[0]);
+    Holder x;
+    x.pid = pid;
+    x.ctl_fd = ctl[1];
+    if (pid < 0) {
+      ::close(ready[0]);
+      ::close(ctl[1]);
+      throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    }
+    int e = -1;
+    ssize_t n;
+    while ((n = ::read(ready[0], &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    ::close(ready[0]);
+    if (n != static_cast<ssize_t>(sizeof e) || e != 0) {
+      ::close(x.ctl_fd);
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      throw std::runtime_error(std::string("cannot create a network namespace (unshare: ") +
+                               std::strerror(e > 0 ? e : EPERM) + "); needs root and namespace support");
+    }
+    const std::string p = "/proc/" + std::to_string(pid) + "/ns/";
+    x.net_fd = ::open((p + "net").c_str(), O_RDONLY | O_CLOEXEC);
+    x.uts_fd = ::open((p + "uts").c_str(), O_RDONLY | O_CLOEXEC);
+    if (x.net_fd < 0 || x.uts_fd < 0) {
+      const std::string why = "cannot open " + p + ": " + std::strerror(errno);
+      for (int fd : {x.ctl_fd, x.net_fd, x.uts_fd})
+        if (fd >= 0) ::close(fd);
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      throw std::runtime_error(why);
+    }
+    return x;
+  }
+
+  void must(int netns_fd, const std::vector<std::string>& argv) {
+    const std::string e = run_in(netns_fd, argv);
+    if (!e.empty()) throw std::runtime_error("emulated cluster set-up: " + e);
+  }
+
+  /// tbf arguments for the link rate: the bucket holds 1 ms at the rate (at
+  /// least 256 KiB, so a 64 KiB GSO segment always fits) and the queue 10 ms.
+  std::vector<std::string> tbf(const std::string& dev) const {
+    const double bytes_per_s = rate_ / 8;
+    const long burst = std::max(256L << 10, std::lround(bytes_per_s / 1000));
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.0fbit", rate_);
+    return {"tc",      "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", std::to_string(burst),
+            "latency", "10ms"};
+  }
+
+  void configure() {
+    const int sw = sw_.net_fd;
+    must(sw, {"ip", "link", "add", "br0", "type", "bridge"});
+    must(sw, {"ip", "link", "set", "br0", "up"});
+    for (int h = 0; h < hosts_; ++h) {
+      const std::string vh = "vh" + std::to_string(h);
+      must(sw,
+           {"ip", "link", "add", vh, "type", "veth", "peer", "name", interface(), "netns", std::to_string(holder(h))});
+      must(sw, {"ip", "link", "set", vh, "master", "br0"});
+      must(sw, {"ip", "link", "set", vh, "up"});
+      const int hn = net_fd(h);
+      must(hn, {"ip", "link", "set", "lo", "up"});
+      must(hn, {"ip", "addr", "add", address(h) + "/16", "dev", interface()});
+      must(hn, {"ip", "link", "set", interface(), "up"});
+      if (rate_ > 0) {
+        must(sw, tbf(vh));
+        must(hn, tbf(interface()));
+      }
+    }
+  }
+
+  int hosts_;
+  double rate_;
+  Holder sw_;
+  std::vector<Holder> holders_;
+};
+
+}  // namespace strata::tools::net
