@@ -66,6 +66,7 @@ const char* const kUsage =
     "  --net RATE|none         emulated cluster: each virtual host in its own network and UTS namespace,\n"
     "                          linked through a bridge, every link shaped to RATE in both directions\n"
     "                          (tc units: 10gbit, 25gbit; none = unshaped); needs root (docs/cluster.md)\n"
+    "  --net-stats             with --net: print the bytes each host's link carried at the end\n"
     "  --net-check             print whether --net can work here (exit 0) or why not (exit 1)\n"
     "  -h, --help              this text\n";
 
@@ -84,6 +85,7 @@ struct Options {
   std::optional<std::string> topology;
   bool kill_on_failure = true;
   std::optional<double> net_bps;  // --net: link rate in bit/s (0 = unshaped)
+  bool net_stats = false;
   std::vector<std::string> argv;  // PROGRAM ARGS...
   std::string program;            // resolved path
 };
@@ -196,6 +198,9 @@ Options parse_args(int argc, char** argv) {
       } catch (const std::exception& e) {
         usage_error(e.what());
       }
+    } else if (a == "--net-stats") {
+      if (inline_v) usage_error("--net-stats takes no value");
+      o.net_stats = true;
     } else if (a == "--net-check") {
       const std::string why = strata::tools::net::Cluster::unavailable_reason();
       std::printf("%s\n",
@@ -731,6 +736,7 @@ class Launcher {
       std::fprintf(stderr, "strata-run: refused %d rendezvous connection(s) that failed authentication\n",
                    server_->rejected());
     server_.reset();
+    if (net_ && opt_.net_stats) std::fputs(net_->link_report("strata-run").c_str(), stderr);
     net_.reset();  // the namespaces go with their last process
     remove_dir();
     // Remove shared-memory objects a crashed rank left behind: names carrying

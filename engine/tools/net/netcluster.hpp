@@ -31,6 +31,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata::tools::net {
@@ -136,6 +137,40 @@ class Cluster {
 
   /// Enters host @p h's namespaces; async-signal-safe (for a forked child).
   bool enter(int h) const { return ::setns(net_fd(h), CLONE_NEWNET) == 0 && ::setns(uts_fd(h), CLONE_NEWUTS) == 0; }
+
+  /// Bytes host @p h's link received and sent so far ({-1, -1} if unknown),
+  /// from the namespace's /proc/PID/net/dev.
+  std::pair<long long, long long> link_bytes(int h) const {
+    std::FILE* f = std::fopen(("/proc/" + std::to_string(holder(h)) + "/net/dev").c_str(), "r");
+    std::pair<long long, long long> out{-1, -1};
+    if (f == nullptr) return out;
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      const char* p = line;
+      while (*p == ' ') ++p;
+      if (std::strncmp(p, "eth0:", 5) != 0) continue;
+      long long v[9] = {};
+      if (std::sscanf(p + 5, "%lld %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                      &v[6], &v[7], &v[8]) == 9)
+        out = {v[0], v[8]};
+    }
+    std::fclose(f);
+    return out;
+  }
+
+  /// One line per host: the bytes its link carried (the proof that a run's
+  /// data crossed the emulated network).
+  std::string link_report(const char* who) const {
+    std::string out;
+    for (int h = 0; h < hosts_; ++h) {
+      const auto [rx, tx] = link_bytes(h);
+      char line[160];
+      std::snprintf(line, sizeof line, "%s: host %d (%s) link: received %.1f MB, sent %.1f MB\n", who, h,
+                    address(h).c_str(), static_cast<double>(rx) / 1e6, static_cast<double>(tx) / 1e6);
+      out += line;
+    }
+    return out;
+  }
 
   /// Ends the holders; the namespaces go when the last process in them exits.
   void shutdown() {
