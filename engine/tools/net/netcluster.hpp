@@ -238,8 +238,6 @@ class Cluster {
       const int sfd = ::signalfd(-1, &usr1, SFD_CLOEXEC);
       ::prctl(PR_SET_PDEATHSIG, SIGUSR1, 0, 0, 0);
       if (::getppid() != parent) _exit(1);
-      ::close(ready[0]);
-      ::close(ctl[1]);
       int e = 0;
       if (::unshare(CLONE_NEWNET | (h < 0 ? 0 : CLONE_NEWUTS)) != 0)
         e = errno;
