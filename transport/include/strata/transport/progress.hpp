@@ -53,6 +53,9 @@ struct ProgressOptions {
   /// 0.07-0.57 ms (docs/performance.md, "Across hosts"); on one host nothing
   /// changed measurably. A waiter has nothing else to do on its thread.
   std::chrono::microseconds wait_spin{2000};
+  /// The engine's default wait_spin when a machine runs more ranks than it
+  /// has CPUs (a polling waiter would take another rank's core).
+  static constexpr std::chrono::microseconds kOversubscribedWaitSpin{50};
   /// STRATA_PROGRESS_MAX_BLOCK (microseconds): longest single block in
   /// wait_for_event(); bounds how late a silent peer's timeout
   /// (STRATA_TIMEOUT) is noticed and how late stop() is seen.
