@@ -33,6 +33,8 @@ const char* kUsage =
     "  --nic-gbit G  --nic-lat-us U  --msg-bytes B  --shm-lat-us U  --copy-gbs G  --copy-numa-gbs G\n"
     "  --copy-package-gbs G  --numa-mem-gbs G  --reduce-gbs G  --node-us U  --progress-us U  --workers W\n"
     "  (a bandwidth of 'inf' costs nothing per byte)\n"
+    "  --pure                  only NIC latency and bandwidth cost anything (closed-form checks); later flags "
+    "override\n"
     "collective:\n"
     "  --coll NAME             barrier | broadcast | reduce | allreduce | gather | scatter | allgather | alltoall |\n"
     "                          reduce_scatter_block (default broadcast)\n"
@@ -160,6 +162,8 @@ int run(int argc, char** argv) {
   // The machine file first, flags over it.
   for (std::size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--machine") sim::load_machine_file(args[i + 1], &m, &cost);
+  if (std::find(args.begin(), args.end(), "--pure") != args.end())
+    cost = sim::CostModel::pure_network(cost.nic_bw, cost.nic_lat);
   std::string kind_name = "broadcast";
   std::uint64_t bytes = 1ULL << 20;
   int root = 0;
@@ -182,6 +186,7 @@ int run(int argc, char** argv) {
     }
     if (a == "--machine") {
       value();
+    } else if (a == "--pure") {
     } else if (a == "--hosts") {
       m.hosts = parse_int(a, value(), 1, 1 << 20);
     } else if (a == "--topology") {
