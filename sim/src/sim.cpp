@@ -383,7 +383,9 @@ class Engine {
 
   // A memcpy / reduction on a worker of the rank: fixed cost + bytes at the
   // stream bandwidth, and `traffic` bytes through each NUMA region's memory
-  // (FIFO token bucket of numa_mem_bw). Returns the end time.
+  // (FIFO token bucket of numa_mem_bw, in memcpy bytes: a copy inside one
+  // region charges its bytes once, a copy across regions charges each region).
+  // Returns the end time.
   double cpu_op(int r, double t, double bw, std::uint64_t bytes, const RankPlace* a, std::uint64_t ta,
                 const RankPlace* b, std::uint64_t tb, double* start) {
     double* w = worker(r);
@@ -449,14 +451,14 @@ class Engine {
       case NodeKind::flag_wait:
       case NodeKind::flag_set: {
         double s = 0;
-        const double e = cpu_op(r, t, c_.copy_bw, nd.bytes, &me, 2 * nd.bytes, nullptr, 0, &s);
+        const double e = cpu_op(r, t, c_.copy_bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
         start_[g] = s;
         finish_at(g, e);
         return;
       }
       case NodeKind::reduce: {
         double s = 0;
-        const double e = cpu_op(r, t, c_.reduce_bw, nd.bytes, &me, 3 * nd.bytes, nullptr, 0, &s);
+        const double e = cpu_op(r, t, c_.reduce_bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
         start_[g] = s;
         finish_at(g, e);
         return;
@@ -479,7 +481,7 @@ class Engine {
       if (nd.kind == NodeKind::signal) {
         e = cpu_op(r, t, 0, 0, nullptr, 0, nullptr, 0, &s);
       } else if (pe.numa == me.numa) {
-        e = cpu_op(r, t, level_bw(me, pe), nd.bytes, &me, 2 * nd.bytes, nullptr, 0, &s);
+        e = cpu_op(r, t, level_bw(me, pe), nd.bytes, &me, nd.bytes, nullptr, 0, &s);
       } else {
         e = cpu_op(r, t, level_bw(me, pe), nd.bytes, &me, nd.bytes, &pe, nd.bytes, &s);
       }

@@ -33,6 +33,8 @@ const char* kUsage =
     "  --nic-gbit G  --nic-lat-us U  --msg-bytes B  --shm-lat-us U  --copy-gbs G  --copy-numa-gbs G\n"
     "  --copy-package-gbs G  --numa-mem-gbs G  --reduce-gbs G  --node-us U  --progress-us U  --workers W\n"
     "  (a bandwidth of 'inf' costs nothing per byte)\n"
+    "  --calibrate             measure memcpy and the float32 sum kernel here at --bytes, use them as copy_gbs and\n"
+    "                          reduce_gbs (noisy on a shared machine)\n"
     "  --pure                  only NIC latency and bandwidth cost anything (closed-form checks); later flags "
     "override\n"
     "collective:\n"
@@ -174,6 +176,7 @@ int run(int argc, char** argv) {
   int critical = 12;
   std::string csv;
   bool quiet = false;
+  bool calibrate = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::string {
@@ -186,6 +189,8 @@ int run(int argc, char** argv) {
     }
     if (a == "--machine") {
       value();
+    } else if (a == "--calibrate") {
+      calibrate = true;
     } else if (a == "--pure") {
     } else if (a == "--hosts") {
       m.hosts = parse_int(a, value(), 1, 1 << 20);
@@ -226,6 +231,19 @@ int run(int argc, char** argv) {
       if (it == kCostFlags.end()) usage_error("unknown argument '" + a + "'");
       cost.set(it->second, value());
     }
+  }
+  if (calibrate) {
+    // Flags given after --calibrate do not override it: the measurement wins.
+    // Working set: input, window slot and output of every rank of one host.
+    const std::uint64_t cb = std::max<std::uint64_t>(bytes, 4096);
+    const std::uint64_t ppn = m.ranks_per_host > 0
+                                  ? static_cast<std::uint64_t>(m.ranks_per_host)
+                                  : static_cast<std::uint64_t>(strata::Machine(m.topology).num_cores());
+    const sim::Calibration cal = sim::calibrate(cb, ppn * (2 * cb + std::min<std::uint64_t>(cb, slot_bytes)));
+    cost.copy_bw = cal.copy_bw;
+    cost.reduce_bw = cal.reduce_bw;
+    std::printf("calibrated at %zu B (working set %zu B): copy_gbs = %.2f, reduce_gbs = %.2f\n", cal.bytes,
+                cal.working_set, cal.copy_bw / 1e9, cal.reduce_bw / 1e9);
   }
   const coll::Kind kind = parse_kind(kind_name);
   const std::vector<strata::RankPlace> places = sim::place_ranks(m);

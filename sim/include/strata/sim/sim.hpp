@@ -63,6 +63,21 @@ struct CostModel {
   [[nodiscard]] std::string describe() const;
 };
 
+/// @brief What calibrate() measured on this machine.
+struct Calibration {
+  std::size_t bytes = 0;        ///< size measured
+  std::size_t working_set = 0;  ///< bytes the measurement walked through
+  double copy_bw = 0;           ///< memcpy of `bytes` bytes in fragments of up to 128 KiB
+  double reduce_bw = 0;  ///< float32 sum kernel of the engine (dag::reduce_kernel), bytes of one operand per second
+};
+
+/// @brief Measures memcpy and the engine's float32 sum kernel moving @p bytes
+/// (4 KiB to 1 GiB) in fragments of up to 128 KiB through buffers of
+/// @p working_set bytes in all (the caches hold what fits), about 0.1 s, in
+/// this process, for CostModel::copy_bw and reduce_bw. Noisy on a shared
+/// machine; throws strata::Error naming the size when out of range.
+Calibration calibrate(std::size_t bytes, std::size_t working_set);
+
 /// @brief A synthetic machine: @p hosts hosts, each the hwloc synthetic
 /// topology @p topology, @p ranks_per_host ranks per host (0 = one per core).
 struct MachineSpec {
