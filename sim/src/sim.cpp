@@ -233,10 +233,18 @@ struct Event {
 
 class Engine {
  public:
-  Engine(const std::vector<RankPlace>& places, const CostModel& cost) : places_(places), c_(cost) {
+  // @p instances copies of every rank's slice; instance i of a rank may start
+  // when instance i - gap of the same rank finished (gap = 1: a blocking loop;
+  // gap = credits: a nonblocking stream under the engine's window rule).
+  Engine(const std::vector<RankPlace>& places, const CostModel& cost, int instances, int gap)
+      : places_(places), c_(cost), n_(places.size()), instances_(instances), gap_(gap) {
     const std::size_t n = places.size();
-    base_.assign(n + 1, 0);
-    wait_off_.assign(n + 1, 0);
+    const std::size_t blocks = n * static_cast<std::size_t>(instances);
+    base_.assign(blocks + 1, 0);
+    wait_off_.assign(blocks + 1, 0);
+    block_left_.assign(blocks, 0);
+    block_end_.assign(blocks, -1);
+    flag_waiters_.resize(blocks);
     int max_host = 0;
     int max_numa = 0;
     for (const RankPlace& p : places) {
@@ -251,13 +259,13 @@ class Engine {
     workers_.assign(n * static_cast<std::size_t>(std::max(1, c_.workers)), 0);
   }
 
-  // Appends rank r's plan (ranks in order 0, 1, ...).
-  void add(int r, const dag::Plan& p) {
+  // Appends rank r's plan for instance `inst` (instances in order, ranks in order within one).
+  void add(int r, const dag::Plan& p, int inst = 0) {
     if (p.rank() != r || p.nranks() != static_cast<int>(places_.size()))
       throw Error(Errc::invalid_argument, "strata-sim: plan for rank " + std::to_string(r) + " names rank " +
                                               std::to_string(p.rank()) + " of " + std::to_string(p.nranks()) +
                                               ", the machine has " + std::to_string(places_.size()) + " ranks");
-    const auto ur = static_cast<std::size_t>(r);
+    const std::size_t ur = static_cast<std::size_t>(inst) * n_ + static_cast<std::size_t>(r);
     const auto first = static_cast<std::uint32_t>(nodes_.size());
     if (nodes_.size() + p.size() >= kNone) throw Error(Errc::unsupported, "strata-sim: more than 2^32 nodes");
     base_[ur] = first;
@@ -286,9 +294,16 @@ class Engine {
       succ_off_.push_back(static_cast<std::uint32_t>(succ_.size()));
       for (const dag::NodeId* s = p.succ_begin(i); s != p.succ_end(i); ++s) succ_.push_back(first + *s);
       if (nd.kind == NodeKind::wait) waits_.emplace_back(nd.slot, first + i);
-      node_rank_.push_back(r);
+      // flag_wait: the peer's instance inst - lag must have finished (its closing flag_set).
+      if (nd.kind == NodeKind::flag_wait && inst - static_cast<int>(nd.count) >= 0 && nd.peer >= 0 &&
+          static_cast<std::size_t>(nd.peer) < n_)
+        flag_waiters_[static_cast<std::size_t>(inst - static_cast<int>(nd.count)) * n_ +
+                      static_cast<std::size_t>(nd.peer)]
+            .push_back(first + i);
+      node_block_.push_back(static_cast<std::uint32_t>(ur));
     }
     base_[ur + 1] = static_cast<std::uint32_t>(nodes_.size());
+    block_left_[ur] = static_cast<std::uint32_t>(p.size());
     std::sort(waits_.begin() + static_cast<std::ptrdiff_t>(wait_off_[ur]), waits_.end());
     wait_off_[ur + 1] = waits_.size();
   }
@@ -308,7 +323,11 @@ class Engine {
     for (std::size_t i = 0; i < nn; ++i) {
       deps_left_[i] = nodes_[i].ndeps;
       sig_left_[i] = nodes_[i].kind == NodeKind::wait ? nodes_[i].count : 0;
+      // Roots of a gated instance wait for the instance gap_ before on the same rank.
+      if (nodes_[i].ndeps == 0 && node_block_[i] >= static_cast<std::uint32_t>(gap_) * n_) ++deps_left_[i];
     }
+    for (const auto& ws : flag_waiters_)
+      for (std::uint32_t w : ws) ++deps_left_[w];
     for (std::uint32_t i = 0; i < nn; ++i)
       if (deps_left_[i] == 0 && sig_left_[i] == 0) dispatch(i, 0, false);
     while (!q_.empty()) {
@@ -319,31 +338,35 @@ class Engine {
     }
     for (std::size_t i = 0; i < nn; ++i) {
       if (end_[i] < 0) {
-        const int r = node_rank_[i];
-        throw Error(Errc::internal, "strata-sim: rank " + std::to_string(r) + " node " +
-                                        std::to_string(i - base_[static_cast<std::size_t>(r)]) + " never completed (" +
+        const int r = rank_of(static_cast<std::uint32_t>(i));
+        throw Error(Errc::internal, "strata-sim: rank " + std::to_string(r) + " instance " +
+                                        std::to_string(node_block_[i] / n_) + " node " +
+                                        std::to_string(i - base_[node_block_[i]]) + " never completed (" +
                                         std::to_string(deps_left_[i]) + " dependencies and " +
                                         std::to_string(sig_left_[i]) + " signals missing): the plans do not match");
       }
     }
   }
 
-  void results(Result* res, std::size_t steps, const std::function<std::string(int, dag::NodeId)>& describe) const {
+  void results(Result* res, std::size_t steps,
+               const std::function<std::string(int, int, dag::NodeId)>& describe) const {
     const std::size_t n = places_.size();
     res->finish.assign(n, 0);
+    res->instance_finish.assign(static_cast<std::size_t>(instances_), 0);
     std::uint32_t last = kNone;
-    for (std::size_t r = 0; r < n; ++r) {
-      for (std::uint32_t i = base_[r]; i < base_[r + 1]; ++i) {
-        res->finish[r] = std::max(res->finish[r], end_[i]);
+    for (std::size_t b = 0; b < block_end_.size(); ++b) {
+      res->finish[b % n_] = std::max(res->finish[b % n_], block_end_[b]);
+      res->instance_finish[b / n_] = std::max(res->instance_finish[b / n_], block_end_[b]);
+      for (std::uint32_t i = base_[b]; i < base_[b + 1]; ++i)
         if (last == kNone || end_[i] > end_[last]) last = i;
-      }
     }
     res->nodes = nodes_.size();
     res->events = events_;
     for (std::uint32_t g = last; g != kNone && res->critical_path.size() < steps;) {
       PathStep s;
-      s.rank = node_rank_[g];
-      s.node = g - base_[static_cast<std::size_t>(s.rank)];
+      s.rank = rank_of(g);
+      s.instance = static_cast<int>(node_block_[g] / n_);
+      s.node = g - base_[node_block_[g]];
       s.kind = nodes_[g].kind;
       s.ready = ready_[g];
       s.start = start_[g];
@@ -354,10 +377,13 @@ class Engine {
       if (next == kNone)
         s.via = "start";
       else if (by_signal)
-        s.via = "signal from rank " + std::to_string(node_rank_[next]);
+        s.via = "signal from rank " + std::to_string(rank_of(next));
+      else if (node_block_[next] != node_block_[g])
+        s.via = node_block_[next] % n_ == node_block_[g] % n_ ? "instance gate"
+                                                              : "flag of rank " + std::to_string(rank_of(next));
       else
         s.via = "dep";
-      if (describe) s.what = describe(s.rank, s.node);
+      if (describe) s.what = describe(s.rank, s.instance, s.node);
       res->critical_path.push_back(std::move(s));
       g = next;
     }
@@ -366,9 +392,7 @@ class Engine {
  private:
   void push(double t, Ev type, std::uint32_t node) { q_.push(Event{t, seq_++, node, type}); }
 
-  [[nodiscard]] const RankPlace& place(std::uint32_t g) const {
-    return places_[static_cast<std::size_t>(node_rank_[g])];
-  }
+  [[nodiscard]] const RankPlace& place(std::uint32_t g) const { return places_[static_cast<std::size_t>(rank_of(g))]; }
   [[nodiscard]] std::size_t mem_index(const RankPlace& p) const {
     return static_cast<std::size_t>(p.host) * static_cast<std::size_t>(numa_per_host_) +
            static_cast<std::size_t>(p.numa);
@@ -435,10 +459,21 @@ class Engine {
 
   void finish_at(std::uint32_t g, double t) { push(t, Ev::done, g); }
 
+  [[nodiscard]] int rank_of(std::uint32_t g) const { return static_cast<int>(node_block_[g] % n_); }
+
+  // One dependency of node s was satisfied at t by node g.
+  void release(std::uint32_t s, std::uint32_t g, double t) {
+    if (t >= dep_time_[s] || pred_dep_[s] == kNone) {
+      dep_time_[s] = std::max(dep_time_[s], t);
+      pred_dep_[s] = g;
+    }
+    if (--deps_left_[s] == 0 && sig_left_[s] == 0) dispatch(s, std::max(t, sig_time_[s]), true);
+  }
+
   void dispatch(std::uint32_t g, double t, bool /*from_event*/) {
     ready_[g] = t;
     const CNode& nd = nodes_[g];
-    const int r = node_rank_[g];
+    const int r = rank_of(g);
     const RankPlace& me = place(g);
     switch (nd.kind) {
       case NodeKind::nop:
@@ -471,8 +506,8 @@ class Engine {
     }
     if (nd.peer < 0 || static_cast<std::size_t>(nd.peer) >= places_.size())
       throw Error(Errc::invalid_argument, "strata-sim: rank " + std::to_string(r) + " node " +
-                                              std::to_string(g - base_[static_cast<std::size_t>(r)]) +
-                                              " targets rank " + std::to_string(nd.peer) + " outside the machine");
+                                              std::to_string(g - base_[node_block_[g]]) + " targets rank " +
+                                              std::to_string(nd.peer) + " outside the machine");
     const RankPlace& pe = places_[static_cast<std::size_t>(nd.peer)];
     if (pe.host == me.host) {
       // Same host: one memcpy by the initiator (shm mapped path), signal visible shm_lat later.
@@ -505,13 +540,16 @@ class Engine {
     switch (e.type) {
       case Ev::done: {
         end_[g] = e.t;
-        for (std::uint32_t k = succ_off_[g]; k < succ_off_[g + 1]; ++k) {
-          const std::uint32_t s = succ_[k];
-          if (e.t >= dep_time_[s] || pred_dep_[s] == kNone) {
-            dep_time_[s] = std::max(dep_time_[s], e.t);
-            pred_dep_[s] = g;
-          }
-          if (--deps_left_[s] == 0 && sig_left_[s] == 0) dispatch(s, std::max(e.t, sig_time_[s]), true);
+        for (std::uint32_t k = succ_off_[g]; k < succ_off_[g + 1]; ++k) release(succ_[k], g, e.t);
+        const std::uint32_t b = node_block_[g];
+        if (--block_left_[b] == 0) {
+          // This rank's instance finished: open the gated instance, release flag waiters.
+          block_end_[b] = e.t;
+          const std::size_t next = static_cast<std::size_t>(b) + static_cast<std::size_t>(gap_) * n_;
+          if (next < block_left_.size())
+            for (std::uint32_t i = base_[next]; i < base_[next + 1]; ++i)
+              if (nodes_[i].ndeps == 0) release(i, g, e.t);
+          for (std::uint32_t w : flag_waiters_[b]) release(w, g, e.t);
         }
         return;
       }
@@ -532,7 +570,7 @@ class Engine {
       }
       case Ev::get_back: {
         const double delivered = rx(place(g).host, e.t, nd.bytes + c_.msg_bytes);
-        finish_at(g, serve(node_rank_[g], delivered));
+        finish_at(g, serve(rank_of(g), delivered));
         return;
       }
       case Ev::signal: {
@@ -540,12 +578,13 @@ class Engine {
         return;
       }
       case Ev::sig_served: {
-        const auto up = static_cast<std::size_t>(nd.peer);
+        // The wait node of the same instance on the target rank.
+        const std::size_t up = (node_block_[g] / n_) * n_ + static_cast<std::size_t>(nd.peer);
         const auto b = waits_.begin() + static_cast<std::ptrdiff_t>(wait_off_[up]);
         const auto en = waits_.begin() + static_cast<std::ptrdiff_t>(wait_off_[up + 1]);
         const auto it = std::lower_bound(b, en, std::pair<std::uint32_t, std::uint32_t>{nd.slot, 0});
         if (it == en || it->first != nd.slot)
-          throw Error(Errc::invalid_argument, "strata-sim: rank " + std::to_string(node_rank_[g]) + " signals slot " +
+          throw Error(Errc::invalid_argument, "strata-sim: rank " + std::to_string(rank_of(g)) + " signals slot " +
                                                   std::to_string(nd.slot) + " of rank " + std::to_string(nd.peer) +
                                                   ", which has no wait node for it");
         const std::uint32_t w = it->second;
@@ -562,9 +601,15 @@ class Engine {
 
   const std::vector<RankPlace>& places_;
   CostModel c_;
+  std::size_t n_ = 0;
+  int instances_ = 1;
+  int gap_ = 1;
+  std::vector<std::uint32_t> node_block_;  // instance * n + rank
+  std::vector<std::uint32_t> block_left_;
+  std::vector<double> block_end_;
+  std::vector<std::vector<std::uint32_t>> flag_waiters_;
   int numa_per_host_ = 1;
   std::vector<CNode> nodes_;
-  std::vector<int> node_rank_;
   std::vector<std::uint32_t> base_;
   std::vector<std::uint32_t> succ_off_, succ_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> waits_;  // (slot, global node), sorted per rank
@@ -584,26 +629,30 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Result simulate(const coll::Group& group, const coll::Call& call, const std::vector<RankPlace>& places,
-                const CostModel& cost, std::size_t critical_steps) {
+                const CostModel& cost, std::size_t critical_steps, const Stream& stream) {
   if (group.size() != static_cast<int>(places.size()))
     bad("the group has " + std::to_string(group.size()) + " ranks, the machine " + std::to_string(places.size()));
+  if (stream.instances < 1 || stream.instances > 4096)
+    bad("instances = " + std::to_string(stream.instances) + " is outside [1, 4096]");
   Result res;
-  Engine eng(places, cost);
+  Engine eng(places, cost, stream.instances, stream.blocking ? 1 : std::max(1, group.credits));
   auto t0 = std::chrono::steady_clock::now();
   coll::Group each = group;
-  for (int r = 0; r < group.size(); ++r) {
-    each.rank = r;
-    const auto plan = coll::compile(each, call, 0);
-    eng.add(r, *plan);
+  for (int i = 0; i < stream.instances; ++i) {
+    for (int r = 0; r < group.size(); ++r) {
+      each.rank = r;
+      const auto plan = coll::compile(each, call, i % std::max(1, group.credits));
+      eng.add(r, *plan, i);
+    }
   }
   res.compile_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   eng.run();
   res.simulate_seconds = seconds_since(t0);
-  eng.results(&res, critical_steps, [&](int r, dag::NodeId id) {
+  eng.results(&res, critical_steps, [&](int r, int inst, dag::NodeId id) {
     coll::Group one = group;
     one.rank = r;
-    return coll::compile(one, call, 0)->describe(id);
+    return coll::compile(one, call, inst % std::max(1, group.credits))->describe(id);
   });
   return res;
 }
@@ -613,7 +662,7 @@ Result simulate_plans(const std::vector<std::shared_ptr<const dag::Plan>>& plans
   if (plans.size() != places.size())
     bad(std::to_string(plans.size()) + " plans for a machine of " + std::to_string(places.size()) + " ranks");
   Result res;
-  Engine eng(places, cost);
+  Engine eng(places, cost, 1, 1);
   for (std::size_t r = 0; r < plans.size(); ++r) {
     if (!plans[r]) bad("plan of rank " + std::to_string(r) + " is null");
     eng.add(static_cast<int>(r), *plans[r]);
@@ -622,7 +671,7 @@ Result simulate_plans(const std::vector<std::shared_ptr<const dag::Plan>>& plans
   eng.run();
   res.simulate_seconds = seconds_since(t0);
   eng.results(&res, critical_steps,
-              [&](int r, dag::NodeId id) { return plans[static_cast<std::size_t>(r)]->describe(id); });
+              [&](int r, int, dag::NodeId id) { return plans[static_cast<std::size_t>(r)]->describe(id); });
   return res;
 }
 

@@ -45,6 +45,8 @@ const char* kUsage =
     "  --algo NAME --tree SPEC --fragment SPEC --direction SPEC   as CollOptions / STRATA_ALGO_* (docs/algorithms.md)\n"
     "  --strict                strict entry and exit synchronization (default loose)\n"
     "  --slot-bytes N --credits N   window geometry (engine defaults 1M, 4)\n"
+    "  --calls K               K calls of the collective in a row (default 1), blocking unless --nonblocking\n"
+    "  --nonblocking           the K calls are made at once; the engine keeps `credits` in flight per rank\n"
     "  --no-flags              same-host peers use ready-to-receive signals instead of window flags\n"
     "output:\n"
     "  --critical N            critical-path steps to print (default 12; 0 = none)\n"
@@ -177,6 +179,7 @@ int run(int argc, char** argv) {
   std::string csv;
   bool quiet = false;
   bool calibrate = false;
+  sim::Stream stream;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::string {
@@ -218,6 +221,10 @@ int run(int argc, char** argv) {
       slot_bytes = parse_bytes(a, value());
     } else if (a == "--credits") {
       credits = parse_int(a, value(), 1, 64);
+    } else if (a == "--calls") {
+      stream.instances = parse_int(a, value(), 1, 4096);
+    } else if (a == "--nonblocking") {
+      stream.blocking = false;
     } else if (a == "--no-flags") {
       flags = false;
     } else if (a == "--critical") {
@@ -262,7 +269,7 @@ int run(int argc, char** argv) {
   c.exit_all = opts.sync.exit == strata::SyncMode::all;
   c.algo = resolve(kind, opts, g, bytes);
 
-  const sim::Result res = sim::simulate(g, c, places, cost, static_cast<std::size_t>(critical));
+  const sim::Result res = sim::simulate(g, c, places, cost, static_cast<std::size_t>(critical), stream);
   const double us = 1e6;
   std::printf("strata-sim: %s %llu B on %d ranks (%d hosts x '%s', %d per host), algorithm %s%s, %s\n",
               kind_name.c_str(), static_cast<unsigned long long>(bytes), n, m.hosts, m.topology.c_str(), n / m.hosts,
@@ -270,6 +277,9 @@ int run(int argc, char** argv) {
               c.entry_all ? "strict" : "loose");
   std::printf("completion us: min %.2f median %.2f max %.2f\n", res.min_finish() * us, res.median_finish() * us,
               res.max_finish() * us);
+  if (stream.instances > 1)
+    std::printf("%d %s calls: %.2f us per call (last completion / calls)\n", stream.instances,
+                stream.blocking ? "blocking" : "nonblocking", res.max_finish() * us / stream.instances);
   if (!quiet) {
     std::printf("simulated %llu nodes, %llu events; compile %.2f s, simulate %.2f s\n",
                 static_cast<unsigned long long>(res.nodes), static_cast<unsigned long long>(res.events),

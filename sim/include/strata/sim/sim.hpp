@@ -98,19 +98,21 @@ void load_machine_file(const std::string& path, MachineSpec* m, CostModel* cost)
 /// @brief One step of the critical path (latest first).
 struct PathStep {
   int rank = 0;
+  int instance = 0;  ///< which call of a stream (Stream::instances)
   dag::NodeId node = 0;
   dag::NodeKind kind = dag::NodeKind::nop;
   double ready = 0;  ///< dependencies and signals satisfied
   double start = 0;  ///< resource acquired (start - ready = queueing)
   double end = 0;
   std::uint64_t bytes = 0;
-  std::string via;   ///< what released it: "dep", "signal from rank R", "start"
+  std::string via;   ///< what released it: "dep", "signal from rank R", "flag of rank R", "instance gate", "start"
   std::string what;  ///< the plan's description of the node (with its label)
 };
 
 /// @brief What a simulation produced.
 struct Result {
   std::vector<double> finish;           ///< per rank: time its last node completed (seconds)
+  std::vector<double> instance_finish;  ///< per call of a stream: when its last node completed on any rank
   std::vector<PathStep> critical_path;  ///< from the last completion back to the start
   std::uint64_t nodes = 0;              ///< nodes simulated
   std::uint64_t events = 0;             ///< events processed
@@ -127,13 +129,23 @@ struct Result {
 coll::Group world_group(const std::vector<RankPlace>& places, std::size_t slot_bytes = std::size_t{1} << 20,
                         int credits = 4, bool flags = true);
 
-/// @brief Compiles every rank's plan of @p call on @p group (instance slot 0),
-/// then simulates them on @p places under @p cost. Plans are converted to a
-/// compact form rank by rank and released, so 4096 ranks fit in memory.
-/// Throws strata::Error from the compiler (naming the rank) or on an
-/// inconsistent plan set (a signal to a slot with no wait node).
+/// @brief A sequence of calls of the same collective, as an application loop makes them.
+struct Stream {
+  int instances = 1;  ///< calls (1 to 4096); call i uses window slot i % credits
+  /// true: a blocking loop (a rank starts call i when its call i - 1 finished);
+  /// false: nonblocking calls made at once, throttled by the engine's window
+  /// rule (a rank starts call i when its call i - credits finished).
+  bool blocking = true;
+};
+
+/// @brief Compiles every rank's plan of @p call on @p group for every call of
+/// @p stream, then simulates them on @p places under @p cost. Plans are
+/// converted to a compact form rank by rank and released, so 4096 ranks fit
+/// in memory. Signals match within one call; a flag_wait of call i waits for
+/// the peer's call i - lag. Throws strata::Error from the compiler (naming the
+/// rank) or on an inconsistent plan set (a signal to a slot with no wait node).
 Result simulate(const coll::Group& group, const coll::Call& call, const std::vector<RankPlace>& places,
-                const CostModel& cost, std::size_t critical_steps = 64);
+                const CostModel& cost, std::size_t critical_steps = 64, const Stream& stream = {});
 
 /// @brief Simulates already compiled plans (plans[r] is rank r's).
 Result simulate_plans(const std::vector<std::shared_ptr<const dag::Plan>>& plans, const std::vector<RankPlace>& places,
