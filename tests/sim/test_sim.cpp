@@ -2,6 +2,7 @@
 // per host, only the NIC costs anything), determinism, and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -149,6 +150,61 @@ TEST(Sim, StrictExitCompletesEveryRankTogetherLooseDoesNot) {
   EXPECT_LT(loose.min_finish(), 0.8 * loose.max_finish());
   EXPECT_GT(strict.min_finish(), 0.9 * strict.max_finish());
   EXPECT_GT(strict.max_finish(), loose.max_finish());
+}
+
+TEST(Sim, BlockingCallsOfAFlatBroadcastAddUp) {
+  // K calls in a blocking loop, pure bandwidth: the root's NIC is busy
+  // (n - 1) N / B per call and nothing else waits, so K (n - 1) N / B.
+  const std::uint64_t bytes = 1 << 20;
+  const int n = 4;
+  Job r = one_per_host(n, coll::Kind::broadcast, bytes);
+  r.call.algo.name = "single";
+  r.call.algo.hierarchical = false;
+  r.call.algo.single = {coll::Shape::flat, 0};
+  r.call.algo.fragment = std::size_t{1} << 40;
+  strata::sim::Stream st;
+  st.instances = 5;
+  const Result res = strata::sim::simulate(r.group, r.call, r.places, CostModel::pure_network(kBw, 0), 8, st);
+  ASSERT_EQ(res.instance_finish.size(), 5u);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_NEAR(res.instance_finish[static_cast<std::size_t>(i)], (i + 1) * (n - 1) * static_cast<double>(bytes) / kBw,
+                1e-9)
+        << "call " << i;
+}
+
+TEST(Sim, StreamsLongerThanTheCreditsComplete) {
+  // Nonblocking: 10 calls over 4 window slots; flag_waits of call i wait for
+  // the peers' call i - 4, roots for this rank's call i - 4.
+  Job r = hierarchical_machine();
+  r.call.count = 64 << 10;
+  for (bool blocking : {true, false}) {
+    strata::sim::Stream st;
+    st.instances = 10;
+    st.blocking = blocking;
+    const Result res = strata::sim::simulate(r.group, r.call, r.places, CostModel{}, 8, st);
+    ASSERT_EQ(res.instance_finish.size(), 10u);
+    const Result one = simulate(r, CostModel{});
+    EXPECT_GT(res.max_finish(), 3 * one.max_finish()) << "blocking=" << blocking;
+    EXPECT_DOUBLE_EQ(res.max_finish(), *std::max_element(res.instance_finish.begin(), res.instance_finish.end()));
+  }
+}
+
+TEST(Sim, StrictCallsInALoopCostMoreThanLooseOnes) {
+  // Seed 004: loose calls pipeline behind each other, strict ones cannot.
+  MachineSpec m;
+  m.topology = "package:2 numa:2 core:8 pu:1";
+  Job r;
+  r.places = strata::sim::place_ranks(m);
+  r.group = strata::sim::world_group(r.places);
+  r.call.kind = coll::Kind::reduce;
+  r.call.dtype = strata::dag::DataType::f32;
+  r.call.count = 2;
+  strata::sim::Stream st;
+  st.instances = 16;
+  const double loose = strata::sim::simulate(r.group, r.call, r.places, CostModel{}, 1, st).max_finish();
+  r.call.entry_all = r.call.exit_all = true;
+  const double strict = strata::sim::simulate(r.group, r.call, r.places, CostModel{}, 1, st).max_finish();
+  EXPECT_GT(strict, 2 * loose);
 }
 
 TEST(Sim, NumaMemoryBandwidthIsShared) {
