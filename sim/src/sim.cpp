@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <queue>
 #include <sstream>
 #include <utility>
@@ -116,7 +117,13 @@ std::string CostModel::describe() const {
 std::vector<RankPlace> place_ranks(const MachineSpec& m) {
   if (m.hosts < 1) bad("hosts = " + std::to_string(m.hosts) + " must be >= 1");
   if (m.ranks_per_host < 0) bad("ranks_per_host = " + std::to_string(m.ranks_per_host) + " must be >= 0");
-  const Machine machine(m.topology);
+  std::unique_ptr<Machine> loaded;
+  try {
+    loaded = std::make_unique<Machine>(m.topology);
+  } catch (const Error& e) {
+    bad("topology '" + m.topology + "': " + e.what());
+  }
+  const Machine& machine = *loaded;
   const int ppn = m.ranks_per_host > 0 ? m.ranks_per_host : machine.num_cores();
   if (static_cast<long long>(ppn) * m.hosts > (1LL << 22))
     bad("hosts x ranks_per_host = " + std::to_string(static_cast<long long>(ppn) * m.hosts) + " ranks is too many");

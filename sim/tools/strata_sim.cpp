@@ -309,7 +309,8 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "strata-sim: %s\n", e.what());
+    const std::string what = e.what();
+    std::fprintf(stderr, "%s%s\n", what.rfind("strata-sim:", 0) == 0 ? "" : "strata-sim: ", what.c_str());
     return 1;
   }
 }
