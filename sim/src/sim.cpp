@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <queue>
 #include <sstream>
@@ -656,10 +657,17 @@ Result simulate(const coll::Group& group, const coll::Call& call, const std::vec
   t0 = std::chrono::steady_clock::now();
   eng.run();
   res.simulate_seconds = seconds_since(t0);
+  // The critical path names its nodes from the plans, compiled again (once per rank and slot on the path).
+  std::map<std::pair<int, int>, std::shared_ptr<const dag::Plan>> again;
   eng.results(&res, critical_steps, [&](int r, int inst, dag::NodeId id) {
-    coll::Group one = group;
-    one.rank = r;
-    return coll::compile(one, call, inst % std::max(1, group.credits))->describe(id);
+    const int slot = inst % std::max(1, group.credits);
+    auto& plan = again[{r, slot}];
+    if (!plan) {
+      coll::Group one = group;
+      one.rank = r;
+      plan = coll::compile(one, call, slot);
+    }
+    return plan->describe(id);
   });
   return res;
 }
