@@ -255,6 +255,14 @@ int run(int argc, char** argv) {
   const coll::Kind kind = parse_kind(kind_name);
   const std::vector<strata::RankPlace> places = sim::place_ranks(m);
   const int n = static_cast<int>(places.size());
+  {
+    const int cores = strata::Machine(m.topology).num_cores();
+    if (n / m.hosts > cores)
+      std::fprintf(stderr,
+                   "strata-sim: note: %d ranks per host on %d cores; the model gives every rank its own core "
+                   "(no CPU sharing, docs/simulator.md)\n",
+                   n / m.hosts, cores);
+  }
   if (root >= n)
     usage_error("--root " + std::to_string(root) + " is outside the machine's " + std::to_string(n) + " ranks");
   const coll::Group g = sim::world_group(places, slot_bytes, credits, flags);
