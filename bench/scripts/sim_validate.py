@@ -27,6 +27,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", required=True)
     ap.add_argument("--topology", default="numa:1 core:2 pu:1")
+    ap.add_argument("--hosts", type=int, default=1, help="virtual hosts the measurement used (block placement)")
+    ap.add_argument("--variant", default="blocking", help="strata-bench variant to compare (blocking)")
     ap.add_argument("--extra", default="--shm-lat-us 0.5 --node-us 0.08 --progress-us 0.2 --numa-mem-gbs 60")
     ap.add_argument("--min-bytes", type=int, default=65536)
     ap.add_argument("json", nargs="+")
@@ -36,9 +38,13 @@ def main():
         for r in json.load(open(path)):
             if r.get("library") != "strata" or r["collective"] not in COLL:
                 continue
+            if r.get("variant", "blocking") != a.variant:
+                continue
             coll, n, b = COLL[r["collective"]], r["ranks"], r["bytes"]
-            cmd = [a.sim, "--topology", a.topology, "--ppn", str(n), "--coll", coll, "--bytes", str(b), "--quiet",
-                   "--calibrate"] + a.extra.split()
+            if n % a.hosts != 0:
+                continue
+            cmd = [a.sim, "--hosts", str(a.hosts), "--topology", a.topology, "--ppn", str(n // a.hosts), "--coll",
+                   coll, "--bytes", str(b), "--quiet", "--calibrate"] + a.extra.split()
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 print(f"strata-sim failed for {coll} {b} B n={n}: {out.stderr.strip()}", file=sys.stderr)
