@@ -163,7 +163,22 @@ void Value::dump_to(std::string& out, int indent) const {
       for (std::size_t i = 0; i < items_.size(); ++i) {
         if (i > 0) out += flat ? ", " : ",";
         if (!flat) out += "\n" + pad;
-        items_[i].dump_to(out, indent + 2);
+        const Value& it = items_[i];
+        bool scalars = it.type_ == Type::object;
+        for (const auto& m : it.members_)
+          scalars = scalars && m.second.type_ != Type::array && m.second.type_ != Type::object;
+        if (scalars && !it.members_.empty()) {  // a record: one line
+          out += '{';
+          for (std::size_t k = 0; k < it.members_.size(); ++k) {
+            if (k > 0) out += ", ";
+            quote(out, it.members_[k].first);
+            out += ": ";
+            it.members_[k].second.dump_to(out, 0);
+          }
+          out += '}';
+        } else {
+          it.dump_to(out, indent + 2);
+        }
       }
       if (!flat && !items_.empty()) out += "\n" + std::string(static_cast<std::size_t>(indent), ' ');
       out += ']';
