@@ -2,7 +2,7 @@
 //   tuning_rank FILE_FOR_RANK_0 [FILE_FOR_THE_OTHERS]
 // Sets STRATA_TUNING per rank (the second file for ranks > 0 when given), starts
 // an Engine, prints "rank R: tuning SOURCE pipeline_fragment=N fastpath_bytes=M",
-// then checks a 1 MiB broadcast and a 64 KiB allreduce against their expected values.
+// then checks a 1 MiB broadcast and a 64 KiB and an 8 KiB allreduce against their expected values.
 // Prints "tuning_rank: OK" on success.
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
     w.allreduce(x.data(), y.data(), x.size(), strata::Datatype::uint64, strata::Op::sum).get();
     const auto n = static_cast<std::uint64_t>(w.size());
     for (std::uint64_t v : y) bad += v != n * (n + 1) / 2 ? 1 : 0;
+    // 8 KiB: on the fast path when the table's fastpath_bytes allows it, else a plan.
+    std::vector<std::uint64_t> s(1024, static_cast<std::uint64_t>(me + 1)), t(1024, 0);
+    w.allreduce(s.data(), t.data(), s.size(), strata::Datatype::uint64, strata::Op::sum).get();
+    for (std::uint64_t v : t) bad += v != n * (n + 1) / 2 ? 1 : 0;
     if (bad != 0) {
       std::printf("rank %d: %d wrong elements\n", me, bad);
       return 1;
