@@ -512,8 +512,9 @@ class Tuner {
                                    pct(tolerance) + "): default kept";
       } else {
         reason = "beats the default by " + pct(score[idef] / score[ibest] - 1) +
-                 " (geometric mean of time over the best time; confirmed by a second run of both), at most " +
-                 pct(worst[ibest] - 1) + " slower at any size";
+                 " (geometric mean of time over the best time; confirmed by a second run of both), " +
+                 (worst[ibest] <= 1.0 ? std::string("faster at every size")
+                                      : "at most " + pct(worst[ibest] - 1) + " slower at any size");
       }
       Value cands = Value::array();
       for (std::size_t i = 0; i < cand.size(); ++i) {
