@@ -291,7 +291,10 @@ class Tuner {
       list.push_back({"shm-ring", {"STRATA_SHM_DIRECT=off"}, {}});
       list.push_back({"shm-cma", {"STRATA_CMA_THRESHOLD=4096"}, {}});
     }
-    if (o_.mode == Mode::full) list.push_back({"fabric", {}, {"--backend", "fabric"}});
+    if (o_.mode == Mode::full) {
+      list.push_back({"fabric", {}, {"--backend", "fabric"}});
+      list.push_back({"fabric-shm", {}, {"--backend", "fabric", "--provider", "shm"}});
+    }
     const std::vector<std::uint64_t> sizes = o_.mode == Mode::smoke
                                                  ? std::vector<std::uint64_t>{8, 4096}
                                                  : std::vector<std::uint64_t>{8, 4096, 65536, 1u << 20, 4u << 20};
@@ -321,9 +324,12 @@ class Tuner {
   }
 
   Value executor() {
-    const auto recs = bench(2, {"--engine"});
-    Value ns = Value::object(), call = Value::object();
-    for (const Record& r : recs) {
+    // Executor cost per node, and a tiny collective's call-to-ready time with a
+    // progress server (1 thread) and inline (0: the waiter drives progress);
+    // their difference (server_minus_inline_us) bounds the progress hand-off (negative:
+    // the server answers sooner than the waiter polling itself).
+    Value ns = Value::object(), call = Value::object(), inl = Value::object(), handoff = Value::object();
+    for (const Record& r : bench(2, {"--engine"})) {
       if (r.collective.rfind("engine-", 0) != 0) continue;
       const std::string what = r.collective.substr(7);
       if (r.variant == "call-to-ready") {
@@ -332,9 +338,17 @@ class Tuner {
         ns.set(what, Value::number(r.median_us * 1000.0));
       }
     }
+    for (const Record& r : bench(2, {"--engine"}, {"STRATA_PROGRESS_THREADS=0"})) {
+      if (r.collective.rfind("engine-", 0) != 0 || r.variant != "call-to-ready") continue;
+      const std::string what = r.collective.substr(7);
+      inl.set(what, Value::number(r.median_us));
+      if (const Value* srv = call.find(what)) handoff.set(what, Value::number(srv->as_double() - r.median_us));
+    }
     Value m = Value::object();
     m.set("ns_per_node", std::move(ns));
     m.set("tiny_call_to_ready_us", std::move(call));
+    m.set("tiny_call_to_ready_us_inline_progress", std::move(inl));
+    m.set("server_minus_inline_us", std::move(handoff));
     return m;
   }
 
