@@ -501,8 +501,9 @@ class Tuner {
       };
       std::size_t ibest = pick();
       bool confirmed = false;
-      if (ibest != idef && score[ibest] * (1.0 + margin) <= score[idef]) {
-        // A change from the default must survive a second look: both again, in both orders.
+      if (ibest != idef && score[ibest] * (1.0 + margin) <= score[idef] && o_.mode != Mode::smoke) {
+        // A change from the default must survive a second look: both again, in both orders
+        // (not in --smoke, which only has to run every step once, quickly).
         const std::size_t first = ibest;
         run_one(idef);
         run_one(first);
@@ -526,7 +527,8 @@ class Tuner {
                                    pct(tolerance) + "): default kept";
       } else {
         reason = "beats the default by " + pct(score[idef] / score[ibest] - 1) +
-                 " (geometric mean of time over the best time; confirmed by a second run of both), " +
+                 " (geometric mean of time over the best time" +
+                 (confirmed ? "; confirmed by a second run of both), " : "), ") +
                  (worst[ibest] <= 1.0 ? std::string("faster at every size")
                                       : "at most " + pct(worst[ibest] - 1) + " slower at any size");
       }
@@ -606,7 +608,7 @@ void usage(FILE* f) {
                "this directory). Writes the table (docs/tuning.md) to FILE, default %s.\n"
                "  --quick    under 30 s on 2 cores: fewer sizes and candidates\n"
                "  (default)  full mode, under 5 minutes: more candidates and sizes, two rounds each\n"
-               "  --smoke    seconds: tiny sizes, one search (tests; the table is not worth using)\n"
+               "  --smoke    seconds: tiny sizes, one search, no second look (tests; the table is not worth using)\n"
                "  --ranks N  ranks for the collective runs (run one per core for meaningful numbers)\n",
                strata::coll::default_tuning_path().c_str());
 }
