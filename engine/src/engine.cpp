@@ -4,6 +4,8 @@
 
 #include "comm.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -491,6 +493,18 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   detail::install_window_routing(*core_);  // window events beside the executor's (window.cpp)
   transport::ProgressOptions po = transport::ProgressOptions::from_environment();
   po.threads = opts.progress_threads;
+  {
+    // More ranks on this machine than CPUs: a waiter that polls for long
+    // takes the core from another rank's thread (2 hosts x 2 ranks on 2
+    // cores: 7 ms per 8 B collective with 2 ms of polling). Poll briefly
+    // there, unless STRATA_PROGRESS_WAIT_SPIN says otherwise.
+    const JobInfo& job = core_->boot->job();
+    const long here = job.launcher == "pmix" ? job.local_size : job.size;
+    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    const char* set = std::getenv("STRATA_PROGRESS_WAIT_SPIN");
+    if ((set == nullptr || *set == '\0') && cpus > 0 && here > cpus)
+      po.wait_spin = std::min(po.wait_spin, transport::ProgressOptions::kOversubscribedWaitSpin);
+  }
   // A server about to block counts itself as a sleeper of the fast channels
   // with pending calls (their peers then nudge it); a call posted while it
   // blocks wakes it.

@@ -16,10 +16,13 @@
 // added, so the links have the (microsecond) latency of veth + bridge.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,11 +177,13 @@ class Cluster {
 
   /// Ends the holders; the namespaces go when the last process in them exits.
   void shutdown() {
-    auto end = [](Holder& x) {
+    auto close_fds = [](Holder& x) {
       for (int* fd : {&x.ctl_fd, &x.net_fd, &x.uts_fd}) {
         if (*fd >= 0) ::close(*fd);
         *fd = -1;
       }
+    };
+    auto end = [](Holder& x) {
       if (x.pid > 0) {
         ::kill(x.pid, SIGKILL);
         while (::waitpid(x.pid, nullptr, 0) < 0 && errno == EINTR) {
@@ -186,6 +191,17 @@ class Cluster {
         x.pid = -1;
       }
     };
+    // Closing ctl ends a holder after its sweep; SIGKILL if it takes long.
+    auto reap = [](Holder& x) {
+      for (int i = 0; i < 200 && x.pid > 0; ++i) {
+        if (::waitpid(x.pid, nullptr, WNOHANG) != 0) x.pid = -1;
+        if (x.pid > 0) ::usleep(10000);
+      }
+    };
+    for (auto& x : holders_) close_fds(x);
+    close_fds(sw_);
+    for (auto& x : holders_) reap(x);
+    reap(sw_);
     for (auto& x : holders_) end(x);
     end(sw_);
   }
@@ -208,10 +224,20 @@ class Cluster {
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      // The launcher's death (even SIGKILL) reaches us as SIGUSR1: we then
+      // kill whatever still runs in our namespace (children of ranks that
+      // outlived them), so that the namespace and its links go too.
+      // Only our own pipe ends stay open: an inherited write end of another
+      // holder's ctl pipe would keep that holder alive.
+      for (int fd = 3; fd < 4096; ++fd)
+        if (fd != ctl[0] && fd != ready[1]) ::close(fd);
+      sigset_t usr1;
+      sigemptyset(&usr1);
+      sigaddset(&usr1, SIGUSR1);
+      ::sigprocmask(SIG_BLOCK, &usr1, nullptr);
+      const int sfd = ::signalfd(-1, &usr1, SFD_CLOEXEC);
+      ::prctl(PR_SET_PDEATHSIG, SIGUSR1, 0, 0, 0);
       if (::getppid() != parent) _exit(1);
-      ::close(ready[0]);
-      ::close(ctl[1]);
       int e = 0;
       if (::unshare(CLONE_NEWNET | (h < 0 ? 0 : CLONE_NEWUTS)) != 0)
         e = errno;
@@ -219,9 +245,10 @@ class Cluster {
         e = errno;
       [[maybe_unused]] ssize_t w = ::write(ready[1], &e, sizeof e);
       if (e != 0) _exit(1);
-      char c;
-      while (::read(ctl[0], &c, 1) != 0) {  // until the launcher closes ctl (or dies)
-      }
+      pollfd fds[2] = {{ctl[0], POLLIN, 0}, {sfd, POLLIN, 0}};
+      while (::poll(fds, sfd >= 0 ? 2 : 1, -1) < 0 && errno == EINTR) {
+      }  // until the launcher closes ctl (or dies)
+      sweep_namespace();
       _exit(0);
     }
     ::close(ready[1]);
@@ -258,6 +285,32 @@ class Cluster {
       throw std::runtime_error(why);
     }
     return x;
+  }
+
+  /// Kills every other process in this process's network namespace, until
+  /// none is left (a bounded number of rounds).
+  static void sweep_namespace() {
+    char own[64] = {};
+    if (::readlink("/proc/self/ns/net", own, sizeof own - 1) <= 0) return;
+    const pid_t self = ::getpid();
+    for (int round = 0; round < 50; ++round) {
+      int found = 0;
+      DIR* d = ::opendir("/proc");
+      if (d == nullptr) return;
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        const pid_t pid = static_cast<pid_t>(std::atol(e->d_name));
+        if (pid == self) continue;
+        char link[64] = {}, path[64];
+        std::snprintf(path, sizeof path, "/proc/%d/ns/net", static_cast<int>(pid));
+        if (::readlink(path, link, sizeof link - 1) <= 0 || std::strcmp(link, own) != 0) continue;
+        ::kill(pid, SIGKILL);
+        ++found;
+      }
+      ::closedir(d);
+      if (found == 0) return;
+      ::usleep(2000);  // let the killed processes exit before looking again
+    }
   }
 
   void must(int netns_fd, const std::vector<std::string>& argv) {

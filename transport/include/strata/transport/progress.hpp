@@ -46,8 +46,16 @@ struct ProgressOptions {
   /// Empty polls with sched_yield() before a server blocks.
   int yield_polls = 64;
   /// STRATA_PROGRESS_WAIT_SPIN (microseconds): with servers running, how long
-  /// wait_until() polls the transport itself before sleeping (0 = never).
-  std::chrono::microseconds wait_spin{50};
+  /// wait_until() polls the transport itself before sleeping (0 = never);
+  /// events extend it (it counts quiet time). 2 ms: across hosts a waiter
+  /// that went to sleep after 50 us handed every collective of 64 KiB-1 MiB
+  /// to a server thread on the same core, at 0.9-4 ms per call instead of
+  /// 0.07-0.57 ms (docs/performance.md, "Across hosts"); on one host nothing
+  /// changed measurably. A waiter has nothing else to do on its thread.
+  std::chrono::microseconds wait_spin{2000};
+  /// The engine's default wait_spin when a machine runs more ranks than it
+  /// has CPUs (a polling waiter would take another rank's core).
+  static constexpr std::chrono::microseconds kOversubscribedWaitSpin{50};
   /// STRATA_PROGRESS_MAX_BLOCK (microseconds): longest single block in
   /// wait_for_event(); bounds how late a silent peer's timeout
   /// (STRATA_TIMEOUT) is noticed and how late stop() is seen.
@@ -115,12 +123,15 @@ class ProgressServer {
 
  private:
   void serve(int index);
-  void notify_waiters();
+  bool notify_waiters();  ///< true if waiters were told
   /// A waiter stops polling: when it was the last one and servers are blocked,
   /// re-arms the transport's wake-up path (no system call unless work is pending).
   void leave_polling();
-  /// Polls as a waiter (pollers_ counted) until done() or @p end.
-  bool spin_phase(const std::function<bool()>& done, std::chrono::steady_clock::time_point end);
+  /// Polls as a waiter (pollers_ counted) until done() or @p end; with a
+  /// nonzero @p idle_budget every event moves @p end to idle_budget after the
+  /// last event (never past @p hard_end).
+  bool spin_phase(const std::function<bool()>& done, std::chrono::steady_clock::time_point end,
+                  std::chrono::microseconds idle_budget, std::chrono::steady_clock::time_point hard_end);
 
   Transport& t_;
   ProgressOptions opts_;

@@ -1,0 +1,292 @@
+// The simulator against closed forms on small synthetic machines (one rank
+// per host, only the NIC costs anything), determinism, and bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "strata/sim/sim.hpp"
+
+namespace {
+
+using strata::sim::CostModel;
+using strata::sim::MachineSpec;
+using strata::sim::Result;
+namespace coll = strata::coll;
+
+constexpr double kBw = 10e9;  // 80 Gbit/s
+constexpr std::uint64_t kFrag = 128 * 1024;
+
+struct Job {
+  std::vector<strata::RankPlace> places;
+  coll::Group group;
+  coll::Call call;
+};
+
+// n hosts of one core each.
+Job one_per_host(int n, coll::Kind kind, std::uint64_t bytes) {
+  MachineSpec m;
+  m.hosts = n;
+  m.topology = "core:1";
+  Job r;
+  r.places = strata::sim::place_ranks(m);
+  r.group = strata::sim::world_group(r.places);
+  r.call.kind = kind;
+  r.call.count = bytes;
+  return r;
+}
+
+Result simulate(const Job& r, const CostModel& c) { return strata::sim::simulate(r.group, r.call, r.places, c); }
+
+TEST(Sim, PipelinedChainBroadcastTakesKPlusNMinus2FragmentTimes) {
+  for (int n : {2, 3, 5, 8}) {
+    Job r = one_per_host(n, coll::Kind::broadcast, 8 * kFrag);  // k = 8 fragments
+    r.call.algo.name = "single";
+    r.call.algo.hierarchical = false;
+    r.call.algo.single = {coll::Shape::knomial, 1};  // radix 1 = chain
+    r.call.algo.fragment = kFrag;
+    const double step = static_cast<double>(kFrag) / kBw;
+    const Result pure = simulate(r, CostModel::pure_network(kBw, 0));
+    EXPECT_NEAR(pure.max_finish(), (8 + n - 2) * step, 1e-9) << "n=" << n;
+    // With latency L: the fragments stream, so each hop adds one L, plus one
+    // for the ready-to-receive signal the root waits for first.
+    const double lat = 2e-6;
+    const Result with_lat = simulate(r, CostModel::pure_network(kBw, lat));
+    EXPECT_NEAR(with_lat.finish.back(), (8 + n - 2) * step + n * lat, 1e-9) << "n=" << n;
+  }
+}
+
+TEST(Sim, BinomialBroadcastTakesCeilLog2NMessageTimes) {
+  const std::uint64_t bytes = 1 << 20;  // fits the window slot: one message per edge
+  for (int n : {2, 3, 5, 8, 13, 16}) {
+    Job r = one_per_host(n, coll::Kind::broadcast, bytes);
+    r.call.algo.name = "single";
+    r.call.algo.hierarchical = false;
+    r.call.algo.single = {coll::Shape::knomial, 2};
+    r.call.algo.fragment = std::size_t{1} << 40;  // none
+    const Result res = simulate(r, CostModel::pure_network(kBw, 0));
+    const double depth = std::ceil(std::log2(static_cast<double>(n)));
+    EXPECT_NEAR(res.max_finish(), depth * static_cast<double>(bytes) / kBw, 1e-9) << "n=" << n;
+  }
+}
+
+TEST(Sim, FlatBroadcastSerializesOnTheRootNic) {
+  const std::uint64_t bytes = 1 << 20;
+  for (int n : {2, 4, 7}) {
+    Job r = one_per_host(n, coll::Kind::broadcast, bytes);
+    r.call.algo.name = "single";
+    r.call.algo.hierarchical = false;
+    r.call.algo.single = {coll::Shape::flat, 0};
+    r.call.algo.fragment = std::size_t{1} << 40;
+    const Result res = simulate(r, CostModel::pure_network(kBw, 0));
+    EXPECT_NEAR(res.max_finish(), (n - 1) * static_cast<double>(bytes) / kBw, 1e-9) << "n=" << n;
+  }
+}
+
+TEST(Sim, RingAllreduceUnderPureBandwidthTakesTwoNMinus1OverN) {
+  for (int n : {2, 3, 4, 5, 6}) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(n) << 20;  // equal blocks of 1 MiB
+    Job r = one_per_host(n, coll::Kind::allreduce, bytes / 4);
+    r.call.dtype = strata::dag::DataType::f32;
+    r.call.algo.name = "ring";
+    const Result res = simulate(r, CostModel::pure_network(kBw, 0));
+    const double expect = 2.0 * (n - 1) / n * static_cast<double>(bytes) / kBw;
+    for (int k = 0; k < n; ++k) EXPECT_NEAR(res.finish[static_cast<std::size_t>(k)], expect, 1e-9) << "n=" << n;
+  }
+}
+
+Job hierarchical_machine() {
+  MachineSpec m;
+  m.hosts = 6;
+  m.topology = "package:2 numa:2 core:3 pu:1";
+  Job r;
+  r.places = strata::sim::place_ranks(m);
+  r.group = strata::sim::world_group(r.places);
+  r.call.kind = coll::Kind::broadcast;
+  r.call.count = 3 << 20;
+  r.call.root = 5;
+  return r;
+}
+
+TEST(Sim, SameInputGivesTheSameOutput) {
+  const Job r = hierarchical_machine();
+  const CostModel c;  // every cost on: NIC and memory contention, progress, workers
+  const Result a = simulate(r, c);
+  const Result b = simulate(r, c);
+  ASSERT_EQ(a.finish.size(), 72u);
+  EXPECT_EQ(a.finish, b.finish);
+  EXPECT_EQ(a.events, b.events);
+  ASSERT_EQ(a.critical_path.size(), b.critical_path.size());
+  for (std::size_t i = 0; i < a.critical_path.size(); ++i) {
+    EXPECT_EQ(a.critical_path[i].rank, b.critical_path[i].rank);
+    EXPECT_EQ(a.critical_path[i].node, b.critical_path[i].node);
+    EXPECT_EQ(a.critical_path[i].end, b.critical_path[i].end);
+  }
+}
+
+TEST(Sim, CriticalPathEndsAtTheLastCompletionAndStartsAtTheRoot) {
+  const Job r = hierarchical_machine();
+  const Result res = strata::sim::simulate(r.group, r.call, r.places, CostModel{}, 100000);
+  ASSERT_FALSE(res.critical_path.empty());
+  EXPECT_DOUBLE_EQ(res.critical_path.front().end, res.max_finish());
+  EXPECT_EQ(res.critical_path.back().via, "start");
+  for (std::size_t i = 1; i < res.critical_path.size(); ++i)
+    EXPECT_LE(res.critical_path[i].end, res.critical_path[i - 1].ready + 1e-12);
+  // Data comes from the root: the chain passes through it.
+  bool root_seen = false;
+  for (const auto& s : res.critical_path) root_seen = root_seen || s.rank == r.call.root;
+  EXPECT_TRUE(root_seen);
+}
+
+TEST(Sim, StrictExitCompletesEveryRankTogetherLooseDoesNot) {
+  // Compiling strict plans is slow in Debug + sanitizer builds: a smaller machine (3 x 8 ranks).
+  MachineSpec m;
+  m.hosts = 3;
+  m.topology = "package:2 numa:2 core:2 pu:1";
+  Job r;
+  r.places = strata::sim::place_ranks(m);
+  r.group = strata::sim::world_group(r.places);
+  r.call.kind = coll::Kind::broadcast;
+  r.call.count = 256 << 10;
+  r.call.root = 5;
+  const Result loose = simulate(r, CostModel{});
+  r.call.entry_all = r.call.exit_all = true;
+  const Result strict = simulate(r, CostModel{});
+  EXPECT_LT(loose.min_finish(), 0.8 * loose.max_finish());
+  EXPECT_GT(strict.min_finish(), 0.9 * strict.max_finish());
+  EXPECT_GT(strict.max_finish(), loose.max_finish());
+}
+
+TEST(Sim, BlockingCallsOfAFlatBroadcastAddUp) {
+  // K calls in a blocking loop, pure bandwidth: the root's NIC is busy
+  // (n - 1) N / B per call and nothing else waits, so K (n - 1) N / B.
+  const std::uint64_t bytes = 1 << 20;
+  const int n = 4;
+  Job r = one_per_host(n, coll::Kind::broadcast, bytes);
+  r.call.algo.name = "single";
+  r.call.algo.hierarchical = false;
+  r.call.algo.single = {coll::Shape::flat, 0};
+  r.call.algo.fragment = std::size_t{1} << 40;
+  strata::sim::Stream st;
+  st.instances = 5;
+  const Result res = strata::sim::simulate(r.group, r.call, r.places, CostModel::pure_network(kBw, 0), 8, st);
+  ASSERT_EQ(res.instance_finish.size(), 5u);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_NEAR(res.instance_finish[static_cast<std::size_t>(i)], (i + 1) * (n - 1) * static_cast<double>(bytes) / kBw,
+                1e-9)
+        << "call " << i;
+}
+
+TEST(Sim, StreamsLongerThanTheCreditsComplete) {
+  // Nonblocking: 10 calls over 4 window slots; flag_waits of call i wait for
+  // the peers' call i - 4, roots for this rank's call i - 4.
+  Job r = hierarchical_machine();
+  r.call.count = 64 << 10;
+  for (bool blocking : {true, false}) {
+    strata::sim::Stream st;
+    st.instances = 10;
+    st.blocking = blocking;
+    const Result res = strata::sim::simulate(r.group, r.call, r.places, CostModel{}, 8, st);
+    ASSERT_EQ(res.instance_finish.size(), 10u);
+    const Result one = simulate(r, CostModel{});
+    EXPECT_GT(res.max_finish(), 3 * one.max_finish()) << "blocking=" << blocking;
+    EXPECT_DOUBLE_EQ(res.max_finish(), *std::max_element(res.instance_finish.begin(), res.instance_finish.end()));
+  }
+}
+
+TEST(Sim, StrictCallsInALoopCostMoreThanLooseOnes) {
+  // Seed 004: loose calls pipeline behind each other, strict ones cannot.
+  MachineSpec m;
+  m.topology = "package:2 numa:2 core:2 pu:1";
+  Job r;
+  r.places = strata::sim::place_ranks(m);
+  r.group = strata::sim::world_group(r.places);
+  r.call.kind = coll::Kind::reduce;
+  r.call.dtype = strata::dag::DataType::f32;
+  r.call.count = 2;
+  strata::sim::Stream st;
+  st.instances = 6;
+  const double loose = strata::sim::simulate(r.group, r.call, r.places, CostModel{}, 1, st).max_finish();
+  r.call.entry_all = r.call.exit_all = true;
+  const double strict = strata::sim::simulate(r.group, r.call, r.places, CostModel{}, 1, st).max_finish();
+  EXPECT_GT(strict, 2 * loose);
+}
+
+TEST(Sim, NumaMemoryBandwidthIsShared) {
+  // One host, one NUMA region, a flat core-level broadcast: the root's copies
+  // into its 7 peers' windows share the region's memory bandwidth.
+  MachineSpec m;
+  m.topology = "numa:1 core:8 pu:1";
+  Job r;
+  r.places = strata::sim::place_ranks(m);
+  r.group = strata::sim::world_group(r.places);
+  r.call.kind = coll::Kind::broadcast;
+  r.call.count = 8 << 20;
+  CostModel c = CostModel::pure_network(kBw, 0);
+  c.copy_bw = 10e9;
+  const double fast = simulate(r, c).max_finish();
+  c.numa_mem_bw = 5e9;  // less than one stream: the bucket, not the copy, is the limit
+  const double slow = simulate(r, c).max_finish();
+  EXPECT_GT(slow, 1.5 * fast);
+}
+
+TEST(Sim, MismatchedPlansAreRefusedNamingTheRank) {
+  using namespace strata::dag;
+  PlanBuilder b0("t", 0, 2);
+  b0.signal(1, 7);
+  PlanBuilder b1("t", 1, 2);
+  b1.nop();
+  MachineSpec m;
+  m.hosts = 2;
+  m.topology = "core:1";
+  const auto places = strata::sim::place_ranks(m);
+  try {
+    (void)strata::sim::simulate_plans({b0.build(), b1.build()}, places, CostModel{});
+    FAIL() << "a signal to a slot without a wait node was accepted";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 signals slot 7 of rank 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Sim, BadParametersAreNamed) {
+  CostModel c;
+  try {
+    c.set("nic_gbits", "100");
+    FAIL();
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'nic_gbits'"), std::string::npos) << e.what();
+  }
+  try {
+    c.set("nic_lat_us", "-1");
+    FAIL();
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nic_lat_us"), std::string::npos) << e.what();
+  }
+  c.set("nic_gbit", "200");
+  EXPECT_DOUBLE_EQ(c.nic_bw, 25e9);
+  const std::string path = ::testing::TempDir() + "strata_sim_machine.txt";
+  {
+    std::ofstream f(path);
+    f << "# a machine\nhosts = 3\ntopology = package:2 core:2 pu:1\nnic_gbit = 100\ncopy_gbs = banana\n";
+  }
+  MachineSpec m;
+  try {
+    strata::sim::load_machine_file(path, &m, &c);
+    FAIL();
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("copy_gbs"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(m.hosts, 3);
+  EXPECT_DOUBLE_EQ(c.nic_bw, 12.5e9);
+  std::remove(path.c_str());
+  MachineSpec bad;
+  bad.topology = "core";
+  EXPECT_THROW((void)strata::sim::place_ranks(bad), strata::Error);
+}
+
+}  // namespace
