@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Idempotent set-up: installs the Debian packages strata needs that are missing
 # (apt-get update only when an install needs it), then configures and builds.
-#   scripts/setup.sh [--mpi] [--no-build] [--build-dir DIR] [-- extra cmake args]
+#   scripts/setup.sh [--mpi] [--no-build] [--no-tune] [--build-dir DIR] [-- extra cmake args]
 # --mpi also installs Open MPI and MPICH (for the baselines in bench/).
+# After a build, writes a quick tuning table for this machine (strata-tune
+# --quick, ~15 s; docs/tuning.md) when there is none yet at the default
+# location; never for a Debug or sanitizer build, never with --no-tune (what
+# scripts/test.sh and CI use), never when STRATA_TUNING is set. A failure only warns.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir="${STRATA_BUILD_DIR:-$here/build}"
 want_mpi=0
 do_build=1
+do_tune=1
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --mpi) want_mpi=1 ;;
     --no-build) do_build=0 ;;
+    --no-tune) do_tune=0 ;;
     --build-dir) build_dir="$2"; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "setup.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -52,4 +58,19 @@ if [ "$do_build" = 1 ]; then
     cmake "$build_dir" "${extra[@]}" >/dev/null
   fi
   cmake --build "$build_dir" -j "$(nproc)"
+fi
+
+# A quick tuning table for a new user (docs/tuning.md, "setup.sh").
+if [ "$do_build" = 1 ] && [ "$do_tune" = 1 ] && [ -z "${STRATA_TUNING:-}" ] && [ -x "$build_dir/bin/strata-tune" ]; then
+  cache="$build_dir/CMakeCache.txt"
+  if grep -q '^STRATA_SANITIZE:[A-Z]*=.' "$cache" || grep -qi '^CMAKE_BUILD_TYPE:[A-Z]*=debug' "$cache"; then
+    :  # timings of a sanitizer / Debug build would mislead the table
+  else
+    table="${XDG_CONFIG_HOME:-${HOME:-}/.config}/strata/tuning.json"
+    if [ -n "${HOME:-}${XDG_CONFIG_HOME:-}" ] && [ ! -e "$table" ]; then
+      echo "setup: measuring this machine for its tuning table (strata-tune --quick, ~15 s; --no-tune skips)" >&2
+      "$build_dir/bin/strata-tune" --quick >&2 \
+        || echo "setup: strata-tune failed; engines use the built-in defaults (run it again later)" >&2
+    fi
+  fi
 fi

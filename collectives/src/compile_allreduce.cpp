@@ -26,9 +26,8 @@ namespace {
 using namespace steps;  // NOLINT: the step emitter
 
 // The automatic choice is coll::allreduce_auto() (thresholds in
-// compile_common.hpp); the constant below is what "hier" uses among the
-// leaders when named without a variant.
-constexpr std::size_t kHierInterRdMaxBytes = 65536;  // "hier": rd among the leaders up to this size, else rabenseifner
+// the tuning table, compile_common.hpp); "hier" named without a variant uses rd
+// among the leaders up to allreduce_hier_rd_max_bytes, else rabenseifner.
 
 bool tree_name(const std::string& n) {
   return n.empty() || n == "auto" || n == "tree" || n == "single" || n == "hierarchical" || n == "flat-tree";
@@ -219,7 +218,8 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
     parts = n;
   } else if (name == "hier" || name.rfind("hier:", 0) == 0) {
     hosts = hosts_of(g);
-    inter = name == "hier" ? (ordered || bytes <= kHierInterRdMaxBytes ? "rd" : "rabenseifner") : name.substr(5);
+    inter = name == "hier" ? (ordered || bytes <= tuning(g).allreduce_hier_rd_max_bytes ? "rd" : "rabenseifner")
+                           : name.substr(5);
     if (inter != "rd" && inter != "rabenseifner" && inter != "ring")
       fail(Errc::invalid_argument, g, c,
            "algorithm '" + name + "': inter-host part '" + inter + "' unknown (rd | rabenseifner | ring)");
@@ -262,37 +262,42 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
 namespace strata::coll {
 
 std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered) {
-  using namespace cc;  // NOLINT: the decision table
+  const Tuning& t = cc::tuning(g);  // the decision table
   if (g.size() <= 1) return "tree";
-  if (bytes <= kAllreduceRdMaxBytes) return "rd";
+  if (bytes <= t.allreduce_rd_max_bytes) return "rd";
   if (ordered) return "tree";  // rabenseifner / ring cannot keep rank order
-  return bytes < kAllreduceRingMinBytes ? "rabenseifner" : "ring";
+  return bytes < t.allreduce_ring_min_bytes ? "rabenseifner" : "ring";
 }
 
-std::vector<std::pair<std::string, std::string>> selection_rules() {
-  using namespace cc;  // NOLINT: the decision table
-  auto kib = [](std::uint64_t b) { return std::to_string(b >> 10) + " KiB"; };
+std::vector<std::pair<std::string, std::string>> selection_rules() { return selection_rules(Tuning{}); }
+
+std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t) {
+  auto sz = [](std::uint64_t b) {
+    if (b >= (std::uint64_t{1} << 20) && b % (std::uint64_t{1} << 20) == 0) return std::to_string(b >> 20) + " MiB";
+    if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + " KiB";
+    return std::to_string(b) + " B";
+  };
   return {
       {"barrier", "dissemination"},
       {"broadcast, reduce",
-       "tree: host:binomial, numa:binomial, core:flat (STRATA_TREE); push (STRATA_DIRECTION); whole message if it "
-       "fits the window region, else 32 KiB fragments"},
-      {"allreduce", "rd up to " + kib(kAllreduceRdMaxBytes) + ", rabenseifner below " +
-                        std::to_string(kAllreduceRingMinBytes >> 20) +
-                        " MiB, ring above; non-commutative ops: rd, then tree"},
+       "tree: host:binomial, numa:binomial, core:flat (STRATA_TREE); push (STRATA_DIRECTION); whole message up to " +
+           sz(t.pipeline_fragment) + " if it fits the window region, else " + sz(t.pipeline_fragment) + " fragments"},
+      {"allreduce", "rd up to " + sz(t.allreduce_rd_max_bytes) + ", rabenseifner below " +
+                        sz(t.allreduce_ring_min_bytes) + ", ring from there; non-commutative ops: rd, then tree"},
       {"gather, scatter", "tree (alternatives: single, flat, ring; scatter can pull)"},
       {"gatherv, scatterv", "flat (tree needs the counts broadcast first)"},
-      {"allgather(v)", "bruck if the result is <= " + kib(kAllgatherBruckMaxBytes) +
+      {"allgather(v)", "bruck if the result is <= " + sz(t.allgather_bruck_max_bytes) +
                            " and n > 2, else ring (alternatives: rd, hier, numa-ring)"},
-      {"alltoall", "bruck if n >= " + std::to_string(kAlltoallBruckMinRanks) +
-                       " and blocks <= " + std::to_string(kAlltoallBruckMaxBlock) +
-                       " B, else pairwise (alternative: pull; alltoallv: pairwise)"},
+      {"alltoall", "bruck if n >= " + std::to_string(t.alltoall_bruck_min_ranks) + " and blocks <= " +
+                       sz(t.alltoall_bruck_max_block) + ", else pairwise (alternative: pull; alltoallv: pairwise)"},
       {"reduce_scatter(_block)", "ring; pairwise for non-commutative user ops (alternative: rh)"},
       {"allgather(v), alltoall(v) large blocks",
-       "messages from " + std::to_string(kSymLargeMessage >> 20) + " MiB: " + kib(kSymLargeFragment) +
+       "messages from " + sz(t.sym_large_message) + ": " + sz(t.sym_large_fragment) +
            " fragments and the own block copied per fragment after the matching puts; copies into recv with "
            "non-temporal stores when send + recv of a rank is at least " +
-           std::to_string(kSymStreamMinBytes >> 20) + " MiB"},
+           sz(t.sym_stream_min_bytes)},
+      {"fast path",
+       "one-host communicators, contributions up to " + sz(t.fastpath_bytes) + " (STRATA_FASTPATH_BYTES overrides)"},
   };
 }
 

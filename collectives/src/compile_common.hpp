@@ -21,31 +21,28 @@ namespace strata::coll::cc {
 
 // ---------------------------------------------------------------- decision table
 // The automatic selection's thresholds (docs/algorithms.md, "Automatic
-// selection"; strata-info prints them through coll::selection_rules()).
-inline constexpr std::uint64_t kAllgatherBruckMaxBytes = 16384;  // Bruck up to this whole receive buffer, n > 2
-inline constexpr int kAlltoallBruckMinRanks = 5;                 // alltoall: Bruck from this many ranks ...
-inline constexpr std::uint64_t kAlltoallBruckMaxBlock = 256;     // ... and blocks up to this many bytes
-inline constexpr std::uint64_t kAllreduceRdMaxBytes = 16384;     // allreduce: recursive doubling up to this
-inline constexpr std::uint64_t kAllreduceRingMinBytes = std::uint64_t{2} << 20;  // ring from this; rabenseifner between
+// selection"; strata-info prints them through coll::selection_rules()) are the
+// fields of the tuning table in effect (strata/collectives/tuning.hpp,
+// docs/tuning.md): Group::tuning, else the built-in defaults (Tuning{}).
 // allgather(v), alltoall(v) with large blocks (docs/algorithms.md "Large blocks"; measured on 2 ranks, one per
-// core): messages of at least kSymLargeMessage bytes travel in kSymLargeFragment fragments (else 32 KiB), and an
-// own block of at least kSymLargeMessage bytes is copied fragment by fragment, each after the puts of the same
-// send bytes (allgather) or of the first message (alltoall); from kSymStreamMinBytes of send + recv per rank the
-// copies into recv use non-temporal stores (PlanBuilder::streaming).
-inline constexpr std::uint64_t kSymLargeMessage = std::uint64_t{1} << 20;
-// Default pipeline fragment of the trees (broadcast, reduce, gather/scatter) and
-// the step schedules: messages above it are cut into fragments of this size
-// even when they fit a window region. Measured on 2 ranks, one per core
-// (strata-bench, STRATA_FRAGMENT=fixed:N; docs/algorithms.md "Fragmentation"):
-// 32 KiB fragments and unfragmented 1 MiB messages left a 1 MiB broadcast at
-// 184 us (two serial out-of-cache copies), 128 KiB fragments bring it to 40 us
-// and every collective from 128 KiB to 4 MiB to within 0-10% of its best
-// fixed size (64 KiB was up to 10% slower at 4 MiB). The papers used 32 KiB
-// (Mallon et al.) and 16 / 512 KiB (Ma et al.) on other machines: this is a
-// machine constant, to be read from the tuning table once there is one.
-inline constexpr std::uint64_t kPipelineFragment = std::uint64_t{128} << 10;
-inline constexpr std::uint64_t kSymLargeFragment = std::uint64_t{128} << 10;
-inline constexpr std::uint64_t kSymStreamMinBytes = std::uint64_t{12} << 20;
+// core): messages of at least sym_large_message bytes travel in sym_large_fragment fragments (else the pipeline
+// fragment), and an own block of at least sym_large_message bytes is copied fragment by fragment, each after the
+// puts of the same send bytes (allgather) or of the first message (alltoall); from sym_stream_min_bytes of send +
+// recv per rank the copies into recv use non-temporal stores (PlanBuilder::streaming).
+// pipeline_fragment: default fragment of the trees (broadcast, reduce,
+// gather/scatter) and the step schedules: messages above it are cut into
+// fragments of this size even when they fit a window region. Measured on 2
+// ranks, one per core (strata-bench, STRATA_FRAGMENT=fixed:N;
+// docs/algorithms.md "Fragmentation"): 32 KiB fragments and unfragmented 1 MiB
+// messages left a 1 MiB broadcast at 184 us (two serial out-of-cache copies),
+// 128 KiB fragments bring it to 40 us and every collective from 128 KiB to 4
+// MiB to within 0-10% of its best fixed size (64 KiB was up to 10% slower at 4
+// MiB). The papers used 32 KiB (Mallon et al.) and 16 / 512 KiB (Ma et al.) on
+// other machines: strata-tune measures it per machine.
+inline const Tuning& tuning(const Group& g) {
+  static const Tuning kDefaults{};
+  return g.tuning ? *g.tuning : kDefaults;
+}
 
 using dag::NodeId;
 using dag::PlanBuilder;
@@ -205,17 +202,22 @@ class Ctx {
       pol = patterns::FragPolicy::fixed(std::min(c_.algo.fragment, cap), align);
     } else {
       // Default: whole message up to one pipeline fragment (and if it fits a
-      // region), else kPipelineFragment pieces.
-      pol = bytes <= std::min<std::size_t>(cap, kPipelineFragment)
+      // region), else pipeline_fragment pieces.
+      const auto pf = static_cast<std::size_t>(tuning(g_).pipeline_fragment);
+      pol = bytes <= std::min<std::size_t>(cap, pf)
                 ? patterns::FragPolicy::none()
-                : patterns::FragPolicy::fixed(std::min<std::size_t>(kPipelineFragment, cap), align);
+                : patterns::FragPolicy::fixed(std::min<std::size_t>(pf, cap), align);
     }
     std::vector<patterns::Fragment> fr;
     patterns::fragments(bytes, pol, fr);
     std::size_t longest = 0;
     for (const auto& f : fr) longest = std::max(longest, f.length);
     if (longest > cap) {  // halves of a big message: re-split to fit the window
-      patterns::fragments(bytes, patterns::FragPolicy::fixed(std::min<std::size_t>(32768, cap), align), fr);
+      patterns::fragments(
+          bytes,
+          patterns::FragPolicy::fixed(
+              std::min<std::size_t>(static_cast<std::size_t>(tuning(g_).fallback_fragment), cap), align),
+          fr);
       longest = 0;
       for (const auto& f : fr) longest = std::max(longest, f.length);
     }

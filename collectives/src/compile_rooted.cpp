@@ -42,7 +42,6 @@ namespace strata::coll::cc {
 namespace {
 
 constexpr std::uint32_t kTokenSlot = kDataSlotLimit - 1;
-constexpr std::size_t kTokenThreshold = 32 * 1024;
 
 bool is_gather(Kind k) { return k == Kind::gather || k == Kind::gatherv; }
 bool is_v(Kind k) { return k == Kind::gatherv || k == Kind::scatterv; }
@@ -521,7 +520,8 @@ void emit_direct(Ctx& x, const Layout& l, bool ring, const std::vector<NodeId>& 
   }
   if (ring && role.token_to >= 0) {
     const patterns::TokenSplit sp =
-        patterns::token_split(l.len[ume], kTokenThreshold, g.host[ume] == g.host[static_cast<std::size_t>(root)]);
+        patterns::token_split(l.len[ume], static_cast<std::size_t>(tuning(g).gather_token_bytes),
+                              g.host[ume] == g.host[static_cast<std::size_t>(root)]);
     std::vector<NodeId> deps;
     for (std::size_t f = 0; f < fr.size(); ++f)
       if (fr[f].offset < sp.before_pass) deps.push_back(done[f]);

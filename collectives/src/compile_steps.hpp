@@ -18,8 +18,7 @@
 
 namespace strata::coll::cc::steps {
 
-constexpr std::size_t kMaxOutstandingPuts = 128;             // seed 002 throttled at 128
-constexpr std::size_t kDefaultFragment = kPipelineFragment;  // compile_common.hpp (decision table)
+constexpr std::size_t kMaxOutstandingPuts = 128;  // seed 002 throttled at 128
 constexpr std::size_t kMaxRegions = 1024;
 
 // Local buffer accesses, for read-after-write / write-after-read / write-after-write edges.
@@ -125,6 +124,7 @@ inline Geometry geometry(const Group& g, const Call& c, std::size_t esize, std::
   if (cap == 0) fail(Errc::invalid_argument, g, c, "window slot too small (STRATA_SLOT_BYTES)");
   auto align_up = [esize](std::uint64_t v) { return (v + esize - 1) / esize * esize; };
   std::uint64_t z = 0;
+  const std::uint64_t kDefaultFragment = tuning(g).pipeline_fragment;  // the tuning table (compile_common.hpp)
   if (c.algo.fragment > 0) {
     z = std::min<std::uint64_t>(c.algo.fragment, cap);
     z -= z % esize;

@@ -25,7 +25,7 @@
 // allreduces of compile_allreduce.cpp). Besides the step schedules: the pull
 // alltoall (emit_pull), the hierarchical and NUMA-spreading allgathers, and
 // the in-place forms (the send side read from a copy of recv in scratch 1).
-// Large blocks (decision table kSymLarge*, kSymStreamMinBytes): 128 KiB
+// Large blocks (tuning table sym_large_*, sym_stream_min_bytes): 128 KiB
 // fragments, the own block copied per fragment after the matching puts, and
 // non-temporal stores into recv when the working set exceeds the caches.
 #include <algorithm>
@@ -48,10 +48,12 @@ namespace {
 using namespace steps;  // NOLINT: the step emitter
 
 // ---------------------------------------------------------------- large blocks
-// Messages of at least kSymLargeMessage bytes travel in kSymLargeFragment
-// fragments (compile_common.hpp, the decision table; docs/algorithms.md "Large
+// Messages of at least sym_large_message bytes travel in sym_large_fragment
+// fragments (the tuning table, compile_common.hpp; docs/algorithms.md "Large
 // blocks").
-std::pair<std::uint64_t, std::uint64_t> sym_large() { return {kSymLargeMessage, kSymLargeFragment}; }
+std::pair<std::uint64_t, std::uint64_t> sym_large(const Group& g) {
+  return {tuning(g).sym_large_message, tuning(g).sym_large_fragment};
+}
 
 // The local copy of this rank's own block (src -> dst, `len` bytes) when it is
 // large, cut into fragments of `z` bytes, each after the puts that read the
@@ -113,11 +115,11 @@ class AllgatherKind : public StepKind {
 // ---------------------------------------------------------------- allgather decision table
 // Automatic selection (empty name, "auto", or a tree name): Bruck for small
 // results (log2 n messages), the ring otherwise and for n <= 2
-// (kAllgatherBruckMaxBytes: compile_common.hpp, the decision table).
+// (allgather_bruck_max_bytes: the tuning table, compile_common.hpp).
 
 std::string allgather_algorithm(const Group& g, const Call& c, std::uint64_t recv_total) {
   if (!automatic(c.algo.name)) return c.algo.name;
-  return g.size() <= 2 || recv_total > kAllgatherBruckMaxBytes ? "ring" : "bruck";
+  return g.size() <= 2 || recv_total > tuning(g).allgather_bruck_max_bytes ? "ring" : "bruck";
 }
 
 // Adds blocks `ranks` (ascending) to the send or receive side of the last step, merging runs.
@@ -292,11 +294,11 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
   Tracker t;
   AllgatherKind k(t, x.b(), bytes, at, g.rank, c.in_place);
   const std::uint64_t send_total = c.in_place ? 0 : bytes[me];
-  k.streaming = send_total + recv_total >= kSymStreamMinBytes;
+  k.streaming = send_total + recv_total >= tuning(g).sym_stream_min_bytes;
   const std::uint64_t maxm = max_message(n, build, k);
-  const Geometry geo = geometry(g, c, es, maxm, true, sym_large());
+  const Geometry geo = geometry(g, c, es, maxm, true, sym_large(g));
   const std::vector<NodeId> start = entry(x);
-  const bool split = !c.in_place && bytes[me] >= kSymLargeMessage;
+  const bool split = !c.in_place && bytes[me] >= tuning(g).sym_large_message;
   if (!c.in_place && bytes[me] > 0 && !split) {
     const Region dst = dag::out(0, at[me], bytes[me]);
     t.write(dst, x.b().copy(dag::in(0, 0, bytes[me]), dst, start));
@@ -307,7 +309,7 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
   e.run(s, k);
   if (split)
     own_copy(x, t, dag::in(0, 0, bytes[me]), dag::out(0, at[me], bytes[me]), bytes[me],
-             std::max(geo.z, kSymLargeFragment), start, k.streaming,
+             std::max(geo.z, tuning(g).sym_large_fragment), start, k.streaming,
              [](std::uint64_t off, std::uint64_t len) { return dag::in(0, off, len); });
   return done(x);
 }
@@ -317,12 +319,13 @@ namespace {
 // ---------------------------------------------------------------- alltoall(v)
 // Automatic selection: Bruck for small blocks and more than 4 ranks (log2 n
 // messages instead of n - 1), else the rotated pairwise exchange (push)
-// (thresholds: compile_common.hpp, the decision table).
+// (thresholds: the tuning table, compile_common.hpp).
 
 std::string alltoall_algorithm(const Group& g, const Call& c, std::uint64_t block_bytes) {
   if (!automatic(c.algo.name)) return c.algo.name;
-  const bool bruck =
-      c.kind == Kind::alltoall && g.size() >= kAlltoallBruckMinRanks && block_bytes <= kAlltoallBruckMaxBlock;
+  const bool bruck = c.kind == Kind::alltoall &&
+                     static_cast<std::uint64_t>(g.size()) >= tuning(g).alltoall_bruck_min_ranks &&
+                     block_bytes <= tuning(g).alltoall_bruck_max_block;
   return bruck ? "bruck" : "pairwise";
 }
 
@@ -520,7 +523,7 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
     t.read(whole, n0);
     t.write(copy, n0);
   }
-  const bool split = !c.in_place && name != "bruck" && sb[me] >= kSymLargeMessage;
+  const bool split = !c.in_place && name != "bruck" && sb[me] >= tuning(g).sym_large_message;
   if (!c.in_place && sb[me] > 0 && !split) {
     const Region dst = dag::out(0, rat[me], rb[me]);
     t.write(dst, x.b().copy(dag::in(0, sat[me], sb[me]), dst, start));
@@ -536,8 +539,8 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
     patterns::bruck_alltoall(g.rank, n, s);
     e.run(s, k);
   } else {
-    const Geometry geo = geometry(g, c, es, v ? 0 : bb, !v, sym_large());
-    const bool stream = in_total + out_total >= kSymStreamMinBytes;
+    const Geometry geo = geometry(g, c, es, v ? 0 : bb, !v, sym_large(g));
+    const bool stream = in_total + out_total >= tuning(g).sym_stream_min_bytes;
     if (name == "pull") {
       emit_pull(x, t, geo, start, c.in_place, sb, sat, rb, rat, max_out);
     } else {
@@ -551,7 +554,7 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
     if (split) {
       const auto to = static_cast<std::size_t>(patterns::mod(g.rank + 1, n));
       own_copy(x, t, dag::in(0, sat[me], sb[me]), dag::out(0, rat[me], rb[me]), sb[me],
-               std::max(geo.z, kSymLargeFragment), start, stream, [&](std::uint64_t off, std::uint64_t len) {
+               std::max(geo.z, tuning(g).sym_large_fragment), start, stream, [&](std::uint64_t off, std::uint64_t len) {
                  if (n == 1 || off >= sb[to]) return dag::in(0, 0, 0);
                  return dag::in(0, sat[to] + off, std::min(len, sb[to] - off));
                });

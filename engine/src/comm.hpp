@@ -111,6 +111,12 @@ inline constexpr std::uint16_t kWindowSignalComm = 0xFFFF;
 
 struct EngineCore {
   EngineOptions opts;
+  // The tuning table of every communicator of this engine (docs/tuning.md):
+  // loaded once at start-up and agreed by all ranks; where it came from.
+  std::shared_ptr<const coll::Tuning> tuning = std::make_shared<const coll::Tuning>();
+  coll::TuningChoice tuning_choice;
+  // The fast path's configuration (STRATA_FASTPATH*, else the table's fastpath_bytes).
+  FastConfig fast_cfg = FastConfig::get();
   std::unique_ptr<Bootstrap> boot;
   Hierarchy hier;
   // Before the transport: its progress hook polls the hub until it is destroyed.
@@ -249,7 +255,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // "Window flags"). Same offsets on every member.
   [[nodiscard]] std::size_t flags_at() const {
     return group.slot_bytes * static_cast<std::size_t>(group.credits) +
-           (fast_candidate() ? fast_area_bytes(FastConfig::get()) : 0);
+           (fast_candidate() ? fast_area_bytes(core->fast_cfg) : 0);
   }
   // Words: one flag per credit slot, padded to a cache line, then the wake
   // words (Bindings::flag_wake): "somebody waits" and one per world rank.
@@ -309,7 +315,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   // Whether the fast path may serve this communicator: enabled, every member on this host.
   [[nodiscard]] bool fast_candidate() const {
-    if (!FastConfig::get().enabled) return false;
+    if (!core->fast_cfg.enabled) return false;
     for (int h : group.host)
       if (h != group.host[static_cast<std::size_t>(group.rank)]) return false;
     return true;
@@ -321,7 +327,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   void enable_fast() {
     if (!fast_candidate()) return;
     const std::size_t at = group.slot_bytes * static_cast<std::size_t>(group.credits);
-    const std::size_t len = fast_area_bytes(FastConfig::get());
+    const std::size_t len = fast_area_bytes(core->fast_cfg);
     std::vector<std::byte*> areas(static_cast<std::size_t>(size()), nullptr);
     std::uint64_t ok = 1;
     for (int r = 0; r < size(); ++r) {
@@ -337,7 +343,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       return;
     }
     fast = FastChannel::create(*core->transport, core->progress.get(), core->fctx, core->hooks, id, rank(), group.world,
-                               std::move(areas), FastConfig::get());
+                               std::move(areas), core->fast_cfg);
     fast->set_owner(weak_from_this());
     core->fast_hub->add(fast);
   }

@@ -353,6 +353,7 @@ Communicator Communicator::split(int color, int key) const {
     ni->group.world_size = impl_->group.world_size;
     ni->group.slot_bytes = impl_->group.slot_bytes;
     ni->group.credits = impl_->group.credits;
+    ni->group.tuning = impl_->group.tuning;
     for (std::size_t i = 0; i < mine.size(); ++i) {
       const int pr = mine[i].second;
       if (pr == impl_->rank()) ni->group.rank = static_cast<int>(i);
@@ -391,6 +392,41 @@ Communicator Communicator::dup() const { return split(0, rank()); }
 
 // ---------------------------------------------------------------- Engine
 namespace {
+// Loads the tuning table (docs/tuning.md) and agrees on it: plans must be
+// compiled from the same decisions on every rank, so when the ranks' tables
+// differ (hosts with different files), every rank uses the built-in defaults.
+void init_tuning(detail::EngineCore& core) {
+  coll::TuningChoice c = coll::load_tuning();  // throws naming the file and field when malformed
+  const std::uint64_t h = c.table.hash();
+  const auto blobs = core.boot->allgather(&h, sizeof h);
+  int differs = -1;
+  for (std::size_t r = 0; r < blobs.size() && differs < 0; ++r) {
+    std::uint64_t o = 0;
+    if (blobs[r].size() != sizeof o)
+      throw Error(Errc::bootstrap_error, "engine start-up: rank " + std::to_string(r) + " sent a malformed table hash");
+    std::memcpy(&o, blobs[r].data(), sizeof o);
+    if (o != h) differs = static_cast<int>(r);
+  }
+  const bool rank0 = core.boot->rank() == 0;
+  if (differs >= 0) {
+    if (rank0)
+      detail::logger().warn("tuning: ranks 0 and {} have different tables ({}); every rank uses the built-in defaults",
+                            differs, c.path.empty() ? "built-in here" : c.path);
+    const std::string from = c.path;
+    c = coll::TuningChoice{};
+    c.origin = "built-in";
+    c.note = "the ranks' tables differ (rank " + std::to_string(differs) + "'s is not " +
+             (from.empty() ? std::string("the built-in one") : from) + ")";
+  } else if (c.path.empty()) {
+    if (rank0) detail::logger().info("tuning: built-in defaults ({})", c.note);
+  } else {
+    detail::logger().debug("tuning: table from {} ({})", c.path, c.origin);
+  }
+  core.tuning = std::make_shared<const coll::Tuning>(c.table);
+  core.tuning_choice = std::move(c);
+  if (!core.fast_cfg.bytes_from_env) core.fast_cfg.bytes = static_cast<std::size_t>(core.tuning->fastpath_bytes);
+}
+
 std::shared_ptr<detail::CommImpl> make_world(const std::shared_ptr<detail::EngineCore>& core) {
   auto w = std::make_shared<detail::CommImpl>();
   w->core = core;
@@ -400,6 +436,7 @@ std::shared_ptr<detail::CommImpl> make_world(const std::shared_ptr<detail::Engin
   w->group.world_size = n;
   w->group.slot_bytes = core->opts.slot_bytes;
   w->group.credits = core->opts.credits;
+  w->group.tuning = core->tuning;
   for (int r = 0; r < n; ++r) {
     w->group.world.push_back(r);
     w->group.host.push_back(core->hier.place(r).host);
@@ -433,10 +470,14 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   core_->boot = std::move(boot);
   detail::set_log_rank(core_->boot->rank());
   core_->hier = discover_hierarchy(*core_->boot);
+  init_tuning(*core_);
   core_->transport = transport::make_transport(*core_->boot, core_->hier);
   dag::ExecutorOptions eo;
   eo.threads = opts.worker_threads;
   eo.inline_bytes = opts.inline_bytes;
+  // The table's inline_bytes replaces the built-in default, never an explicit value.
+  if (opts.inline_bytes == EngineOptions{}.inline_bytes && std::getenv("STRATA_INLINE_BYTES") == nullptr)
+    eo.inline_bytes = static_cast<std::size_t>(core_->tuning->inline_bytes);
   // A rank whose window-flag wait parked is woken like a fast-path sleeper.
   eo.nudge_payload = std::uint64_t{detail::kFastNudgeComm} << 48;
   eo.nudge_context = detail::fast_nudge_context();
@@ -533,6 +574,11 @@ int Engine::size() const noexcept { return core_->boot->size(); }
 Communicator& Engine::world() noexcept { return world_; }
 const Hierarchy& Engine::hierarchy() const noexcept { return core_->hier; }
 std::string Engine::transport_name() const { return core_->transport->name(); }
+const coll::Tuning& Engine::tuning() const noexcept { return *core_->tuning; }
+std::string Engine::tuning_source() const {
+  const coll::TuningChoice& c = core_->tuning_choice;
+  return c.path.empty() ? "built-in defaults (" + c.note + ")" : c.path + " (" + c.origin + ")";
+}
 std::shared_ptr<const FutureContext> Engine::future_context() const noexcept { return core_->fctx; }
 
 SharedMemory Engine::allocate(std::size_t bytes) {

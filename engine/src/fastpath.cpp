@@ -80,6 +80,7 @@ const FastConfig& FastConfig::get() {
         throw Error(Errc::invalid_argument,
                     std::string("STRATA_FASTPATH_BYTES='") + e + "': expected bytes in [0, 1048576]");
       c.bytes = static_cast<std::size_t>(b);
+      c.bytes_from_env = true;
     }
     return c;
   }();

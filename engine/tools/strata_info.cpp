@@ -3,7 +3,8 @@
 // Runs alone (a single rank) or under strata-run -n N / a PMIx launcher. Every
 // rank places itself (discover_hierarchy); rank 0 prints the machine of each
 // host, the hierarchy with every rank's place, the leaders per level, the
-// libfabric providers that offer RMA and the STRATA_* settings in effect.
+// libfabric providers that offer RMA, the tuning table in effect (from where,
+// every decision; docs/tuning.md) and the STRATA_* settings in effect.
 //
 //   strata-info [--json] [--version]
 #include <rdma/fabric.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "strata/collectives/compile.hpp"
+#include "strata/collectives/tuning.hpp"
 #include "strata/transport/bootstrap.hpp"
 #include "strata/transport/topology.hpp"
 #include "strata/version.hpp"
@@ -145,6 +147,48 @@ std::vector<HostMachine> host_machines(strata::Bootstrap& boot, const strata::Hi
   return out;
 }
 
+// The tuning table as every engine of this process would load it (the same
+// resolution: STRATA_TUNING, the default location, built-in); error: the
+// reason it would refuse to start.
+struct TuningView {
+  strata::coll::TuningChoice choice;
+  std::string error;
+};
+
+TuningView tuning_view() {
+  TuningView v;
+  try {
+    v.choice = strata::coll::load_tuning();
+  } catch (const std::exception& e) {
+    v.error = e.what();
+    v.choice = strata::coll::TuningChoice{};
+  }
+  return v;
+}
+
+void print_tuning_text(const TuningView& v) {
+  const strata::coll::Tuning def{};
+  std::printf("\n== tuning table (docs/tuning.md; strata-tune writes it)\n");
+  if (!v.error.empty()) {
+    std::printf("ERROR: %s\n(engines refuse to start with it; STRATA_TUNING=off or run strata-tune again)\n",
+                v.error.c_str());
+  } else if (v.choice.path.empty()) {
+    std::printf("in effect: built-in defaults (%s)\n", v.choice.note.c_str());
+  } else {
+    std::printf("in effect: %s (%s), written %s by %s\n", v.choice.path.c_str(), v.choice.origin.c_str(),
+                v.choice.created.empty() ? "?" : v.choice.created.c_str(),
+                v.choice.tool.empty() ? "?" : v.choice.tool.c_str());
+  }
+  const std::string dflt = strata::coll::default_tuning_path();
+  std::printf("default location: %s\n", dflt.empty() ? "(none: HOME unset)" : dflt.c_str());
+  for (const strata::coll::TuningField& f : strata::coll::tuning_fields()) {
+    const std::uint64_t val = v.choice.table.*f.member;
+    const std::uint64_t d = def.*f.member;
+    std::printf("%-28s %12llu%s  %s\n", f.name, static_cast<unsigned long long>(val),
+                val == d ? "          " : (" (def " + std::to_string(d) + ")").c_str(), f.what);
+  }
+}
+
 void print_text(const strata::JobInfo& job, const strata::Hierarchy& hier, const std::vector<HostMachine>& machines,
                 const std::vector<Provider>& providers, const std::string& fabric_error,
                 const std::vector<std::pair<std::string, std::string>>& env) {
@@ -181,8 +225,11 @@ void print_text(const strata::JobInfo& job, const strata::Hierarchy& hier, const
     std::printf("libfabric:   %-14s %s\n", p.name.c_str(), fabrics.c_str());
   }
 
-  std::printf("\n== collective algorithm selection (built-in rules; STRATA_ALGO_<COLL> / CollOptions override)\n");
-  for (const auto& [colls, rule] : strata::coll::selection_rules())
+  const TuningView tv = tuning_view();
+  print_tuning_text(tv);
+  std::printf(
+      "\n== collective algorithm selection (rules of the table above; STRATA_ALGO_<COLL> / CollOptions override)\n");
+  for (const auto& [colls, rule] : strata::coll::selection_rules(tv.choice.table))
     std::printf("%-30s %s\n", colls.c_str(), rule.c_str());
   for (const auto& [name, value] : env)
     if (name.rfind("STRATA_ALGO_", 0) == 0 || name.rfind("STRATA_TREE", 0) == 0 ||
@@ -228,7 +275,17 @@ void print_json(const strata::JobInfo& job, const strata::Hierarchy& hier, const
   for (std::size_t i = 0; i < env.size(); ++i) {
     os << (i ? ", " : "") << json_string(env[i].first) << ": " << json_string(env[i].second);
   }
-  os << "}\n}\n";
+  const TuningView tv = tuning_view();
+  os << "},\n  \"tuning\": {\"path\": " << json_string(tv.choice.path)
+     << ", \"origin\": " << json_string(tv.choice.origin) << ", \"note\": " << json_string(tv.choice.note)
+     << ", \"error\": " << json_string(tv.error)
+     << ", \"default_location\": " << json_string(strata::coll::default_tuning_path()) << ", \"decisions\": {";
+  bool first = true;
+  for (const strata::coll::TuningField& f : strata::coll::tuning_fields()) {
+    os << (first ? "" : ", ") << json_string(f.name) << ": " << tv.choice.table.*f.member;
+    first = false;
+  }
+  os << "}}\n}\n";
   std::fputs(os.str().c_str(), stdout);
 }
 

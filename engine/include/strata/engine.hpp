@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/collectives/tuning.hpp"
 #include "strata/future.hpp"
 #include "strata/transport/topology.hpp"
 #include "strata/types.hpp"
@@ -266,6 +267,12 @@ class Engine {
   [[nodiscard]] const Hierarchy& hierarchy() const noexcept;
   /// @brief Transport description ("router(shm+ofi:...)").
   [[nodiscard]] std::string transport_name() const;
+  /// @brief The tuning table in effect (docs/tuning.md): loaded once at start-up from
+  /// STRATA_TUNING or the default location, the same on every rank.
+  [[nodiscard]] const coll::Tuning& tuning() const noexcept;
+  /// @brief Where the table came from: "PATH (STRATA_TUNING)", "PATH (default
+  /// location)" or "built-in defaults (why)".
+  [[nodiscard]] std::string tuning_source() const;
   /// @brief @p bytes of zeroed memory that every rank on this host maps (not
   /// collective: the peers map it from their progress). Collective buffers
   /// allocated here and passed with CollOptions::shared_buffers are read

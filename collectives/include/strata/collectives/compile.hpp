@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/collectives/tuning.hpp"
 #include "strata/dag/plan.hpp"
 #include "strata/dag/reduce.hpp"
 #include "strata/error.hpp"
@@ -73,6 +74,10 @@ struct Group {
   /// credits finished) instead of a ready-to-receive signal, and every slice
   /// ends with a flag_set. Plans compiled with and without must not be mixed.
   bool flags = false;
+  /// The tuning table in effect (the engine's, docs/tuning.md); null = the
+  /// built-in defaults. Plans compiled under different tables differ: a plan
+  /// cache must not be shared between groups with different tables.
+  std::shared_ptr<const Tuning> tuning;
   [[nodiscard]] int size() const noexcept { return static_cast<int>(world.size()); }
 };
 
@@ -161,13 +166,13 @@ struct Call {
 };
 
 /// @brief The automatic allreduce algorithm for @p bytes on @p g (the
-/// measured decision table, docs/algorithms.md "Automatic selection"):
-/// "rd" up to 16 KiB, "rabenseifner" up to 2 MiB, "ring" above; with
+/// measured decision table of @p g's tuning, docs/algorithms.md "Automatic selection"):
+/// by default "rd" up to 16 KiB, "rabenseifner" up to 2 MiB, "ring" above; with
 /// @p ordered (a non-commutative operator) "rd" up to 16 KiB, else "tree".
 std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered);
 
-/// @brief The automatic selection rules in effect, one (collectives, rule)
-/// pair per family, built from the thresholds the compiler uses (strata-info).
+/// @brief The automatic selection rules of the built-in defaults, one
+/// (collectives, rule) pair per family (selection_rules(const Tuning&) for a table).
 std::vector<std::pair<std::string, std::string>> selection_rules();
 
 /// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot < credits).

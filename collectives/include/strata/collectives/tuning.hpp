@@ -1,0 +1,124 @@
+// The per-machine tuning table (docs/tuning.md): every machine-dependent
+// crossover of the collective compilers and the engine, with today's measured
+// values as built-in defaults, and its file format (JSON, "strata_tuning": 1,
+// written by strata-tune, loaded once per engine from STRATA_TUNING or the
+// default location).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/collectives/json.hpp"
+
+namespace strata::coll {
+
+/// @brief Every machine-dependent threshold the compilers and the engine
+/// decide by. Defaults are the values measured on the developer VM
+/// (docs/algorithms.md "Automatic selection"); a tuning file replaces them.
+/// All ranks of a job must use the same table (the engine agrees on it at
+/// start-up and falls back to the defaults when the ranks' tables differ).
+struct Tuning {
+  // ---- decision table (collectives/src, docs/algorithms.md "Automatic selection")
+  std::uint64_t allgather_bruck_max_bytes = 16384;  ///< allgather(v): Bruck up to this receive total, n > 2
+  std::uint64_t alltoall_bruck_min_ranks = 5;       ///< alltoall: Bruck from this many ranks ...
+  std::uint64_t alltoall_bruck_max_block = 256;     ///< ... and blocks up to this many bytes
+  std::uint64_t allreduce_rd_max_bytes = 16384;     ///< allreduce: recursive doubling up to this
+  std::uint64_t allreduce_ring_min_bytes = std::uint64_t{2}
+                                           << 20;                ///< allreduce: ring from this (rabenseifner between)
+  std::uint64_t allreduce_hier_rd_max_bytes = 65536;             ///< "hier" allreduce: rd among the leaders up to this
+  std::uint64_t sym_large_message = std::uint64_t{1} << 20;      ///< allgather / alltoall: "large" messages from this
+  std::uint64_t sym_large_fragment = std::uint64_t{128} << 10;   ///< ... travel in fragments of this size
+  std::uint64_t sym_stream_min_bytes = std::uint64_t{12} << 20;  ///< non-temporal copies from send + recv this large
+  std::uint64_t pipeline_fragment = std::uint64_t{128} << 10;    ///< trees and step schedules: fragment size
+  std::uint64_t fallback_fragment = 32768;                       ///< re-split of halves that exceed a window region
+  std::uint64_t gather_token_bytes = 32768;                      ///< ring gather/scatter: token hand-off split
+  // ---- engine
+  std::uint64_t fastpath_bytes = 4096;  ///< small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins)
+  std::uint64_t inline_bytes = std::uint64_t{1}
+                               << 20;  ///< copies / reductions run inline up to this (STRATA_INLINE_BYTES wins)
+
+  /// @brief Field-wise equality.
+  bool operator==(const Tuning& o) const noexcept;
+  bool operator!=(const Tuning& o) const noexcept { return !(*this == o); }
+  /// @brief A hash of every decision (equal tables, equal hashes; the engine's start-up agreement).
+  [[nodiscard]] std::uint64_t hash() const noexcept;
+};
+
+/// @brief One field of Tuning: its JSON name, member, valid range and meaning.
+struct TuningField {
+  const char* name;               ///< key under "decisions"
+  std::uint64_t Tuning::*member;  ///< the member it sets
+  std::uint64_t lo, hi;           ///< valid range (inclusive)
+  std::uint64_t multiple;         ///< the value must be a multiple of this (1: any)
+  const char* what;               ///< one-line meaning (strata-info, docs/tuning.md)
+};
+/// @brief Every field, in file order.
+const std::vector<TuningField>& tuning_fields();
+
+/// @brief The machine fingerprint a tuning file is bound to (from /proc, /sys, uname).
+struct Fingerprint {
+  std::string cpu_model;           ///< /proc/cpuinfo "model name" (or "unknown")
+  std::uint64_t cores = 0;         ///< online logical CPUs
+  std::uint64_t numa_nodes = 0;    ///< /sys/devices/system/node/node* (1 when absent)
+  std::uint64_t memory_bytes = 0;  ///< /proc/meminfo MemTotal
+  std::string kernel;              ///< uname -r
+  /// @brief This machine.
+  static Fingerprint here();
+  /// @brief Empty when equal, else "FIELD: 'file value' here 'this value'" for the first difference.
+  [[nodiscard]] std::string difference(const Fingerprint& here) const;
+  /// @brief As a JSON object (the file's "machine").
+  [[nodiscard]] json::Value to_json() const;
+};
+
+/// @brief The file version this build reads and writes ("strata_tuning").
+inline constexpr std::uint64_t kTuningVersion = 1;
+
+/// @brief A tuning file's document: fingerprint, decisions, measurements.
+struct TuningFile {
+  Fingerprint machine;
+  Tuning table;
+  std::string created;                               ///< UTC time of writing (ISO 8601)
+  std::string tool;                                  ///< what wrote it ("strata-tune --quick", ...)
+  json::Value measurements = json::Value::object();  ///< free-form: the measurements behind each decision
+  /// @brief The whole document.
+  [[nodiscard]] json::Value to_json() const;
+};
+
+/// @brief Parses a tuning file's text. Throws strata::Error (invalid_argument)
+/// naming @p where and the JSON path of the wrong field ("decisions.pipeline_fragment:
+/// expected an unsigned integer, got string") on malformed JSON, a missing or
+/// unsupported "strata_tuning" version, an unknown decision, a value out of range.
+/// Decisions absent from the file keep their defaults.
+TuningFile parse_tuning(const std::string& text, const std::string& where);
+/// @brief Reads and parses @p path (parse_tuning); throws naming the file when unreadable.
+TuningFile read_tuning_file(const std::string& path);
+/// @brief Writes @p f to @p path (creates parent directories; atomically via a temporary + rename).
+void write_tuning_file(const std::string& path, const TuningFile& f);
+
+/// @brief The table in effect and where it came from.
+struct TuningChoice {
+  Tuning table;               ///< the decisions in effect
+  std::string path;           ///< the file they came from ("" = built-in defaults)
+  std::string origin;         ///< "STRATA_TUNING", "default location", "built-in"
+  std::string note;           ///< why the built-in defaults are in effect (empty when a file is)
+  std::string created, tool;  ///< of the file in effect
+};
+
+/// @brief The default location: $XDG_CONFIG_HOME/strata/tuning.json, else
+/// $HOME/.config/strata/tuning.json ("" when neither variable is set).
+std::string default_tuning_path();
+
+/// @brief Resolves the table the way every engine does (docs/tuning.md):
+/// STRATA_TUNING=off -> defaults; STRATA_TUNING=PATH -> that file (must exist);
+/// else the default location if the file exists; else defaults. A file for
+/// another machine (fingerprint differs) -> defaults with a note saying why.
+/// Throws strata::Error naming the file and field for a malformed file or a
+/// wrong version.
+TuningChoice load_tuning(const Fingerprint& here = Fingerprint::here());
+
+/// @brief The automatic-selection rules of @p t in words, one (collectives, rule)
+/// pair per family (strata-info, selection_rules()).
+std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t);
+
+}  // namespace strata::coll

@@ -1,0 +1,343 @@
+// The tuning table and its file (collectives/include/strata/collectives/tuning.hpp, docs/tuning.md).
+#include "strata/collectives/tuning.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "strata/error.hpp"
+
+namespace strata::coll {
+
+namespace {
+constexpr std::uint64_t kKiB = 1024;
+constexpr std::uint64_t kGiB = kKiB * kKiB * kKiB;
+}  // namespace
+
+const std::vector<TuningField>& tuning_fields() {
+  static const std::vector<TuningField> f = {
+      {"allgather_bruck_max_bytes", &Tuning::allgather_bruck_max_bytes, 0, kGiB, 1,
+       "allgather(v): Bruck up to this receive total (n > 2), ring above"},
+      {"alltoall_bruck_min_ranks", &Tuning::alltoall_bruck_min_ranks, 2, 1u << 20, 1,
+       "alltoall: Bruck from this many ranks (with small blocks), pairwise below"},
+      {"alltoall_bruck_max_block", &Tuning::alltoall_bruck_max_block, 0, kGiB, 1,
+       "alltoall: Bruck for blocks up to this many bytes"},
+      {"allreduce_rd_max_bytes", &Tuning::allreduce_rd_max_bytes, 0, kGiB, 1,
+       "allreduce: recursive doubling up to this many bytes"},
+      {"allreduce_ring_min_bytes", &Tuning::allreduce_ring_min_bytes, 0, 64 * kGiB, 1,
+       "allreduce: ring from this many bytes, rabenseifner between"},
+      {"allreduce_hier_rd_max_bytes", &Tuning::allreduce_hier_rd_max_bytes, 0, kGiB, 1,
+       "\"hier\" allreduce: rd among the host leaders up to this, rabenseifner above"},
+      {"sym_large_message", &Tuning::sym_large_message, 4 * kKiB, 64 * kGiB, 1,
+       "allgather(v) / alltoall(v): messages from this size are large (own block copied per fragment)"},
+      {"sym_large_fragment", &Tuning::sym_large_fragment, 4 * kKiB, kGiB, 64,
+       "allgather(v) / alltoall(v): fragment size of large messages"},
+      {"sym_stream_min_bytes", &Tuning::sym_stream_min_bytes, 0, 1024 * kGiB, 1,
+       "allgather(v) / alltoall(v): non-temporal copies into recv from send + recv of this many bytes"},
+      {"pipeline_fragment", &Tuning::pipeline_fragment, 4 * kKiB, kGiB, 64,
+       "trees and step schedules: messages above this travel in fragments of this size"},
+      {"fallback_fragment", &Tuning::fallback_fragment, 4 * kKiB, kGiB, 64,
+       "fragment size when halves of a message exceed a window region"},
+      {"gather_token_bytes", &Tuning::gather_token_bytes, 64, kGiB, 1,
+       "ring gather/scatter: token hand-off split threshold"},
+      {"fastpath_bytes", &Tuning::fastpath_bytes, 0, 1u << 20, 1,
+       "engine: small-message fast path up to this contribution per rank (STRATA_FASTPATH_BYTES overrides)"},
+      {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,
+       "engine: copies and reductions up to this run inline, not as a task (STRATA_INLINE_BYTES overrides)"},
+  };
+  return f;
+}
+
+bool Tuning::operator==(const Tuning& o) const noexcept {
+  for (const TuningField& f : tuning_fields())
+    if (this->*f.member != o.*f.member) return false;
+  return true;
+}
+
+std::uint64_t Tuning::hash() const noexcept {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over (index, value) pairs
+  std::uint64_t i = 0;
+  for (const TuningField& f : tuning_fields()) {
+    for (std::uint64_t w : {i++, this->*f.member})
+      for (int b = 0; b < 8; ++b) {
+        h ^= (w >> (8 * b)) & 0xFF;
+        h *= 1099511628211ull;
+      }
+  }
+  return h;
+}
+
+// ---------------------------------------------------------------- fingerprint
+namespace {
+
+std::string slurp(const std::string& path, bool* ok) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (ok != nullptr) *ok = false;
+    return {};
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (ok != nullptr) *ok = !in.bad();
+  return ss.str();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.pop_back();
+  std::size_t a = 0;
+  while (a < s.size() && (s[a] == ' ' || s[a] == '\t')) ++a;
+  return s.substr(a);
+}
+
+}  // namespace
+
+Fingerprint Fingerprint::here() {
+  Fingerprint f;
+  f.cpu_model = "unknown";
+  {
+    std::istringstream in(slurp("/proc/cpuinfo", nullptr));
+    std::string line;
+    while (std::getline(in, line)) {
+      const std::size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      const std::string key = trim(line.substr(0, colon));
+      if (key == "model name" || key == "Model" || key == "cpu model") {
+        f.cpu_model = trim(line.substr(colon + 1));
+        break;
+      }
+    }
+  }
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  f.cores = n > 0 ? static_cast<std::uint64_t>(n) : 1;
+  {
+    std::uint64_t nodes = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() > 4 && name.compare(0, 4, "node") == 0 &&
+          name.find_first_not_of("0123456789", 4) == std::string::npos)
+        ++nodes;
+    }
+    f.numa_nodes = nodes > 0 ? nodes : 1;
+  }
+  {
+    std::istringstream in(slurp("/proc/meminfo", nullptr));
+    std::string key;
+    std::uint64_t kb = 0;
+    while (in >> key) {
+      if (key == "MemTotal:") {
+        in >> kb;
+        break;
+      }
+      in.ignore(1 << 20, '\n');
+    }
+    f.memory_bytes = kb * 1024;
+  }
+  struct utsname u {};
+  f.kernel = uname(&u) == 0 ? std::string(u.release) : "unknown";
+  return f;
+}
+
+std::string Fingerprint::difference(const Fingerprint& h) const {
+  auto q = [](const std::string& s) { return "'" + s + "'"; };
+  if (cpu_model != h.cpu_model) return "cpu_model: " + q(cpu_model) + " in the file, " + q(h.cpu_model) + " here";
+  if (cores != h.cores) return "cores: " + std::to_string(cores) + " in the file, " + std::to_string(h.cores) + " here";
+  if (numa_nodes != h.numa_nodes)
+    return "numa_nodes: " + std::to_string(numa_nodes) + " in the file, " + std::to_string(h.numa_nodes) + " here";
+  if (memory_bytes != h.memory_bytes)
+    return "memory_bytes: " + std::to_string(memory_bytes) + " in the file, " + std::to_string(h.memory_bytes) +
+           " here";
+  if (kernel != h.kernel) return "kernel: " + q(kernel) + " in the file, " + q(h.kernel) + " here";
+  return {};
+}
+
+json::Value Fingerprint::to_json() const {
+  json::Value m = json::Value::object();
+  m.set("cpu_model", json::Value::string(cpu_model));
+  m.set("cores", json::Value::integer(cores));
+  m.set("numa_nodes", json::Value::integer(numa_nodes));
+  m.set("memory_bytes", json::Value::integer(memory_bytes));
+  m.set("kernel", json::Value::string(kernel));
+  return m;
+}
+
+// ---------------------------------------------------------------- file
+json::Value TuningFile::to_json() const {
+  json::Value doc = json::Value::object();
+  doc.set("strata_tuning", json::Value::integer(kTuningVersion));
+  doc.set("created", json::Value::string(created));
+  doc.set("tool", json::Value::string(tool));
+  doc.set("machine", machine.to_json());
+  json::Value d = json::Value::object();
+  for (const TuningField& f : tuning_fields()) d.set(f.name, json::Value::integer(table.*f.member));
+  doc.set("decisions", std::move(d));
+  doc.set("measurements", measurements);
+  return doc;
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& where, const std::string& path, const std::string& what) {
+  throw Error(Errc::invalid_argument, "tuning file " + where + ": field '" + path + "': " + what);
+}
+
+const json::Value& need(const json::Value& obj, const char* key, json::Value::Type t, const std::string& where,
+                        const std::string& prefix) {
+  const std::string path = prefix.empty() ? key : prefix + "." + key;
+  const json::Value* v = obj.find(key);
+  if (v == nullptr) bad(where, path, "missing");
+  if (v->type() != t)
+    bad(where, path,
+        std::string("expected ") + json::Value::type_name(t) + ", got " + json::Value::type_name(v->type()));
+  return *v;
+}
+
+std::uint64_t need_uint(const json::Value& obj, const char* key, const std::string& where, const std::string& prefix) {
+  const json::Value& v = need(obj, key, json::Value::Type::number, where, prefix);
+  if (!v.is_uint())
+    bad(where, prefix.empty() ? key : prefix + "." + key,
+        "expected an unsigned integer, got " + v.as_string());  // as_string: the number's text
+  return v.as_uint();
+}
+
+}  // namespace
+
+TuningFile parse_tuning(const std::string& text, const std::string& where) {
+  const json::Value doc = json::parse(text, "tuning file " + where);
+  if (doc.type() != json::Value::Type::object)
+    bad(where, "$", std::string("expected an object, got ") + json::Value::type_name(doc.type()));
+  const std::uint64_t version = need_uint(doc, "strata_tuning", where, "");
+  if (version != kTuningVersion)
+    bad(where, "strata_tuning",
+        "version " + std::to_string(version) + " is not supported (this build reads version " +
+            std::to_string(kTuningVersion) + "; run strata-tune again)");
+  TuningFile f;
+  for (const auto& m : doc.members()) {
+    const std::string& k = m.first;
+    if (k != "strata_tuning" && k != "created" && k != "tool" && k != "machine" && k != "decisions" &&
+        k != "measurements")
+      bad(where, k, "unknown field (expected strata_tuning, created, tool, machine, decisions, measurements)");
+  }
+  if (doc.find("created") != nullptr)
+    f.created = need(doc, "created", json::Value::Type::string, where, "").as_string();
+  if (doc.find("tool") != nullptr) f.tool = need(doc, "tool", json::Value::Type::string, where, "").as_string();
+  const json::Value& mach = need(doc, "machine", json::Value::Type::object, where, "");
+  f.machine.cpu_model = need(mach, "cpu_model", json::Value::Type::string, where, "machine").as_string();
+  f.machine.cores = need_uint(mach, "cores", where, "machine");
+  f.machine.numa_nodes = need_uint(mach, "numa_nodes", where, "machine");
+  f.machine.memory_bytes = need_uint(mach, "memory_bytes", where, "machine");
+  f.machine.kernel = need(mach, "kernel", json::Value::Type::string, where, "machine").as_string();
+  const json::Value& dec = need(doc, "decisions", json::Value::Type::object, where, "");
+  for (const auto& m : dec.members()) {
+    const TuningField* field = nullptr;
+    for (const TuningField& tf : tuning_fields())
+      if (m.first == tf.name) field = &tf;
+    const std::string path = "decisions." + m.first;
+    if (field == nullptr) bad(where, path, "unknown decision (docs/tuning.md lists them)");
+    if (m.second.type() != json::Value::Type::number)
+      bad(where, path, std::string("expected an unsigned integer, got ") + json::Value::type_name(m.second.type()));
+    if (!m.second.is_uint()) bad(where, path, "expected an unsigned integer, got " + m.second.as_string());
+    const std::uint64_t v = m.second.as_uint();
+    if (v < field->lo || v > field->hi)
+      bad(where, path,
+          std::to_string(v) + " is out of range [" + std::to_string(field->lo) + ", " + std::to_string(field->hi) +
+              "]");
+    if (v % field->multiple != 0)
+      bad(where, path, std::to_string(v) + " is not a multiple of " + std::to_string(field->multiple));
+    f.table.*field->member = v;
+  }
+  if (const json::Value* meas = doc.find("measurements")) {
+    if (meas->type() != json::Value::Type::object)
+      bad(where, "measurements", std::string("expected object, got ") + json::Value::type_name(meas->type()));
+    f.measurements = *meas;
+  }
+  return f;
+}
+
+TuningFile read_tuning_file(const std::string& path) {
+  bool ok = false;
+  const std::string text = slurp(path, &ok);
+  if (!ok)
+    throw Error(Errc::invalid_argument, "tuning file " + path + ": cannot read it (" + std::strerror(errno) +
+                                            "); STRATA_TUNING=off ignores it");
+  return parse_tuning(text, path);
+}
+
+void write_tuning_file(const std::string& path, const TuningFile& f) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(Errc::invalid_argument, "tuning file " + path + ": cannot write " + tmp);
+    out << f.to_json().dump();
+    out.flush();
+    if (!out) throw Error(Errc::invalid_argument, "tuning file " + path + ": write to " + tmp + " failed");
+  }
+  fs::rename(tmp, p, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(Errc::invalid_argument, "tuning file " + path + ": cannot rename the temporary into place");
+  }
+}
+
+std::string default_tuning_path() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg != nullptr && *xdg == '/') return std::string(xdg) + "/strata/tuning.json";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home != '\0') return std::string(home) + "/.config/strata/tuning.json";
+  return {};
+}
+
+TuningChoice load_tuning(const Fingerprint& here) {
+  TuningChoice c;
+  c.origin = "built-in";
+  const char* env = std::getenv("STRATA_TUNING");
+  std::string path;
+  std::string origin;
+  if (env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v == "off") {
+      c.note = "STRATA_TUNING=off";
+      return c;
+    }
+    path = v;
+    origin = "STRATA_TUNING";
+  } else {
+    path = default_tuning_path();
+    origin = "default location";
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::exists(path, ec)) {
+      c.note = path.empty() ? "no tuning file (HOME and XDG_CONFIG_HOME unset, STRATA_TUNING unset)"
+                            : "no tuning file at " + path + " (run strata-tune, or set STRATA_TUNING)";
+      return c;
+    }
+  }
+  TuningFile f = read_tuning_file(path);
+  const std::string diff = f.machine.difference(here);
+  if (!diff.empty()) {
+    c.note = "tuning file " + path + " is for another machine (" + diff + "); run strata-tune here";
+    return c;
+  }
+  c.table = f.table;
+  c.path = path;
+  c.origin = origin;
+  c.created = f.created;
+  c.tool = f.tool;
+  return c;
+}
+
+}  // namespace strata::coll

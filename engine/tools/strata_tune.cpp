@@ -1,0 +1,653 @@
+// strata-tune: measures this machine and writes its tuning table (docs/tuning.md).
+//
+// Measures the hot and off-cache memcpy bandwidth per size, the same-host data
+// paths (shm ring, mapped windows, CMA, libfabric), the executor's cost per
+// node and per tiny collective, then searches the crossovers of the tuning
+// table by measurement: for each searched field it runs real collectives on 2
+// ranks (build/bin/strata-run + strata-bench, real engines that load a
+// candidate table through STRATA_TUNING) for every candidate value and keeps
+// the best one, the built-in default unless a candidate beats it by a margin.
+// Writes the table with the machine's fingerprint and every measurement
+// behind each decision.
+//
+//   strata-tune [--quick | --smoke] [-o FILE] [--ranks N] [--verbose]
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/collectives/json.hpp"
+#include "strata/collectives/tuning.hpp"
+#include "strata/error.hpp"
+#include "strata/version.hpp"
+
+extern char** environ;
+
+namespace {
+
+using strata::coll::Tuning;
+using strata::coll::TuningField;
+using strata::json::Value;
+
+enum class Mode { smoke, quick, full };
+
+struct Options {
+  Mode mode = Mode::full;
+  std::string out;
+  int ranks = 2;
+  bool verbose = false;
+};
+
+struct Record {
+  std::string library, collective, variant;
+  std::uint64_t bytes = 0;
+  double median_us = 0, min_us = 0, mbps = 0;
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "strata-tune: %s\n", what.c_str());
+  std::exit(1);
+}
+
+std::string self_dir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) die("cannot read /proc/self/exe");
+  buf[n] = '\0';
+  return std::filesystem::path(buf).parent_path().string();
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return b;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string tail(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(s.size() - n); }
+
+std::string human(std::uint64_t b) {
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + "M";
+  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
+
+class Tuner {
+ public:
+  Tuner(Options o) : o_(std::move(o)) {
+    dir_ = self_dir();
+    run_ = dir_ + "/strata-run";
+    bench_ = dir_ + "/strata-bench";
+    for (const std::string& p : {run_, bench_})
+      if (access(p.c_str(), X_OK) != 0)
+        die("needs " + p +
+            " (strata-tune runs real collectives with strata-run and strata-bench from its own "
+            "directory; build the whole project)");
+    std::string base = "/tmp";
+    if (const char* t = std::getenv("TMPDIR"); t != nullptr && *t == '/') base = t;
+    std::string templ = base + "/strata-tune.XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data()) == nullptr) die("cannot create a temporary directory under " + base);
+    tmp_ = buf.data();
+    here_ = strata::coll::Fingerprint::here();
+    // The children see this environment without any STRATA_ setting (a
+    // user's STRATA_FRAGMENT or STRATA_FASTPATH_BYTES would falsify the
+    // measurements); strata-run sets what the ranks need.
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      if (kv.rfind("STRATA_", 0) == 0 && kv.rfind("STRATA_LOG_LEVEL=", 0) != 0) continue;
+      base_env_.push_back(kv);
+    }
+  }
+  ~Tuner() {
+    std::error_code ec;
+    if (!tmp_.empty()) std::filesystem::remove_all(tmp_, ec);
+  }
+  Tuner(const Tuner&) = delete;
+  Tuner& operator=(const Tuner&) = delete;
+
+  int run() {
+    const auto t0 = std::chrono::steady_clock::now();
+    file_.machine = here_;
+    file_.tool = std::string("strata-tune ") + mode_name() + " (strata " + STRATA_VERSION_STRING + ")";
+    Value& m = file_.measurements;
+    m.set("mode", Value::string(mode_name()));
+    m.set("ranks", Value::integer(static_cast<std::uint64_t>(o_.ranks)));
+    m.set("note", Value::string("medians in microseconds; searched fields list every candidate's time per "
+                                "(collective, bytes) and its score (geometric mean of time over the best time)"));
+    step("memcpy bandwidth (hot, off-cache)");
+    m.set("memcpy", memcpy_bw());
+    step("same-host data paths");
+    m.set("paths", paths());
+    if (o_.mode != Mode::smoke) {
+      step("executor cost");
+      m.set("executor", executor());
+    }
+    step("crossovers");
+    m.set("searches", searches());
+    m.set("not_measured", not_measured());
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    m.set("duration_s", Value::number(secs));
+    file_.created = now_utc();
+    strata::coll::write_tuning_file(out_path(), file_);
+    // Read back what was written: a file the engines refuse must not be left behind silently.
+    (void)strata::coll::read_tuning_file(out_path());
+    std::printf("strata-tune: wrote %s (%s mode, %.1f s, %zu bytes)\n", out_path().c_str(), mode_name(), secs,
+                static_cast<std::size_t>(std::filesystem::file_size(out_path())));
+    const Tuning def{};
+    for (const TuningField& f : strata::coll::tuning_fields()) {
+      const std::uint64_t v = file_.table.*f.member;
+      if (v != def.*f.member)
+        std::printf("  %-26s %llu (default %llu)\n", f.name, static_cast<unsigned long long>(v),
+                    static_cast<unsigned long long>(def.*f.member));
+    }
+    return 0;
+  }
+
+  std::string out_path() const {
+    if (!o_.out.empty()) return o_.out;
+    const std::string p = strata::coll::default_tuning_path();
+    if (p.empty()) die("no default location (HOME and XDG_CONFIG_HOME unset): give -o FILE");
+    return p;
+  }
+
+ private:
+  const char* mode_name() const {
+    return o_.mode == Mode::smoke ? "--smoke" : o_.mode == Mode::quick ? "--quick" : "full";
+  }
+  void step(const char* what) const {
+    if (o_.verbose) std::fprintf(stderr, "strata-tune: %s\n", what);
+  }
+
+  // Runs strata-bench (under strata-run with @p ranks > 0) with @p args and
+  // extra environment @p env; returns its JSON records.
+  std::vector<Record> bench(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    const std::string json = tmp_ + "/run" + std::to_string(++nrun_) + ".json";
+    const std::string log = tmp_ + "/run" + std::to_string(nrun_) + ".log";
+    std::vector<std::string> argv;
+    if (ranks > 0) {
+      argv = {run_, "-n", std::to_string(ranks), "--timeout", o_.mode == Mode::full ? "120" : "60", "--", bench_};
+    } else {
+      argv = {bench_};
+    }
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--json", json, "--quiet"});
+    std::vector<std::string> envs = base_env_;
+    envs.insert(envs.end(), env.begin(), env.end());
+    std::string cmd;
+    for (const auto& e : env) cmd += e + " ";
+    for (const auto& a : argv) cmd += a + " ";
+    if (o_.verbose) std::fprintf(stderr, "  %s\n", cmd.c_str());
+    std::vector<char*> av, ev;
+    for (auto& a : argv) av.push_back(a.data());
+    av.push_back(nullptr);
+    for (auto& e : envs) ev.push_back(e.data());
+    ev.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), ev.data());
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      throw std::runtime_error("measurement failed (" + cmd + "):\n" + tail(slurp(log), 2000));
+    std::vector<Record> out;
+    const Value doc = strata::json::parse(slurp(json), json);
+    if (doc.type() != Value::Type::array) throw std::runtime_error(json + ": strata-bench wrote no JSON array");
+    for (const Value& r : doc.items()) {
+      Record x;
+      auto str = [&r](const char* k) {
+        const Value* v = r.find(k);
+        return v != nullptr && v->type() == Value::Type::string ? v->as_string() : std::string();
+      };
+      auto num = [&r](const char* k) {
+        const Value* v = r.find(k);
+        return v != nullptr && v->type() == Value::Type::number ? v->as_double() : 0.0;
+      };
+      x.library = str("library");
+      x.collective = str("collective");
+      x.variant = str("variant");
+      x.bytes = static_cast<std::uint64_t>(num("bytes"));
+      x.median_us = num("median_us");
+      x.min_us = num("min_us");
+      x.mbps = num("bandwidth_MBps");
+      out.push_back(std::move(x));
+    }
+    return out;
+  }
+
+  std::string sizes_arg(const std::vector<std::uint64_t>& sizes) const {
+    std::string s;
+    for (std::uint64_t b : sizes) s += (s.empty() ? "" : ",") + human(b);
+    return s;
+  }
+
+  // ---- measurements
+  Value memcpy_bw() {
+    std::vector<std::uint64_t> sizes;
+    if (o_.mode == Mode::smoke)
+      sizes = {4096, 65536};
+    else if (o_.mode == Mode::quick)
+      sizes = {4096, 65536, 524288, 1u << 20, 2u << 20, 8u << 20};
+    else
+      for (std::uint64_t b = 4096; b <= (64u << 20); b *= 4) sizes.push_back(b);
+    std::vector<std::string> args = {"--memcpy", "--sizes", sizes_arg(sizes)};
+    if (o_.mode != Mode::full) args.insert(args.end(), {"--iters", o_.mode == Mode::smoke ? "3" : "20"});
+    const auto recs = bench(0, args);
+    Value hot = Value::array(), cold = Value::array();
+    for (const Record& r : recs) {
+      Value e = Value::object();
+      e.set("bytes", Value::integer(r.bytes));
+      e.set("GBps", Value::number(r.mbps / 1000.0));
+      e.set("median_us", Value::number(r.median_us));
+      (r.variant == "hot" ? hot : cold).push(std::move(e));
+    }
+    Value m = Value::object();
+    m.set("hot", std::move(hot));
+    m.set("off_cache", std::move(cold));
+    return m;
+  }
+
+  Value paths() {
+    struct Path {
+      const char* name;
+      std::vector<std::string> env, args;
+    };
+    std::vector<Path> list = {{"shm", {}, {}}};
+    if (o_.mode != Mode::smoke) {
+      list.push_back({"shm-ring", {"STRATA_SHM_DIRECT=off"}, {}});
+      list.push_back({"shm-cma", {"STRATA_CMA_THRESHOLD=4096"}, {}});
+    }
+    if (o_.mode == Mode::full) {
+      list.push_back({"fabric", {}, {"--backend", "fabric"}});
+      list.push_back({"fabric-shm", {}, {"--backend", "fabric", "--provider", "shm"}});
+    }
+    const std::vector<std::uint64_t> sizes = o_.mode == Mode::smoke
+                                                 ? std::vector<std::uint64_t>{8, 4096}
+                                                 : std::vector<std::uint64_t>{8, 4096, 65536, 1u << 20, 4u << 20};
+    Value out = Value::object();
+    for (const Path& p : list) {
+      std::vector<std::string> args = {
+          "--transport",    "--no-memcpy", "--sizes",
+          sizes_arg(sizes), "--iters",     o_.mode == Mode::smoke ? "5" : o_.mode == Mode::quick ? "30" : "200"};
+      args.insert(args.end(), p.args.begin(), p.args.end());
+      Value rows = Value::array();
+      try {
+        for (const Record& r : bench(2, args, p.env)) {
+          Value e = Value::object();
+          e.set("op", Value::string(r.collective));
+          e.set("variant", Value::string(r.variant));
+          e.set("bytes", Value::integer(r.bytes));
+          e.set("median_us", Value::number(r.median_us));
+          e.set("MBps", Value::number(r.mbps));
+          rows.push(std::move(e));
+        }
+      } catch (const std::exception& e) {
+        rows = Value::string(std::string("not measured: ") + e.what());
+      }
+      out.set(p.name, std::move(rows));
+    }
+    return out;
+  }
+
+  Value executor() {
+    // Executor cost per node, and a tiny collective's call-to-ready time with a
+    // progress server (1 thread) and inline (0: the waiter drives progress);
+    // their difference (server_minus_inline_us) bounds the progress hand-off (negative:
+    // the server answers sooner than the waiter polling itself).
+    Value ns = Value::object(), call = Value::object(), inl = Value::object(), handoff = Value::object();
+    for (const Record& r : bench(2, {"--engine"})) {
+      if (r.collective.rfind("engine-", 0) != 0) continue;
+      const std::string what = r.collective.substr(7);
+      if (r.variant == "call-to-ready") {
+        call.set(what, Value::number(r.median_us));
+      } else if (r.library == "strata") {
+        ns.set(what, Value::number(r.median_us * 1000.0));
+      }
+    }
+    for (const Record& r : bench(2, {"--engine"}, {"STRATA_PROGRESS_THREADS=0"})) {
+      if (r.collective.rfind("engine-", 0) != 0 || r.variant != "call-to-ready") continue;
+      const std::string what = r.collective.substr(7);
+      inl.set(what, Value::number(r.median_us));
+      if (const Value* srv = call.find(what)) handoff.set(what, Value::number(srv->as_double() - r.median_us));
+    }
+    Value m = Value::object();
+    m.set("ns_per_node", std::move(ns));
+    m.set("tiny_call_to_ready_us", std::move(call));
+    m.set("tiny_call_to_ready_us_inline_progress", std::move(inl));
+    m.set("server_minus_inline_us", std::move(handoff));
+    return m;
+  }
+
+  // ---- crossover searches
+  struct Search {
+    const char* field;
+    std::vector<std::uint64_t> candidates;  // the default is always added
+    std::vector<std::string> colls;
+    std::vector<std::uint64_t> sizes;
+    const char* why;
+  };
+
+  std::vector<Search> plan() const {
+    constexpr std::uint64_t K = 1024, M = 1024 * 1024;
+    if (o_.mode == Mode::smoke) return {{"pipeline_fragment", {64 * K}, {"bcast"}, {256 * K}, "smoke test"}};
+    const bool q = o_.mode == Mode::quick;
+    std::vector<Search> s = {
+        {"pipeline_fragment",
+         q ? std::vector<std::uint64_t>{64 * K, 256 * K} : std::vector<std::uint64_t>{32 * K, 64 * K, 256 * K, 512 * K},
+         {"bcast", "reduce"},
+         q ? std::vector<std::uint64_t>{256 * K, 1 * M, 4 * M}
+           : std::vector<std::uint64_t>{256 * K, 1 * M, 4 * M, 16 * M},
+         "tree pipelines: fragment size for messages above it"},
+        {"allreduce_rd_max_bytes",
+         q ? std::vector<std::uint64_t>{4 * K, 64 * K} : std::vector<std::uint64_t>{4 * K, 64 * K, 256 * K},
+         {"allreduce"},
+         q ? std::vector<std::uint64_t>{8 * K, 32 * K} : std::vector<std::uint64_t>{8 * K, 32 * K, 128 * K},
+         "allreduce: recursive doubling vs rabenseifner"},
+        {"allreduce_ring_min_bytes",
+         q ? std::vector<std::uint64_t>{512 * K, 8 * M} : std::vector<std::uint64_t>{512 * K, 8 * M, 32 * M},
+         {"allreduce"},
+         q ? std::vector<std::uint64_t>{1 * M, 4 * M} : std::vector<std::uint64_t>{1 * M, 4 * M, 16 * M},
+         "allreduce: rabenseifner vs ring"},
+        {"fastpath_bytes",
+         q ? std::vector<std::uint64_t>{1 * K, 16 * K} : std::vector<std::uint64_t>{1 * K, 16 * K, 64 * K},
+         {"allreduce", "bcast", "reduce"},
+         q ? std::vector<std::uint64_t>{512, 2 * K, 8 * K} : std::vector<std::uint64_t>{512, 2 * K, 8 * K, 32 * K},
+         "small-message fast path vs compiled plans (a larger limit also spreads the small entries)"},
+    };
+    if (!q) {
+      s.push_back({"sym_large_fragment",
+                   {64 * K, 256 * K, 512 * K},
+                   {"allgather", "alltoall"},
+                   {2 * M, 8 * M},
+                   "allgather / alltoall large messages: fragment size"});
+      s.push_back({"inline_bytes",
+                   {64 * K, 8 * M},
+                   {"bcast", "allreduce"},
+                   {256 * K, 2 * M},
+                   "copies / reductions inline vs as oneTBB tasks"});
+      s.push_back({"sym_stream_min_bytes",
+                   {4 * M, 48 * M},
+                   {"allgather"},
+                   {2 * M, 8 * M},
+                   "allgather: non-temporal copies into recv"});
+    }
+    return s;
+  }
+
+  // Median time per (collective, bytes) of one run with table @p t.
+  std::map<std::pair<std::string, std::uint64_t>, double> measure(const Tuning& t, const Search& s) {
+    strata::coll::TuningFile f;
+    f.machine = here_;
+    f.table = t;
+    f.tool = "strata-tune candidate";
+    const std::string path = tmp_ + "/candidate.json";
+    strata::coll::write_tuning_file(path, f);
+    std::string colls;
+    for (const auto& c : s.colls) colls += (colls.empty() ? "" : ",") + c;
+    std::vector<std::string> args = {"--coll", colls, "--no-memcpy", "--sizes", sizes_arg(s.sizes)};
+    if (o_.mode == Mode::smoke) args.insert(args.end(), {"--iters", "3", "--warmup", "1"});
+    if (o_.mode == Mode::quick) args.insert(args.end(), {"--iters", "15", "--warmup", "3"});
+    std::map<std::pair<std::string, std::uint64_t>, double> out;
+    for (const Record& r : bench(o_.ranks, args, {"STRATA_TUNING=" + path}))
+      if (r.library == "strata") out[{r.collective, r.bytes}] = r.median_us;
+    return out;
+  }
+
+  Value searches() {
+    Value all = Value::object();
+    const Tuning def{};
+    const double margin = o_.mode == Mode::full ? 0.03 : 0.05;
+    const double tolerance = o_.mode == Mode::full ? 0.05 : 0.08;  // noise allowed per point vs the default
+    const int rounds = o_.mode == Mode::full ? 2 : 1;
+    for (const Search& s : plan()) {
+      const TuningField* field = nullptr;
+      for (const TuningField& f : strata::coll::tuning_fields())
+        if (std::strcmp(f.name, s.field) == 0) field = &f;
+      if (field == nullptr) die(std::string("internal: no field ") + s.field);
+      std::vector<std::uint64_t> cand = s.candidates;
+      const std::uint64_t dv = def.*field->member;
+      if (std::find(cand.begin(), cand.end(), dv) == cand.end()) cand.push_back(dv);
+      std::sort(cand.begin(), cand.end());
+      // times[c][key]: best median over the rounds (rounds alternate the order against drift).
+      std::vector<std::map<std::pair<std::string, std::uint64_t>, double>> times(cand.size());
+      std::vector<int> runs(cand.size(), 0);
+      auto run_one = [&](std::size_t i) {
+        Tuning t = file_.table;
+        t.*field->member = cand[i];
+        for (const auto& [k, us] : measure(t, s)) {
+          auto it = times[i].find(k);
+          if (it == times[i].end() || us < it->second) times[i][k] = us;
+        }
+        ++runs[i];
+      };
+      // Rounds alternate the order against drift; a candidate keeps its best median per (collective, bytes).
+      for (int round = 0; round < rounds; ++round)
+        for (std::size_t j = 0; j < cand.size(); ++j) run_one(round % 2 == 0 ? j : cand.size() - 1 - j);
+      std::vector<double> score(cand.size(), 0.0);
+      auto rescore = [&] {
+        std::map<std::pair<std::string, std::uint64_t>, double> best;
+        for (const auto& tm : times)
+          for (const auto& [k, us] : tm) {
+            auto it = best.find(k);
+            if (it == best.end() || us < it->second) best[k] = us;
+          }
+        for (std::size_t i = 0; i < cand.size(); ++i) {
+          double lg = 0;
+          std::size_t n = 0;
+          for (const auto& [k, b] : best) {
+            const auto it = times[i].find(k);
+            if (it == times[i].end() || b <= 0) continue;
+            lg += std::log(it->second / b);
+            ++n;
+          }
+          score[i] = n > 0 ? std::exp(lg / static_cast<double>(n)) : 1e9;
+        }
+      };
+      rescore();
+      const std::size_t idef = static_cast<std::size_t>(std::find(cand.begin(), cand.end(), dv) - cand.begin());
+      // worst[i]: candidate i's largest time over the default's at any measured point. A candidate
+      // clearly slower than the default anywhere (beyond the noise tolerance) is not eligible,
+      // whatever its mean: the tuned table must not be worse than the defaults at a measured size.
+      std::vector<double> worst(cand.size(), 1.0);
+      auto reworst = [&] {
+        for (std::size_t i = 0; i < cand.size(); ++i) {
+          worst[i] = 0;
+          for (const auto& [k, us] : times[i]) {
+            const auto d = times[idef].find(k);
+            if (d != times[idef].end() && d->second > 0) worst[i] = std::max(worst[i], us / d->second);
+          }
+        }
+      };
+      auto pick = [&] {
+        reworst();
+        std::size_t b = idef;
+        for (std::size_t i = 0; i < cand.size(); ++i)
+          if (worst[i] <= 1.0 + tolerance && score[i] < score[b]) b = i;
+        return b;
+      };
+      std::size_t ibest = pick();
+      bool confirmed = false;
+      if (ibest != idef && score[ibest] * (1.0 + margin) <= score[idef] && o_.mode != Mode::smoke) {
+        // A change from the default must survive a second look: both again, in both orders
+        // (not in --smoke, which only has to run every step once, quickly).
+        const std::size_t first = ibest;
+        run_one(idef);
+        run_one(first);
+        run_one(first);
+        run_one(idef);
+        rescore();
+        ibest = pick();
+        confirmed = true;
+      }
+      std::string reason;
+      const auto pct = [](double x) { return std::to_string(static_cast<int>(std::lround(x * 100))) + "%"; };
+      if (ibest != idef && score[ibest] * (1.0 + margin) > score[idef]) {
+        reason = "best eligible candidate " + std::to_string(cand[ibest]) + " is within " + pct(margin) +
+                 " of the default" + (confirmed ? " on a second look" : "") + ": default kept";
+        ibest = idef;
+      } else if (ibest == idef) {
+        std::size_t raw = static_cast<std::size_t>(std::min_element(score.begin(), score.end()) - score.begin());
+        reason = raw == idef ? "the default measured best"
+                             : "candidate " + std::to_string(cand[raw]) + " scored better on the mean but is " +
+                                   pct(worst[raw] - 1) + " slower than the default at one size (tolerance " +
+                                   pct(tolerance) + "): default kept";
+      } else {
+        reason = "beats the default by " + pct(score[idef] / score[ibest] - 1) +
+                 " (geometric mean of time over the best time" +
+                 (confirmed ? "; confirmed by a second run of both), " : "), ") +
+                 (worst[ibest] <= 1.0 ? std::string("faster at every size")
+                                      : "at most " + pct(worst[ibest] - 1) + " slower at any size");
+      }
+      Value cands = Value::array();
+      for (std::size_t i = 0; i < cand.size(); ++i) {
+        Value per = Value::array();
+        for (const auto& [k, us] : times[i]) {
+          Value e = Value::object();
+          e.set("collective", Value::string(k.first));
+          e.set("bytes", Value::integer(k.second));
+          e.set("median_us", Value::number(us));
+          per.push(std::move(e));
+        }
+        Value c = Value::object();
+        c.set("value", Value::integer(cand[i]));
+        c.set("score", Value::number(score[i]));
+        c.set("worst_vs_default", Value::number(worst[i]));
+        c.set("runs", Value::integer(static_cast<std::uint64_t>(runs[i])));
+        c.set("times", std::move(per));
+        cands.push(std::move(c));
+      }
+      file_.table.*field->member = cand[ibest];
+      Value r = Value::object();
+      r.set("what", Value::string(s.why));
+      std::string cl;
+      for (const auto& c : s.colls) cl += (cl.empty() ? "" : ",") + c;
+      r.set("collectives", Value::string(cl));
+      Value sz = Value::array();
+      for (std::uint64_t b : s.sizes) sz.push(Value::integer(b));
+      r.set("bytes", std::move(sz));
+      r.set("ranks", Value::integer(static_cast<std::uint64_t>(o_.ranks)));
+      r.set("rounds", Value::integer(static_cast<std::uint64_t>(rounds)));
+      r.set("default", Value::integer(dv));
+      r.set("chosen", Value::integer(cand[ibest]));
+      r.set("reason", Value::string(reason));
+      r.set("candidates", std::move(cands));
+      all.set(s.field, std::move(r));
+      if (o_.verbose)
+        std::fprintf(stderr, "  %s: %llu (%s)\n", s.field, static_cast<unsigned long long>(cand[ibest]),
+                     reason.c_str());
+    }
+    return all;
+  }
+
+  Value not_measured() const {
+    Value m = Value::object();
+    std::vector<std::string> searched;
+    for (const Search& s : plan()) searched.emplace_back(s.field);
+    auto why = [](const std::string& f) -> std::string {
+      if (f == "allgather_bruck_max_bytes") return "Bruck is chosen only for n > 2 ranks; measured on 2: default kept";
+      if (f == "alltoall_bruck_min_ranks" || f == "alltoall_bruck_max_block")
+        return "needs at least 5 ranks (one per core) to measure: default kept";
+      if (f == "allreduce_hier_rd_max_bytes") return "needs several hosts: default kept";
+      if (f == "sym_large_message") return "not searched (tied to sym_large_fragment): default kept";
+      if (f == "fallback_fragment" || f == "gather_token_bytes") return "not searched (rare paths): default kept";
+      return "searched only in full mode: default kept";
+    };
+    for (const TuningField& f : strata::coll::tuning_fields())
+      if (std::find(searched.begin(), searched.end(), f.name) == searched.end())
+        m.set(f.name, Value::string(why(f.name)));
+    return m;
+  }
+
+  Options o_;
+  std::string dir_, run_, bench_, tmp_;
+  std::vector<std::string> base_env_;
+  strata::coll::Fingerprint here_;
+  strata::coll::TuningFile file_;
+  int nrun_ = 0;
+};
+
+void usage(FILE* f) {
+  std::fprintf(f,
+               "usage: strata-tune [--quick | --smoke] [-o FILE] [--ranks N] [--verbose]\n"
+               "Measures this machine (memcpy, same-host data paths, executor cost) and searches the tuning\n"
+               "table's crossovers with real collectives on N ranks (default 2; strata-run + strata-bench from\n"
+               "this directory). Writes the table (docs/tuning.md) to FILE, default %s.\n"
+               "  --quick    under 30 s on 2 cores: fewer sizes and candidates\n"
+               "  (default)  full mode, under 5 minutes: more candidates and sizes, two rounds each\n"
+               "  --smoke    seconds: tiny sizes, one search, no second look (tests; the table is not worth using)\n"
+               "  --ranks N  ranks for the collective runs (run one per core for meaningful numbers)\n",
+               strata::coll::default_tuning_path().c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      o.mode = Mode::quick;
+    } else if (a == "--smoke") {
+      o.mode = Mode::smoke;
+    } else if (a == "--full") {
+      o.mode = Mode::full;
+    } else if ((a == "-o" || a == "--output") && i + 1 < argc) {
+      o.out = argv[++i];
+    } else if (a == "--ranks" && i + 1 < argc) {
+      char* end = nullptr;
+      const long n = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || n < 2 || n > 64) die(std::string("--ranks '") + argv[i] + "': expected 2..64");
+      o.ranks = static_cast<int>(n);
+    } else if (a == "--verbose" || a == "-v") {
+      o.verbose = true;
+    } else if (a == "--help" || a == "-h") {
+      usage(stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "strata-tune: unknown argument '%s'\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  try {
+    Tuner t(o);
+    return t.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata-tune: %s\n", e.what());
+    return 1;
+  }
+}

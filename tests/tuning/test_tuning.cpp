@@ -1,0 +1,339 @@
+// The tuning table (docs/tuning.md): the strict JSON reader / writer, the
+// file's parser (malformed, wrong version, wrong type, unknown field, out of
+// range), the machine fingerprint check, the resolution (STRATA_TUNING,
+// default location, off), round trip, and that a table changes what the
+// compilers emit.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "../common/fake_ranks.hpp"
+#include "strata/collectives/compile.hpp"
+#include "strata/collectives/json.hpp"
+#include "strata/collectives/tuning.hpp"
+#include "strata/error.hpp"
+
+namespace {
+
+using strata::coll::Fingerprint;
+using strata::coll::Tuning;
+using strata::coll::TuningFile;
+namespace json = strata::json;
+
+// The message of the Error thrown by f (empty when nothing is thrown).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const strata::Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::string valid_doc(const std::string& decisions = "\"pipeline_fragment\": 65536",
+                      const Fingerprint& m = Fingerprint::here(), const std::string& version = "1") {
+  TuningFile f;
+  f.machine = m;
+  std::string machine = f.machine.to_json().dump();
+  machine.pop_back();  // trailing newline
+  return "{\"strata_tuning\": " + version + ", \"machine\": " + machine + ", \"decisions\": {" + decisions + "}}";
+}
+
+// A scratch directory, removed at the end of the test.
+struct TempDir {
+  std::filesystem::path p;
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "strata-tuning-test.XXXXXX").string();
+    p = mkdtemp(t.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(p, ec);
+  }
+  std::string file(const std::string& name, const std::string& text) const {
+    const std::string path = (p / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+};
+
+// Sets an environment variable for the scope of a test.
+struct ScopedEnv {
+  std::string name;
+  std::string old;
+  bool had;
+  ScopedEnv(const char* n, const char* v) : name(n) {
+    const char* o = std::getenv(n);
+    had = o != nullptr;
+    if (had) old = o;
+    if (v != nullptr)
+      setenv(n, v, 1);
+    else
+      unsetenv(n);
+  }
+  ~ScopedEnv() {
+    if (had)
+      setenv(name.c_str(), old.c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+};
+
+// ---------------------------------------------------------------- JSON
+TEST(Json, ParsesEveryTypeAndKeepsOrder) {
+  const json::Value v = json::parse(
+      R"({"b": true, "n": null, "u": 18446744073709551615, "d": -1.5e3, "s": "a\"\\\u00e9\ud83d\ude00", "a": [1, {}]})",
+      "t");
+  ASSERT_EQ(v.type(), json::Value::Type::object);
+  ASSERT_EQ(v.members().size(), 6u);
+  EXPECT_EQ(v.members()[0].first, "b");
+  EXPECT_TRUE(v.find("b")->as_bool());
+  EXPECT_EQ(v.find("n")->type(), json::Value::Type::null);
+  EXPECT_TRUE(v.find("u")->is_uint());
+  EXPECT_EQ(v.find("u")->as_uint(), 18446744073709551615ull);
+  EXPECT_FALSE(v.find("d")->is_uint());
+  EXPECT_DOUBLE_EQ(v.find("d")->as_double(), -1500.0);
+  EXPECT_EQ(v.find("s")->as_string(), "a\"\\\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(v.find("a")->items().size(), 2u);
+}
+
+TEST(Json, RefusesWhatRfc8259Refuses) {
+  for (const char* bad : {"",
+                          "{",
+                          "{\"a\": 1,}",
+                          "[1, 2,]",
+                          "{'a': 1}",
+                          "{\"a\" 1}",
+                          "01",
+                          "1.",
+                          ".5",
+                          "+1",
+                          "NaN",
+                          "[1] 2",
+                          "{\"a\": 1, \"a\": 2}",
+                          "\"\t\"",
+                          "\"\\x\"",
+                          "\"\\ud800\"",
+                          "// c\n1",
+                          "tru",
+                          "[1 2]",
+                          "1e"}) {
+    const std::string e = error_of([&] { (void)json::parse(bad, "doc"); });
+    EXPECT_NE(e.find("doc: line"), std::string::npos) << "accepted: " << bad;
+    EXPECT_NE(e.find("malformed JSON"), std::string::npos) << e;
+  }
+}
+
+TEST(Json, ErrorNamesLineColumnAndPath) {
+  const std::string e = error_of([] { (void)json::parse("{\n  \"a\": {\"b\": [1, 2, x]}\n}", "f.json"); });
+  EXPECT_NE(e.find("f.json: line 2, column 21"), std::string::npos) << e;
+  EXPECT_NE(e.find("$.a.b[2]"), std::string::npos) << e;
+}
+
+TEST(Json, DumpParsesBackToTheSameValues) {
+  json::Value v = json::Value::object();
+  v.set("x", json::Value::integer(12345678901234ull));
+  v.set("s", json::Value::string("tab\there \"q\" \x01"));
+  json::Value& a = v.set("a", json::Value::array());
+  a.push(json::Value::number(2.5));
+  json::Value rec = json::Value::object();
+  rec.set("k", json::Value::boolean(false));
+  a.push(std::move(rec));
+  const json::Value w = json::parse(v.dump(), "dump");
+  EXPECT_EQ(w.find("x")->as_uint(), 12345678901234ull);
+  EXPECT_EQ(w.find("s")->as_string(), "tab\there \"q\" \x01");
+  EXPECT_DOUBLE_EQ(w.find("a")->items()[0].as_double(), 2.5);
+  EXPECT_FALSE(w.find("a")->items()[1].find("k")->as_bool());
+}
+
+// ---------------------------------------------------------------- the file
+TEST(TuningFile, ParsesDecisionsAndKeepsDefaultsForTheRest) {
+  const TuningFile f =
+      strata::coll::parse_tuning(valid_doc("\"pipeline_fragment\": 65536, \"fastpath_bytes\": 8192"), "x");
+  EXPECT_EQ(f.table.pipeline_fragment, 65536u);
+  EXPECT_EQ(f.table.fastpath_bytes, 8192u);
+  EXPECT_EQ(f.table.allreduce_rd_max_bytes, Tuning{}.allreduce_rd_max_bytes);
+  EXPECT_TRUE(f.machine.difference(Fingerprint::here()).empty());
+}
+
+TEST(TuningFile, MalformedJsonIsAnErrorNamingTheFile) {
+  const std::string e = error_of([] { (void)strata::coll::parse_tuning("{\"strata_tuning\": 1,", "/etc/t.json"); });
+  EXPECT_NE(e.find("tuning file /etc/t.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("malformed JSON"), std::string::npos) << e;
+}
+
+TEST(TuningFile, WrongOrMissingVersionIsAnErrorNamingTheField) {
+  std::string e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("", Fingerprint::here(), "2"), "t.json"); });
+  EXPECT_NE(e.find("tuning file t.json: field 'strata_tuning'"), std::string::npos) << e;
+  EXPECT_NE(e.find("version 2 is not supported"), std::string::npos) << e;
+  e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("", Fingerprint::here(), "\"1\""), "t.json"); });
+  EXPECT_NE(e.find("field 'strata_tuning': expected number, got string"), std::string::npos) << e;
+  e = error_of([] { (void)strata::coll::parse_tuning("{\"decisions\": {}}", "t.json"); });
+  EXPECT_NE(e.find("field 'strata_tuning': missing"), std::string::npos) << e;
+}
+
+TEST(TuningFile, FieldOfTheWrongTypeIsAnErrorNamingItsPath) {
+  std::string e =
+      error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"pipeline_fragment\": \"128K\""), "t.json"); });
+  EXPECT_NE(e.find("field 'decisions.pipeline_fragment': expected an unsigned integer, got string"), std::string::npos)
+      << e;
+  e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"pipeline_fragment\": 65536.5"), "t.json"); });
+  EXPECT_NE(e.find("field 'decisions.pipeline_fragment': expected an unsigned integer, got 65536.5"), std::string::npos)
+      << e;
+  e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"inline_bytes\": -1"), "t.json"); });
+  EXPECT_NE(e.find("field 'decisions.inline_bytes'"), std::string::npos) << e;
+  Fingerprint m = Fingerprint::here();
+  std::string doc = valid_doc();
+  doc.replace(doc.find("\"cores\": "), 9, "\"cores\": \"two\", \"x\": ");
+  e = error_of([&] { (void)strata::coll::parse_tuning(doc, "t.json"); });
+  EXPECT_NE(e.find("field 'machine.cores': expected number, got string"), std::string::npos) << e;
+}
+
+TEST(TuningFile, UnknownDecisionAndOutOfRangeValuesAreErrors) {
+  std::string e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"pipeline_fragmnet\": 65536"), "t"); });
+  EXPECT_NE(e.find("field 'decisions.pipeline_fragmnet': unknown decision"), std::string::npos) << e;
+  e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"pipeline_fragment\": 100"), "t"); });
+  EXPECT_NE(e.find("field 'decisions.pipeline_fragment': 100 is out of range"), std::string::npos) << e;
+  e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"pipeline_fragment\": 65537"), "t"); });
+  EXPECT_NE(e.find("not a multiple of 64"), std::string::npos) << e;
+  e = error_of([] { (void)strata::coll::parse_tuning("{\"strata_tuning\": 1, \"extra\": 1}", "t"); });
+  EXPECT_NE(e.find("field 'extra': unknown field"), std::string::npos) << e;
+}
+
+TEST(TuningFile, WriteThenReadRoundTrips) {
+  TempDir d;
+  TuningFile f;
+  f.machine = Fingerprint::here();
+  f.created = "2026-01-01T00:00:00Z";
+  f.tool = "test";
+  for (const auto& field : strata::coll::tuning_fields())
+    f.table.*field.member = field.lo + (field.multiple - field.lo % field.multiple) % field.multiple;
+  f.table.pipeline_fragment = 3 * 65536;
+  json::Value& s = f.measurements.set("searches", json::Value::object());
+  s.set("pipeline_fragment", json::Value::number(1.25));
+  const std::string path = (d.p / "sub" / "dir" / "t.json").string();  // parents are created
+  strata::coll::write_tuning_file(path, f);
+  const TuningFile g = strata::coll::read_tuning_file(path);
+  EXPECT_TRUE(g.table == f.table);
+  EXPECT_EQ(g.table.hash(), f.table.hash());
+  EXPECT_NE(g.table.hash(), Tuning{}.hash());
+  EXPECT_TRUE(g.machine.difference(f.machine).empty());
+  EXPECT_EQ(g.created, f.created);
+  EXPECT_EQ(g.tool, "test");
+  EXPECT_DOUBLE_EQ(g.measurements.find("searches")->find("pipeline_fragment")->as_double(), 1.25);
+}
+
+// ---------------------------------------------------------------- resolution
+TEST(TuningLoad, AnotherMachinesFileFallsBackToDefaultsSayingWhy) {
+  TempDir d;
+  Fingerprint other = Fingerprint::here();
+  other.cores += 7;
+  const std::string path = d.file("t.json", valid_doc("\"pipeline_fragment\": 65536", other));
+  ScopedEnv env("STRATA_TUNING", path.c_str());
+  const strata::coll::TuningChoice c = strata::coll::load_tuning();
+  EXPECT_TRUE(c.table == Tuning{});
+  EXPECT_TRUE(c.path.empty());
+  EXPECT_NE(c.note.find("is for another machine (cores:"), std::string::npos) << c.note;
+  EXPECT_NE(c.note.find(path), std::string::npos) << c.note;
+}
+
+TEST(TuningLoad, ThisMachinesFileIsInEffect) {
+  TempDir d;
+  const std::string path = d.file("t.json", valid_doc("\"pipeline_fragment\": 65536"));
+  ScopedEnv env("STRATA_TUNING", path.c_str());
+  const strata::coll::TuningChoice c = strata::coll::load_tuning();
+  EXPECT_EQ(c.table.pipeline_fragment, 65536u);
+  EXPECT_EQ(c.path, path);
+  EXPECT_EQ(c.origin, "STRATA_TUNING");
+}
+
+TEST(TuningLoad, OffIgnoresEvenABrokenDefaultFile) {
+  TempDir d;
+  d.file("strata/tuning.json", "");
+  std::filesystem::create_directories(d.p / "strata");
+  std::ofstream(d.p / "strata" / "tuning.json") << "{broken";
+  ScopedEnv xdg("XDG_CONFIG_HOME", d.p.string().c_str());
+  {
+    ScopedEnv env("STRATA_TUNING", "off");
+    const strata::coll::TuningChoice c = strata::coll::load_tuning();
+    EXPECT_TRUE(c.path.empty());
+    EXPECT_EQ(c.note, "STRATA_TUNING=off");
+  }
+  ScopedEnv env("STRATA_TUNING", nullptr);
+  EXPECT_EQ(strata::coll::default_tuning_path(), (d.p / "strata" / "tuning.json").string());
+  const std::string e = error_of([] { (void)strata::coll::load_tuning(); });
+  EXPECT_NE(e.find((d.p / "strata" / "tuning.json").string()), std::string::npos) << e;
+}
+
+TEST(TuningLoad, AbsentDefaultFileMeansDefaults) {
+  TempDir d;
+  ScopedEnv xdg("XDG_CONFIG_HOME", d.p.string().c_str());
+  ScopedEnv env("STRATA_TUNING", nullptr);
+  const strata::coll::TuningChoice c = strata::coll::load_tuning();
+  EXPECT_TRUE(c.table == Tuning{});
+  EXPECT_NE(c.note.find("no tuning file at"), std::string::npos) << c.note;
+}
+
+TEST(TuningLoad, MissingExplicitFileIsAnError) {
+  ScopedEnv env("STRATA_TUNING", "/nonexistent/strata-tuning.json");
+  const std::string e = error_of([] { (void)strata::coll::load_tuning(); });
+  EXPECT_NE(e.find("tuning file /nonexistent/strata-tuning.json: cannot read it"), std::string::npos) << e;
+}
+
+// ---------------------------------------------------------------- decisions
+TEST(TuningDecisions, FragmentSizeChangesTheBroadcastPlan) {
+  const strata::coll::Group g0 = fake_ranks::make_group(2, fake_ranks::Place::one, 4u << 20);
+  strata::coll::Call c;
+  c.kind = strata::coll::Kind::broadcast;
+  c.dtype = strata::dag::DataType::u8;
+  c.count = 1u << 20;
+  auto nodes = [&](std::uint64_t frag) {
+    strata::coll::Group g = g0;
+    if (frag > 0) {
+      Tuning t;
+      t.pipeline_fragment = frag;
+      g.tuning = std::make_shared<const Tuning>(t);
+    }
+    std::size_t n = 0, puts = 0;
+    for (const auto& p : strata::coll::compile_all(g, c, 0)) {
+      n += p->size();
+      for (const auto& nd : p->nodes()) puts += nd.kind == strata::dag::NodeKind::put_with_signal ? 1 : 0;
+    }
+    return std::make_pair(n, puts);
+  };
+  const auto def = nodes(0);
+  const auto same = nodes(Tuning{}.pipeline_fragment);
+  const auto small = nodes(64u << 10);
+  const auto big = nodes(1u << 20);
+  EXPECT_EQ(def, same);
+  EXPECT_EQ(def.second, (1u << 20) / Tuning{}.pipeline_fragment);  // one put per fragment
+  EXPECT_EQ(small.second, 16u);
+  EXPECT_EQ(big.second, 1u);
+  EXPECT_GT(small.first, def.first);
+  EXPECT_LT(big.first, def.first);
+}
+
+TEST(TuningDecisions, ThresholdsChangeTheAutomaticAlgorithm) {
+  strata::coll::Group g = fake_ranks::make_group(4, fake_ranks::Place::one, 1u << 20);
+  EXPECT_EQ(strata::coll::allreduce_auto(g, 32768, false), "rabenseifner");
+  EXPECT_EQ(strata::coll::allreduce_auto(g, 4u << 20, false), "ring");
+  Tuning t;
+  t.allreduce_rd_max_bytes = 65536;
+  t.allreduce_ring_min_bytes = 8u << 20;
+  g.tuning = std::make_shared<const Tuning>(t);
+  EXPECT_EQ(strata::coll::allreduce_auto(g, 32768, false), "rd");
+  EXPECT_EQ(strata::coll::allreduce_auto(g, 4u << 20, false), "rabenseifner");
+  // The rules strata-info prints follow the table.
+  bool found = false;
+  for (const auto& [colls, rule] : strata::coll::selection_rules(t))
+    if (colls == "allreduce") found = rule.find("rd up to 64 KiB, rabenseifner below 8 MiB") != std::string::npos;
+  EXPECT_TRUE(found);
+}
+
+}  // namespace

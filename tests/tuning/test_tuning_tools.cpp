@@ -1,0 +1,161 @@
+// The tuning table end to end, as processes: strata-tune --smoke writes a file
+// that engines on 2 ranks (strata-run, real transports) load and strata-info
+// shows; a tuned table runs collectives correctly; ranks with different tables
+// agree on the defaults; a malformed file stops the engine naming the field; a
+// file for another machine means defaults with one info line (STRATA_BIN from CTest).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "strata/collectives/tuning.hpp"
+
+namespace {
+
+struct ProcessResult {
+  int status = -1;
+  std::string out;
+};
+
+// Runs a shell command line, capturing stdout and stderr.
+ProcessResult run_command(const std::string& command) {
+  ProcessResult r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string bin() {
+  const char* b = std::getenv("STRATA_BIN");
+  return b != nullptr ? b : "";
+}
+
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+class TuningTools : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+    std::string t = (std::filesystem::temp_directory_path() / "strata-tuning-tools.XXXXXX").string();
+    dir_ = mkdtemp(t.data());
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  std::string table(const std::string& name, void (*edit)(strata::coll::TuningFile&)) const {
+    strata::coll::TuningFile f;
+    f.machine = strata::coll::Fingerprint::here();
+    f.tool = "test";
+    edit(f);
+    const std::string path = dir_ + "/" + name;
+    strata::coll::write_tuning_file(path, f);
+    return path;
+  }
+  std::string ranks(int n, const std::string& args, const std::string& env = "") const {
+    return "env -u STRATA_RDV -u PMIX_RANK -u STRATA_TUNING " + env + " " + bin() + "/strata-run -n " +
+           std::to_string(n) + " --timeout 60 -- " + bin() + "/tuning_rank " + args;
+  }
+  std::string dir_;
+};
+
+TEST_F(TuningTools, SmokeRunWritesAFileThatEnginesLoadAndStrataInfoShows) {
+  const std::string path = dir_ + "/smoke.json";
+  const ProcessResult t = run_command(bin() + "/strata-tune --smoke -o " + path);
+  ASSERT_EQ(t.status, 0) << t.out;
+  EXPECT_NE(t.out.find("strata-tune: wrote " + path), std::string::npos) << t.out;
+  const strata::coll::TuningFile f = strata::coll::read_tuning_file(path);
+  EXPECT_TRUE(f.machine.difference(strata::coll::Fingerprint::here()).empty());
+  ASSERT_NE(f.measurements.find("searches"), nullptr);
+  const strata::json::Value* pf = f.measurements.find("searches")->find("pipeline_fragment");
+  ASSERT_NE(pf, nullptr);
+  EXPECT_EQ(pf->find("candidates")->items().size(), 2u);  // 64 KiB and the default, each measured
+  EXPECT_NE(f.measurements.find("memcpy")->find("hot"), nullptr);
+
+  const ProcessResult r = run_command(ranks(2, path));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("rank 0: tuning " + path + " (STRATA_TUNING)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1: tuning " + path + " (STRATA_TUNING)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tuning_rank: OK"), std::string::npos) << r.out;
+
+  const ProcessResult i =
+      run_command("env -u STRATA_RDV -u PMIX_RANK STRATA_TUNING=" + path + " " + bin() + "/strata-info");
+  ASSERT_EQ(i.status, 0) << i.out;
+  EXPECT_NE(i.out.find("in effect: " + path + " (STRATA_TUNING)"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("pipeline_fragment"), std::string::npos) << i.out;
+}
+
+TEST_F(TuningTools, TunedTableRunsCollectivesCorrectly) {
+  const std::string path = table("tuned.json", [](strata::coll::TuningFile& f) {
+    f.table.pipeline_fragment = 64 << 10;
+    f.table.fastpath_bytes = 16384;
+    f.table.allreduce_rd_max_bytes = 65536;
+    f.table.inline_bytes = 4096;
+  });
+  for (int n : {2, 3}) {
+    const ProcessResult r = run_command(ranks(n, path));
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(count(r.out, "(STRATA_TUNING) pipeline_fragment=65536 fastpath_bytes=16384"), static_cast<std::size_t>(n))
+        << r.out;
+    EXPECT_NE(r.out.find("tuning_rank: OK"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(TuningTools, RanksWithDifferentTablesAgreeOnTheDefaults) {
+  const std::string a = table("a.json", [](strata::coll::TuningFile& f) { f.table.pipeline_fragment = 64 << 10; });
+  const std::string b = table("b.json", [](strata::coll::TuningFile& f) { f.table.pipeline_fragment = 256 << 10; });
+  const ProcessResult r = run_command(ranks(2, a + " " + b));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(count(r.out, "tuning built-in defaults (the ranks' tables differ"), 2u) << r.out;
+  EXPECT_EQ(count(r.out, "pipeline_fragment=131072"), 2u) << r.out;
+  EXPECT_NE(r.out.find("tuning_rank: OK"), std::string::npos) << r.out;
+}
+
+TEST_F(TuningTools, MalformedFileStopsTheEngineNamingTheField) {
+  const std::string path = dir_ + "/bad.json";
+  std::string text;
+  {
+    strata::coll::TuningFile f;
+    f.machine = strata::coll::Fingerprint::here();
+    text = f.to_json().dump();
+  }
+  const std::string key = "\"fastpath_bytes\": 4096";
+  ASSERT_NE(text.find(key), std::string::npos);
+  text.replace(text.find(key), key.size(), "\"fastpath_bytes\": true");
+  std::ofstream(path) << text;
+  const ProcessResult r = run_command(ranks(2, path));
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("tuning file " + path +
+                       ": field 'decisions.fastpath_bytes': expected an unsigned integer, got boolean"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(TuningTools, AnotherMachinesFileMeansDefaultsWithOneInfoLine) {
+  const std::string path = table("other.json", [](strata::coll::TuningFile& f) {
+    f.machine.cpu_model = "Some Other CPU";
+    f.table.pipeline_fragment = 64 << 10;
+  });
+  const ProcessResult r = run_command(ranks(2, path, "STRATA_LOG_LEVEL=info"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(count(r.out, "is for another machine (cpu_model: 'Some Other CPU' in the file"), 3u)
+      << r.out;  // the info line (rank 0 only) and both ranks' tuning_source()
+  EXPECT_EQ(count(r.out, "tuning: built-in defaults"), 1u) << r.out;
+  EXPECT_EQ(count(r.out, "pipeline_fragment=131072"), 2u) << r.out;
+}
+
+}  // namespace
