@@ -30,6 +30,23 @@ inline int run(const std::string& program, int timeout_s, const std::string& env
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/// Exit status (-1 if not exited) and combined stdout + stderr of a shell command line.
+struct ProcessResult {
+  int status = -1;
+  std::string out;
+};
+inline ProcessResult run_command(const std::string& command) {
+  ProcessResult r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
 /// Occurrences of @p what in @p s (lines printed by the ranks).
 inline int count(const std::string& s, const std::string& what) {
   int c = 0;

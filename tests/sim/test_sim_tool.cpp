@@ -9,25 +9,12 @@
 #include <sstream>
 #include <string>
 
+#include "../common/launch.hpp"
+
 namespace {
 
-struct ProcessResult {
-  int status = -1;
-  std::string out;
-};
-
-// Runs a shell command line, capturing stdout and stderr.
-ProcessResult run_command(const std::string& command) {
-  ProcessResult r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using launch::ProcessResult;
+using launch::run_command;
 
 std::string sim() {
   const char* b = std::getenv("STRATA_BIN");
