@@ -25,7 +25,9 @@
 # environment: BUILD (default build-release; built as Release unless --skip-build),
 #   RUNS (3), GRID (128x128x64), ITERS (5), CHUNKS (4), ASP_N (1024),
 #   MG_ARGS (--n 128 --cycles 5), MG_TIME_REGEX, DOC (docs/performance.md),
-#   TIMEOUT (300 s per run)
+#   TIMEOUT (300 s per run), NP (ranks, 2), HOSTS (virtual hosts, 1; MPI then
+#   over TCP only), NET (a link rate such as 10gbit: the emulated cluster,
+#   strata-run --net and MPI under strata-net as in bench/README.md; root)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,6 +42,9 @@ MG_TIME_REGEX=${MG_TIME_REGEX:-^multigrid: time +total ([0-9.]+) ms.*}
 MG_WAIT_REGEX=${MG_WAIT_REGEX:-^multigrid: time .* halo wait ([0-9.]+) ms.*}
 DOC=${DOC:-$ROOT/docs/performance.md}
 TIMEOUT=${TIMEOUT:-300}
+NP=${NP:-2}
+HOSTS=${HOSTS:-1}
+NET=${NET:-}
 build=1
 doc=1
 for a in "$@"; do
@@ -71,13 +76,31 @@ REC=$OUT/records.tsv # app, problem, variant, backend, value_ms, wait_ms
 : >"$REC"
 
 # run BACKEND APP ARGS...: prints the program's output; returns its status.
+PIN=$ROOT/bench/scripts/pin.sh
+net_ompi='exec mpirun.openmpi --allow-run-as-root --bind-to none --hostfile "$STRATA_NET_HOSTFILE" --mca plm_rsh_agent "$STRATA_NET_RSH" --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 -n '$NP' "$@"'
+net_mpich='exec mpiexec.mpich -launcher ssh -launcher-exec "$STRATA_NET_RSH" -f "$STRATA_NET_MPICH_HOSTS" -bind-to none -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 -n '$NP' "$@"'
 run() {
   local backend=$1 app=$2
   shift 2
+  local hosts=() ompi_tcp=() mpich_tcp=()
+  if [ "$HOSTS" -gt 1 ]; then
+    hosts=(--hosts "$HOSTS")
+    ompi_tcp=(--mca btl tcp,self)
+    mpich_tcp=(-genv UCX_TLS tcp,self -genv UCX_NET_DEVICES lo)
+  fi
+  if [ -n "$NET" ]; then
+    local net=("$BIN/strata-net" --hosts "$HOSTS" --rate "$NET" --slots $(((NP + HOSTS - 1) / HOSTS)) --timeout "$TIMEOUT" --)
+    case $backend in
+      strata) "$BIN/strata-run" -n "$NP" --hosts "$HOSTS" --net "$NET" --bind core --timeout "$TIMEOUT" -- "$BIN/$app" "$@" ;;
+      openmpi) "${net[@]}" sh -c "$net_ompi" sh "$PIN" "$BIN/$app-mpi" "$@" ;;
+      mpich) "${net[@]}" sh -c "$net_mpich" sh "$PIN" "$BIN/$app-mpich" "$@" ;;
+    esac
+    return
+  fi
   case $backend in
-    strata) "$BIN/strata-run" -n 2 --bind core --timeout "$TIMEOUT" -- "$BIN/$app" "$@" ;;
-    openmpi) timeout "$TIMEOUT" mpirun.openmpi --allow-run-as-root -n 2 --bind-to core "$BIN/$app-mpi" "$@" ;;
-    mpich) timeout "$TIMEOUT" mpirun.mpich -n 2 -bind-to core "$BIN/$app-mpich" "$@" ;;
+    strata) "$BIN/strata-run" -n "$NP" "${hosts[@]}" --bind core --timeout "$TIMEOUT" -- "$BIN/$app" "$@" ;;
+    openmpi) timeout "$TIMEOUT" mpirun.openmpi --allow-run-as-root -n "$NP" --bind-to core "${ompi_tcp[@]}" "$BIN/$app-mpi" "$@" ;;
+    mpich) timeout "$TIMEOUT" mpirun.mpich -n "$NP" -bind-to core "${mpich_tcp[@]}" "$BIN/$app-mpich" "$@" ;;
   esac
 }
 available() { # available BACKEND APP
