@@ -1008,10 +1008,14 @@ class FabricBackend final : public Backend, public PollHint {
       int rc = post_step(op, op.step);
       if (rc == -FI_EAGAIN) return false;
       if (rc != 0) {
-        Status why = err(Errc::transport_error, std::string(kind_name(op.kind)) + " to rank " +
-                                                    std::to_string(op.peer) + ": posting failed: " + fi_err(rc));
+        // A lost connection fails this op as peer_dead too: the caller sees
+        // the same error class whichever op noticed the death first.
+        const bool lost = connection_lost(-rc);
+        Status why = err(lost ? Errc::peer_dead : Errc::transport_error, std::string(kind_name(op.kind)) + " to rank " +
+                                                                             std::to_string(op.peer) +
+                                                                             ": posting failed: " + fi_err(rc));
         finish_user(op, why);
-        if (connection_lost(-rc)) fail_peer_locked(op.peer, Status(Errc::peer_dead, why.message()));
+        if (lost) fail_peer_locked(op.peer, why);
         return true;
       }
       ++op.outstanding;
@@ -1290,14 +1294,15 @@ class FabricBackend final : public Backend, public PollHint {
     }
     --op.outstanding;
     mark(op);
-    Status why(Errc::transport_error, "fabric (rank " + std::to_string(rank_) + "): " + kind_name(op.kind) +
-                                          " to rank " + std::to_string(op.peer) + " failed: " + pmsg + " (" +
-                                          fi_strerror(ee.err) + ")");
-    finish_user(op, why);
     // strata never cancels operations: a cancelled transmit means the
     // provider dropped the connection (rxm: ENOTCONN once the peer died).
-    if (connection_lost(ee.err) || (ee.err == FI_ECANCELED && !shut_))
-      fail_peer_locked(op.peer, Status(Errc::peer_dead, why.message()));
+    // Such an op fails as peer_dead, like every other op to that peer.
+    const bool lost = connection_lost(ee.err) || (ee.err == FI_ECANCELED && !shut_);
+    Status why(lost ? Errc::peer_dead : Errc::transport_error,
+               "fabric (rank " + std::to_string(rank_) + "): " + kind_name(op.kind) + " to rank " +
+                   std::to_string(op.peer) + " failed: " + pmsg + " (" + fi_strerror(ee.err) + ")");
+    finish_user(op, why);
+    if (lost) fail_peer_locked(op.peer, why);
   }
 
   void handle_msg(int slot, std::size_t len) {
