@@ -249,8 +249,11 @@ class Ctx {
   // no ready-to-receive signal: r shares this host and the group's flag words
   // are mapped. The receiver then sends nothing; the sender's put waits on
   // slot_free(r) instead of the signal.
-  [[nodiscard]] bool flag_edge(int r) const {
-    return g_.flags && g_.host[static_cast<std::size_t>(r)] == g_.host[static_cast<std::size_t>(me())];
+  // With grants (Group::grants) a peer on another host is a flag edge too:
+  // the sender reads its copy of r's flag, kept current by r's grants.
+  [[nodiscard]] bool flag_edge(int r) const { return g_.flags && (same_host(r) || g_.grants); }
+  [[nodiscard]] bool same_host(int r) const {
+    return g_.host[static_cast<std::size_t>(r)] == g_.host[static_cast<std::size_t>(me())];
   }
   // Node after which peer r's window slot is free for this instance: r's flag
   // for this slot shows its instance seq - credits (the slot's previous user)
@@ -259,14 +262,21 @@ class Ctx {
     if (flag_waits_.size() < static_cast<std::size_t>(g_.size()))
       flag_waits_.assign(static_cast<std::size_t>(g_.size()), dag::kNoNode);
     NodeId& w = flag_waits_[static_cast<std::size_t>(r)];
-    if (w == dag::kNoNode) w = b_.flag_wait(world(r), slot_, static_cast<std::uint32_t>(g_.credits));
+    if (w == dag::kNoNode)
+      w = b_.flag_wait(world(r), slot_, static_cast<std::uint32_t>(g_.credits), {}, /*granted=*/!same_host(r));
     return w;
   }
   // Ready-to-receive from this rank to peer r for a region of this rank's
   // window: a signal on `slot` after `deps`, or nothing when `first_use` of
   // the region and r is a flag edge (r waits on this rank's flag instead).
+  // A remote flag edge r gets this slice's flag_set value (a grant) instead.
   void rtr(int r, std::uint32_t slot, std::vector<NodeId> deps, bool first_use) {
-    if (first_use && flag_edge(r)) return;
+    if (first_use && flag_edge(r)) {
+      if (!same_host(r) &&
+          std::find(grant_to_.begin(), grant_to_.end(), world(r)) == grant_to_.end())
+        grant_to_.push_back(world(r));
+      return;
+    }
     b_.signal(world(r), slot, std::move(deps));
   }
   // The sender's side of rtr() for the push children `kids` of one region use:
@@ -309,7 +319,7 @@ class Ctx {
       std::vector<NodeId> sinks;
       for (NodeId i = 0; i < n; ++i)
         if (!has_succ[i]) sinks.push_back(i);
-      b_.flag_set(slot_, std::move(sinks));
+      b_.flag_set(slot_, std::move(sinks), grant_to_);
     }
     return b_.build();
   }
@@ -319,6 +329,7 @@ class Ctx {
   const Call& c_;
   std::uint32_t slot_ = 0;
   std::vector<NodeId> flag_waits_;
+  std::vector<std::int32_t> grant_to_;  // remote flag edges that put into this rank's window
   std::uint64_t slot_base_;
   PlanBuilder b_;
   std::size_t esize_ = 1;

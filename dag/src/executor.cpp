@@ -206,6 +206,22 @@ struct Executor::Impl {
   std::mutex flag_mu;
   std::vector<std::pair<Instance*, NodeId>> flag_pending;  // under flag_mu
   std::atomic<std::size_t> nflag_pending{0};
+  std::atomic<bool> flag_repoll{false};  // poll_flags() found the scan busy
+  // Grants (flag words of peers on other hosts, see Executor::bind_flags):
+  // communicator -> its flag table; requests from peers whose flag word was
+  // late, answered by the flag_set that reaches their need.
+  struct GrantRequest {
+    std::uint16_t comm;
+    std::uint32_t slot;
+    std::uint32_t need;
+    int from;
+  };
+  std::mutex grant_mu;
+  std::unordered_map<std::uint16_t, std::pair<std::atomic<std::uint32_t>* const*, std::size_t>> grant_tables;
+  std::vector<GrantRequest> grant_requests;  // under grant_mu
+  std::atomic<std::size_t> ngrant_requests{0};
+  // Completion context of grant messages (nothing waits for their sends).
+  alignas(16) std::uint64_t grant_ctx = 0;  // even address: the engine routes odd contexts to windows
   std::mutex names_mu;
   std::vector<std::string> names;
   std::unordered_map<std::string, std::uint32_t> name_ids;
@@ -334,6 +350,19 @@ struct Executor::Impl {
         return true;
       case NodeKind::flag_wait:
         if (flag_ready(in, nd)) return true;  // the peer was on time: one load, nothing else
+        if (nd.granted) {
+          // Park first, then ask: the grant may arrive (and poll) at once.
+          {
+            std::lock_guard<std::mutex> g(flag_mu);
+            flag_pending.emplace_back(in, id);
+            nflag_pending.fetch_add(1, std::memory_order_release);
+          }
+          (void)tp.signal(nd.peer,
+                          encode_grant(kGrantRequestComm, in->comm, nd.slot, (in->seq - nd.count + 1) & kSeqMask),
+                          &grant_ctx);
+          poll_flags();
+          return false;
+        }
         {
           // Ask the owner for a nudge, then look again (a Dekker pair with
           // set_flag: the owner stores the flag then reads the wake words,
@@ -360,8 +389,7 @@ struct Executor::Impl {
   // Flags hold seq + 1 modulo 2^28 and only grow; "at or after" is a half-range comparison.
   static bool flag_ready(const Instance* in, const Node& nd) {
     const std::uint32_t need = (in->seq - nd.count + 1) & kSeqMask;
-    const std::uint32_t have = in->flags[nd.peer][nd.slot].load(std::memory_order_acquire);
-    return ((have - need) & kSeqMask) < (kSeqMask >> 1);
+    return reached(in->flags[nd.peer][nd.slot].load(std::memory_order_acquire), need);
   }
 
   // flag_set: publish seq + 1, then nudge the same-host ranks that wait on it.
@@ -369,8 +397,11 @@ struct Executor::Impl {
     if (in->flags == nullptr) return;  // unbound: no peer can wait on this rank's flags
     std::atomic<std::uint32_t>* blk = in->flags[tp.rank()];
     if (blk == nullptr) return;
-    blk[nd.slot].store((in->seq + 1) & kSeqMask, std::memory_order_release);
+    const std::uint32_t value = (in->seq + 1) & kSeqMask;
+    blk[nd.slot].store(value, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (std::int32_t r : nd.grants) (void)tp.signal(r, encode_grant(kGrantComm, in->comm, nd.slot, value), &grant_ctx);
+    if (ngrant_requests.load(std::memory_order_seq_cst) > 0) answer_requests();
     if (blk[in->flag_wake].load(std::memory_order_seq_cst) == 0) return;
     blk[in->flag_wake].store(0, std::memory_order_seq_cst);
     for (int r = 0; r < nranks; ++r) {
@@ -380,28 +411,95 @@ struct Executor::Impl {
     }
   }
 
+  // Half-range "at or after" on flag values (seq + 1 modulo 2^28).
+  static bool reached(std::uint32_t have, std::uint32_t need) {
+    return ((have - need) & kSeqMask) < (kSeqMask >> 1);
+  }
+
+  // Sends a grant for each recorded request whose need this rank's flag now meets.
+  void answer_requests() {
+    std::vector<std::pair<int, std::uint64_t>> out;
+    {
+      std::lock_guard<std::mutex> g(grant_mu);
+      std::size_t keep = 0;
+      for (const GrantRequest& q : grant_requests) {
+        const auto it = grant_tables.find(q.comm);
+        std::atomic<std::uint32_t>* own = nullptr;
+        if (it != grant_tables.end() && static_cast<std::size_t>(tp.rank()) < it->second.second)
+          own = it->second.first[tp.rank()];
+        if (own == nullptr) continue;  // communicator gone: drop
+        const std::uint32_t have = own[q.slot].load(std::memory_order_acquire);
+        if (reached(have, q.need))
+          out.emplace_back(q.from, encode_grant(kGrantComm, q.comm, q.slot, have));
+        else
+          grant_requests[keep++] = q;
+      }
+      grant_requests.resize(keep);
+      ngrant_requests.store(keep, std::memory_order_seq_cst);
+    }
+    for (const auto& [to, payload] : out) (void)tp.signal(to, payload, &grant_ctx);
+  }
+
+  // A grant or a request for one (payload tag kGrantComm / kGrantRequestComm).
+  void handle_grant(int source, std::uint64_t payload) {
+    const GrantKey k = decode_grant(payload);
+    if (source < 0 || source >= nranks || k.slot >= kMaxGrantSlots) return;
+    if (k.tag == kGrantComm) {
+      {
+        std::lock_guard<std::mutex> g(grant_mu);
+        const auto it = grant_tables.find(k.comm);
+        if (it == grant_tables.end() || static_cast<std::size_t>(source) >= it->second.second) return;
+        std::atomic<std::uint32_t>* copy = it->second.first[source];
+        if (copy == nullptr) return;
+        std::uint32_t cur = copy[k.slot].load(std::memory_order_relaxed);
+        while (!reached(cur, k.value) &&
+               !copy[k.slot].compare_exchange_weak(cur, k.value, std::memory_order_release, std::memory_order_relaxed)) {
+        }
+      }
+      poll_flags();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> g(grant_mu);
+      grant_requests.push_back({k.comm, k.slot, k.value, source});
+      ngrant_requests.store(grant_requests.size(), std::memory_order_seq_cst);
+    }
+    answer_requests();  // already met, or a flag_set raced with the push
+  }
+
+  // Never blocks: a caller that finds another thread scanning leaves a
+  // re-poll request that the scanning thread honours before it returns (so a
+  // flag or grant published while a scan runs is never missed).
   std::size_t poll_flags() {
     if (nflag_pending.load(std::memory_order_acquire) == 0) return 0;
-    std::vector<std::pair<Instance*, NodeId>> ready;
-    {
-      std::unique_lock<std::mutex> g(flag_mu, std::try_to_lock);
-      if (!g.owns_lock()) return 0;
-      std::size_t keep = 0;
-      for (auto& e : flag_pending) {
-        if (e.first->failed.load(std::memory_order_acquire) || flag_ready(e.first, e.first->plan->nodes()[e.second]))
-          ready.push_back(e);
-        else
-          flag_pending[keep++] = e;
+    std::size_t total = 0;
+    for (;;) {
+      flag_repoll.store(true, std::memory_order_seq_cst);
+      std::vector<std::pair<Instance*, NodeId>> ready;
+      {
+        std::unique_lock<std::mutex> g(flag_mu, std::try_to_lock);
+        if (!g.owns_lock()) return total;  // the holder scans again
+        flag_repoll.store(false, std::memory_order_seq_cst);
+        std::size_t keep = 0;
+        for (auto& e : flag_pending) {
+          if (e.first->failed.load(std::memory_order_acquire) ||
+              flag_ready(e.first, e.first->plan->nodes()[e.second]))
+            ready.push_back(e);
+          else
+            flag_pending[keep++] = e;
+        }
+        flag_pending.resize(keep);
+        nflag_pending.fetch_sub(ready.size(), std::memory_order_release);
       }
-      flag_pending.resize(keep);
-      nflag_pending.fetch_sub(ready.size(), std::memory_order_release);
+      const bool in_arena = tls_in_task == this;
+      for (auto& [in, id] : ready) {
+        if (tracing) record(in, id, now_ns());
+        completed(in, id, in_arena);
+      }
+      total += ready.size();
+      if (!flag_repoll.load(std::memory_order_seq_cst) || nflag_pending.load(std::memory_order_acquire) == 0)
+        return total;
     }
-    const bool in_arena = tls_in_task == this;
-    for (auto& [in, id] : ready) {
-      if (tracing) record(in, id, now_ns());
-      completed(in, id, in_arena);
-    }
-    return ready.size();
   }
 
   [[nodiscard]] bool cheap(const Instance* in, NodeId id) const {
@@ -790,6 +888,7 @@ bool Executor::cancel(std::uint16_t comm, std::uint32_t seq) {
 
 void Executor::handle_completion(void* context, const Status& status) {
   Impl& im = *impl_;
+  if (context == &im.grant_ctx) return;  // a grant (or request) was sent: nothing waits for it
   auto* ns = static_cast<NodeState*>(context);
   if (ns == nullptr) return;  // operations posted by others without a context
   Instance* in = ns->inst;
@@ -806,6 +905,10 @@ void Executor::handle_completion(void* context, const Status& status) {
 void Executor::handle_signal(int source, std::uint64_t payload) {
   Impl& im = *impl_;
   const SignalKey k = decode_signal(payload);
+  if (k.comm == kGrantComm || k.comm == kGrantRequestComm) {
+    im.handle_grant(source, payload);
+    return;
+  }
   const std::uint64_t key = make_key(k.comm, k.seq);
   Instance* in = nullptr;
   {
@@ -833,6 +936,16 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
     if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) im.ready_outside(in, w);
   }
   im.unpin(in);
+}
+
+void Executor::bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n) {
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> g(im.grant_mu);
+  if (table == nullptr) {
+    im.grant_tables.erase(comm);
+    return;
+  }
+  im.grant_tables[comm] = {table, n};
 }
 
 void Executor::handle_peer_failure(int peer, const Status& why) {

@@ -224,19 +224,22 @@ NodeId PlanBuilder::wait(std::uint32_t slot, std::uint32_t count, std::vector<No
   n.deps = std::move(deps);
   return add(std::move(n));
 }
-NodeId PlanBuilder::flag_wait(int p, std::uint32_t flag, std::uint32_t lag, std::vector<NodeId> deps) {
+NodeId PlanBuilder::flag_wait(int p, std::uint32_t flag, std::uint32_t lag, std::vector<NodeId> deps,
+                               bool granted) {
   Node n;
   n.kind = NodeKind::flag_wait;
   n.peer = p;
   n.slot = flag;
   n.count = lag;
+  n.granted = granted;
   n.deps = std::move(deps);
   return add(std::move(n));
 }
-NodeId PlanBuilder::flag_set(std::uint32_t flag, std::vector<NodeId> deps) {
+NodeId PlanBuilder::flag_set(std::uint32_t flag, std::vector<NodeId> deps, std::vector<std::int32_t> grant_to) {
   Node n;
   n.kind = NodeKind::flag_set;
   n.slot = flag;
+  n.grants = std::move(grant_to);
   n.deps = std::move(deps);
   return add(std::move(n));
 }
@@ -446,6 +449,9 @@ Status validate(const Plan& p, bool require_output_coverage) {
         if (nd.count == 0) return bad(p, i, "lag 0 (a flag_wait waits for an earlier instance)");
         break;
       case NodeKind::flag_set:
+        for (std::int32_t r : nd.grants)
+          if (r < 0 || r >= p.nranks() || r == p.rank())
+            return bad(p, i, "grants its flag to rank " + std::to_string(r));
         break;
       case NodeKind::compute:
         if (nd.compute < 0 || static_cast<std::size_t>(nd.compute) >= p.compute_fns().size() ||
@@ -588,8 +594,11 @@ void dot_nodes(std::ostream& os, const Plan& p, const std::string& prefix) {
     if (nd.kind == NodeKind::wait) text += "\\nslot " + std::to_string(nd.slot) + " x" + std::to_string(nd.count);
     if (nd.kind == NodeKind::flag_wait)
       text += "\\nflag " + std::to_string(nd.slot) + " of rank " + std::to_string(nd.peer) + " >= seq-" +
-              std::to_string(nd.count) + "+1";
-    if (nd.kind == NodeKind::flag_set) text += "\\nflag " + std::to_string(nd.slot) + " = seq+1";
+              std::to_string(nd.count) + "+1" + (nd.granted ? " (granted)" : "");
+    if (nd.kind == NodeKind::flag_set) {
+      text += "\\nflag " + std::to_string(nd.slot) + " = seq+1";
+      for (std::int32_t r : nd.grants) text += ", grant -> rank " + std::to_string(r);
+    }
     const bool remote = nd.peer >= 0;
     os << "    " << prefix << i << " [label=\"" << dot_escape(text) << "\""
        << (remote ? ", shape=box" : (nd.kind == NodeKind::wait ? ", shape=diamond" : "")) << "];\n";

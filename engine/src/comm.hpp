@@ -130,8 +130,9 @@ struct EngineCore {
   std::shared_ptr<HookGuard> hooks = std::make_shared<HookGuard>();
   std::atomic<bool> alive{true};
   std::mutex id_mu;
-  // Communicator ids in use here (0 is the world; 0xFFFE, 0xFFFF are reserved: ids.hpp).
-  IdPool comm_ids{1, kFastNudgeComm};
+  // Communicator ids in use here (0 is the world; 0xFFFC-0xFFFF are signal
+  // tags: grants and grant requests (dag/executor.hpp), fast-path nudges, windows).
+  IdPool comm_ids{1, dag::kGrantRequestComm};
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
   std::shared_ptr<WindowTable> windows;        // window.cpp
 
@@ -220,6 +221,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       for (int r = 0; r < static_cast<int>(peers.size()); ++r)
         if (r != group.rank)
           core->transport->unmap_peer(peers[static_cast<std::size_t>(r)].rank, peers[static_cast<std::size_t>(r)].key);
+    if (core && core->exec && grants_bound) core->exec->bind_flags(id, nullptr, 0);
     if (core && id != 0) core->comm_ids.release(id);  // reusable (ids are 16 bits)
   }
 
@@ -270,6 +272,10 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // flag_table[w]: world rank w's flag words as mapped here (own included),
   // nullptr for ranks that are not same-host members (Bindings::flags).
   std::vector<std::atomic<std::uint32_t>*> flag_table;
+  // Copies of the flag words of members on other hosts (Group::grants):
+  // one word per credit slot each, updated by their grants.
+  std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> grant_copies;
+  bool grants_bound = false;
 
   // After set_peer_keys, on every member (collective): maps the flag words of
   // every same-host member and agrees (one allreduce) that all members could,
@@ -281,22 +287,48 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       const char* v = std::getenv("STRATA_WINDOW_FLAGS");
       return v == nullptr || std::string(v) != "off";
     }();
+    static const bool grants_on = [] {
+      const char* v = std::getenv("STRATA_GRANTS");
+      return v == nullptr || std::string(v) != "off";
+    }();
     const std::size_t at = flags_at();
     const std::size_t len = flag_area_bytes();
     std::uint64_t ok = on ? 1 : 0;
     const int myhost = group.host[static_cast<std::size_t>(rank())];
+    bool remote = false;
     for (int r = 0; r < size() && ok != 0; ++r) {
       const auto ur = static_cast<std::size_t>(r);
-      if (group.host[ur] != myhost || r == rank()) continue;
+      if (r == rank()) continue;
+      if (group.host[ur] != myhost) {
+        remote = true;
+        continue;
+      }
       void* p = core->transport->map_peer(peers[ur].rank, peers[ur].key, at, len);
       if (p == nullptr) ok = 0;
       flag_table[static_cast<std::size_t>(group.world[ur])] = static_cast<std::atomic<std::uint32_t>*>(p);
     }
+    // Grants (Group::grants) for members on other hosts: local copies of
+    // their flag words, bound before the agreement (a grant that arrives
+    // earlier is dropped; the copy's reader then asks for one).
+    if (ok != 0 && remote && grants_on && group.credits <= static_cast<int>(dag::kMaxGrantSlots)) {
+      for (int r = 0; r < size(); ++r) {
+        const auto ur = static_cast<std::size_t>(r);
+        if (group.host[ur] == myhost) continue;
+        grant_copies.emplace_back(new std::atomic<std::uint32_t>[static_cast<std::size_t>(group.credits)]());
+        flag_table[static_cast<std::size_t>(group.world[ur])] = grant_copies.back().get();
+      }
+      core->exec->bind_flags(id, flag_table.data(), flag_table.size());
+      grants_bound = true;
+      ok = 2;
+    }
+    // One agreement for both: 0 = no flags, 1 = flags, 2 = flags and grants.
     ok = agree_min(ok);
     std::lock_guard<std::mutex> lk(mu);
     group.flags = ok != 0;
+    group.grants = ok == 2;
     cache.clear();  // plans compiled before (the agreement itself) use signals only
-    detail::logger().debug("comm {}: window flags {}", id, group.flags ? "on" : "off");
+    detail::logger().debug("comm {}: window flags {}, grants {}", id, group.flags ? "on" : "off",
+                           group.grants ? "on" : "off");
   }
 
   // Collective, internal: the minimum of @p mine over the members (an

@@ -606,3 +606,130 @@ TEST(Executor, FlagWaitNeedsThePeersFlagsAndADeadPeerFailsAParkedWait) {
   bad2.flag_wait(1, 0, 0);
   EXPECT_THROW(bad2.build(), strata::Error);
 }
+
+// ---------------------------------------------------------------- grants
+// Ranks on different hosts: each keeps a copy of the other's flag word
+// (Executor::bind_flags), which the owner's flag_set grants and which a late
+// reader requests.
+namespace {
+struct GrantTables {
+  std::atomic<std::uint32_t> own[2][16]{};
+  std::atomic<std::uint32_t> copy[2][16]{};  // copy[r]: rank r's copy of the other's flags
+  std::atomic<std::uint32_t>* table[2][2] = {{own[0], copy[0]}, {copy[1], own[1]}};
+  Bindings bind(int r, const void* in, void* out) {
+    Bindings b;
+    if (in != nullptr) b.inputs = {in};
+    if (out != nullptr) b.outputs = {out};
+    b.flags = table[r];
+    b.nflags = 2;
+    b.flag_wake = 8;
+    return b;
+  }
+};
+}  // namespace
+
+TEST(Executor, GrantedFlagWaitUsesGrantsAheadAndRequestsOnlyWhenLate) {
+  Cluster c(2);
+  GrantTables gt;
+  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, gt.table[r], 2);
+  // Rank 0 waits on its copy of rank 1's flag word 3 (lag 4) before a copy.
+  PlanBuilder b0("gw", 0, 2);
+  b0.input(0, 8).output(0, 8);
+  b0.copy(in(0, 0, 8), out(0, 0, 8), {b0.flag_wait(1, 3, 4, {}, /*granted=*/true)});
+  auto p0 = b0.build();
+  // Rank 1 sets flag 3, granting it to rank 0 (p1) or to nobody (p1q).
+  PlanBuilder b1("gs", 1, 2);
+  b1.flag_set(3, {b1.nop()}, {0});
+  b1.require_output_coverage(false);
+  auto p1 = b1.build();
+  PlanBuilder b1q("gsq", 1, 2);
+  b1q.flag_set(3, {b1q.nop()});
+  b1q.require_output_coverage(false);
+  auto p1q = b1q.build();
+  char src[8] = "granted", dst[8] = {};
+
+  // 1. Rank 1 finishes instance 5: its flag is 6 and one grant goes to rank 0.
+  Done s5;
+  ASSERT_TRUE(c.ex[1]->start(p1, gt.bind(1, nullptr, nullptr), 0, 5, s5.fn()).is_ok());
+  EXPECT_TRUE(s5.done());
+  EXPECT_EQ(gt.own[1][3].load(), 6u);
+  auto ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].target, 0);
+  EXPECT_EQ(ops[0].payload, encode_grant(kGrantComm, 0, 3, 6));
+  ASSERT_TRUE(c.pump([&] { return gt.copy[0][3].load() == 6u; }));
+  // 2. Rank 0's instance 9 needs rank 1's instance 5 (flag >= 6): the grant came
+  // ahead, so the wait completes at start with no message at all.
+  Done w9;
+  ASSERT_TRUE(c.ex[0]->start(p0, gt.bind(0, src, dst), 0, 9, w9.fn()).is_ok());
+  EXPECT_TRUE(w9.done());
+  EXPECT_TRUE(w9.status.is_ok()) << w9.status.message();
+  EXPECT_STREQ(dst, "granted");
+  EXPECT_EQ(c.world.pending_count(), 0u);
+  // 3. Instance 13 needs flag >= 10, the copy says 6: rank 0 asks rank 1,
+  // which records the request (its flag is still 6) ...
+  std::memset(dst, 0, sizeof dst);
+  Done w13;
+  ASSERT_TRUE(c.ex[0]->start(p0, gt.bind(0, src, dst), 0, 13, w13.fn()).is_ok());
+  EXPECT_FALSE(w13.done());
+  ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].target, 1);
+  EXPECT_EQ(ops[0].payload, encode_grant(kGrantRequestComm, 0, 3, 10));
+  c.world.release_all();
+  c.world.progress_all();
+  c.world.release_all();  // the request's own completion; no answer yet
+  c.world.progress_all();
+  EXPECT_EQ(c.world.pending_count(), 0u);
+  EXPECT_FALSE(w13.done());
+  // ... and answers it when its instance 9 (a plan that grants nobody) sets 10.
+  Done s9;
+  ASSERT_TRUE(c.ex[1]->start(p1q, gt.bind(1, nullptr, nullptr), 0, 9, s9.fn()).is_ok());
+  EXPECT_TRUE(s9.done());
+  ASSERT_TRUE(c.pump([&] { return w13.done(); }));
+  EXPECT_TRUE(w13.status.is_ok()) << w13.status.message();
+  EXPECT_STREQ(dst, "granted");
+  EXPECT_EQ(gt.copy[0][3].load(), 10u);
+  // 4. A request that the owner's flag already meets is answered at once.
+  gt.own[1][3].store(14);
+  Done w17;
+  ASSERT_TRUE(c.ex[0]->start(p0, gt.bind(0, src, dst), 0, 17, w17.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return w17.done(); }));
+  EXPECT_TRUE(w17.status.is_ok()) << w17.status.message();
+  EXPECT_EQ(gt.copy[0][3].load(), 14u);
+  // 5. A stale grant never lowers the copy; an unbound communicator's grant is dropped.
+  c.ex[0]->handle_signal(1, encode_grant(kGrantComm, 0, 3, 7));
+  EXPECT_EQ(gt.copy[0][3].load(), 14u);
+  c.ex[0]->handle_signal(1, encode_grant(kGrantComm, 5, 3, 99));
+  EXPECT_EQ(gt.copy[0][3].load(), 14u);
+  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
+  c.ex[0]->handle_signal(1, encode_grant(kGrantComm, 0, 3, 30));
+  EXPECT_EQ(gt.copy[0][3].load(), 14u);
+}
+
+TEST(Executor, GrantedFlagWaitOfADeadPeerFails) {
+  Cluster c(2);
+  GrantTables gt;
+  c.ex[0]->bind_flags(0, gt.table[0], 2);
+  PlanBuilder b("gw", 0, 2);
+  b.flag_wait(1, 0, 1, {}, /*granted=*/true);
+  b.require_output_coverage(false);
+  auto plan = b.build();
+  Done d;
+  ASSERT_TRUE(c.ex[0]->start(plan, gt.bind(0, nullptr, nullptr), 0, 3, d.fn()).is_ok());
+  EXPECT_FALSE(d.done());
+  c.world.kill(1);
+  ASSERT_TRUE(c.pump([&] {
+    c.ex[0]->poll();
+    return d.done();
+  }));
+  EXPECT_EQ(d.status.code(), Errc::peer_dead);
+  c.ex[0]->bind_flags(0, nullptr, 0);
+  // A flag_set may not grant to itself or to a rank outside the plan.
+  PlanBuilder bad("bad", 0, 2);
+  bad.flag_set(0, {}, {0});
+  EXPECT_THROW(bad.build(), strata::Error);
+  PlanBuilder bad2("bad2", 0, 2);
+  bad2.flag_set(0, {}, {2});
+  EXPECT_THROW(bad2.build(), strata::Error);
+}

@@ -74,6 +74,13 @@ struct Group {
   /// credits finished) instead of a ready-to-receive signal, and every slice
   /// ends with a flag_set. Plans compiled with and without must not be mixed.
   bool flags = false;
+  /// Grants (with flags, agreed by all): members on other hosts keep a copy
+  /// of each other's flag words, sent by every flag_set to the peers that put
+  /// into this rank's window in that plan and on request when a copy is
+  /// late; the first use of a remote peer's window region then waits on the
+  /// copy (flag_wait granted) instead of a ready-to-receive round trip.
+  /// Needs credits <= dag::kMaxGrantSlots.
+  bool grants = false;
   /// The tuning table in effect (the engine's, docs/tuning.md); null = the
   /// built-in defaults. Plans compiled under different tables differ: a plan
   /// cache must not be shared between groups with different tables.

@@ -55,6 +55,34 @@ constexpr SignalKey decode_signal(std::uint64_t payload) noexcept {
           static_cast<std::uint32_t>(payload & kMaxSlot)};
 }
 
+/// @brief Signal tags (in the communicator field) of grant messages:
+/// a rank's flag word sent to a peer on another host that keeps a copy of it
+/// (kGrantComm), and a peer's request for one when its copy was late
+/// (kGrantRequestComm). Communicator ids of plans stay below both.
+inline constexpr std::uint16_t kGrantComm = 0xFFFD;
+inline constexpr std::uint16_t kGrantRequestComm = 0xFFFC;
+/// @brief Flag words a grant can name (4 bits): window slots per communicator.
+inline constexpr std::uint32_t kMaxGrantSlots = 16;
+
+/// @brief Decoded grant payload: bits 63..48 tag, 47..32 communicator,
+/// 31..28 flag word, 27..0 value (grant: the flag; request: the value needed).
+struct GrantKey {
+  std::uint16_t tag = 0;
+  std::uint16_t comm = 0;
+  std::uint32_t slot = 0;
+  std::uint32_t value = 0;
+};
+constexpr std::uint64_t encode_grant(std::uint16_t tag, std::uint16_t comm, std::uint32_t slot,
+                                     std::uint32_t value) noexcept {
+  return (std::uint64_t{tag} << 48) | (std::uint64_t{comm} << 32) |
+         (std::uint64_t{slot & (kMaxGrantSlots - 1)} << 28) | std::uint64_t{value & kSeqMask};
+}
+constexpr GrantKey decode_grant(std::uint64_t payload) noexcept {
+  return {static_cast<std::uint16_t>(payload >> 48), static_cast<std::uint16_t>(payload >> 32),
+          static_cast<std::uint32_t>((payload >> 28) & (kMaxGrantSlots - 1)),
+          static_cast<std::uint32_t>(payload & kSeqMask)};
+}
+
 /// @brief Remote key of buffer @p id registered by @p rank.
 struct PeerKey {
   int rank = -1;
@@ -158,6 +186,14 @@ class Executor {
   /// as part of the transport's progress hook); never blocks (skips when
   /// another thread is polling).
   std::size_t poll();
+  /// @brief Registers the flag table of communicator @p comm for grants
+  /// (PlanBuilder::flag_wait with `granted`): @p table[r] is world rank r's
+  /// flag words as seen here: this rank's own block, and for peers on other
+  /// hosts a local copy that their grants update (@p n entries; at most
+  /// kMaxGrantSlots words per block are named). This rank answers requests
+  /// from its own block. nullptr unregisters (before the table goes; grants
+  /// for an unregistered communicator are dropped).
+  void bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n);
   /// @brief Instances started and not yet finished.
   [[nodiscard]] std::size_t in_flight() const;
 

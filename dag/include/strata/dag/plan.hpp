@@ -23,9 +23,15 @@
 //            through this process's mapping of the peer's window, shows that
 //            the peer finished its instance seq - `count` (the previous user
 //            of the same window slot): flag >= seq - count + 1 modulo 2^28
+//            A `granted` flag_wait reads this process's copy of a peer on
+//            another host's flag word instead (kept current by the peer's
+//            grant messages); when the copy is late it asks the peer for a
+//            grant (one message each way, only then)
 //  - flag_set: memory protocol: stores seq + 1 into this rank's own flag word
 //            `slot` (release), for the peers' flag_wait nodes; nothing when
-//            the instance has no flag block of its own bound
+//            the instance has no flag block of its own bound. Then sends the
+//            new value to each rank of `grants` (peers on other hosts whose
+//            granted flag_wait reads it) without waiting for the sends
 //  - nop:    joins dependencies
 #pragma once
 
@@ -127,6 +133,8 @@ struct Node {
   std::int32_t user_op = -1;  ///< reduce: index of a UserReduce, or -1 for a built-in op
   std::int32_t compute = -1;  ///< compute: index of the callable
   bool streaming = false;     ///< copy: write dst with non-temporal stores (large data not read again soon)
+  bool granted = false;       ///< flag_wait: the flag is a local copy kept current by the peer's grants
+  std::vector<std::int32_t> grants;  ///< flag_set: ranks sent the new flag value (granted flag_waits)
   std::string label;          ///< optional, shown in DOT and traces
   std::vector<NodeId> deps;   ///< local predecessors
 };
@@ -249,10 +257,16 @@ class PlanBuilder {
   /// (see flag_set). Replaces a ready-to-receive round trip when the peer's
   /// window slot is reused every @p lag instances: no message, one load when
   /// the peer is on time. Failure of @p peer fails the instance.
-  NodeId flag_wait(int peer, std::uint32_t flag, std::uint32_t lag, std::vector<NodeId> deps = {});
+  /// With @p granted the peer is on another host: the flag read is this
+  /// process's copy, which the peer's flag_set keeps current by grant
+  /// messages (one message after the peer's instance, off the next call's
+  /// critical path); a late copy makes this rank ask the peer for a grant.
+  NodeId flag_wait(int peer, std::uint32_t flag, std::uint32_t lag, std::vector<NodeId> deps = {},
+                   bool granted = false);
   /// @brief Memory protocol: stores seq + 1 into this rank's flag word @p flag
-  /// after @p deps (release), releasing the peers' flag_wait nodes.
-  NodeId flag_set(std::uint32_t flag, std::vector<NodeId> deps = {});
+  /// after @p deps (release), releasing the peers' flag_wait nodes, and sends
+  /// the new value to each rank of @p grant_to (their granted flag_waits).
+  NodeId flag_set(std::uint32_t flag, std::vector<NodeId> deps = {}, std::vector<std::int32_t> grant_to = {});
   /// @brief Runs @p fn on @p region after @p deps.
   NodeId compute(ComputeFn fn, const Region& region, std::vector<NodeId> deps = {});
   /// @brief Runs @p fn on @p region as soon as every node already added that
