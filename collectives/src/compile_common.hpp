@@ -272,8 +272,7 @@ class Ctx {
   // A remote flag edge r gets this slice's flag_set value (a grant) instead.
   void rtr(int r, std::uint32_t slot, std::vector<NodeId> deps, bool first_use) {
     if (first_use && flag_edge(r)) {
-      if (!same_host(r) &&
-          std::find(grant_to_.begin(), grant_to_.end(), world(r)) == grant_to_.end())
+      if (!same_host(r) && std::find(grant_to_.begin(), grant_to_.end(), world(r)) == grant_to_.end())
         grant_to_.push_back(world(r));
       return;
     }

@@ -68,6 +68,7 @@ struct Instance {
   BufBind* bufs = nullptr;
   std::atomic<std::uint32_t>* const* flags = nullptr;  // Bindings::flags (memory-protocol nodes)
   std::uint32_t flag_wake = 0;                         // Bindings::flag_wake
+  NodeId granting = kNoNode;                           // the flag_set whose grants go out after the instance completed
   void* block = nullptr;
 };
 
@@ -207,6 +208,7 @@ struct Executor::Impl {
   std::vector<std::pair<Instance*, NodeId>> flag_pending;  // under flag_mu
   std::atomic<std::size_t> nflag_pending{0};
   std::atomic<bool> flag_repoll{false};  // poll_flags() found the scan busy
+  std::atomic<int> sending{0};           // complete() calls still sending grants
   // Grants (flag words of peers on other hosts, see Executor::bind_flags):
   // communicator -> its flag table; requests from peers whose flag word was
   // late, answered by the flag_set that reaches their need.
@@ -400,7 +402,9 @@ struct Executor::Impl {
     const std::uint32_t value = (in->seq + 1) & kSeqMask;
     blk[nd.slot].store(value, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    for (std::int32_t r : nd.grants) (void)tp.signal(r, encode_grant(kGrantComm, in->comm, nd.slot, value), &grant_ctx);
+    // The grants go out once the instance completed (complete()): a send costs
+    // microseconds, which the caller's call-to-ready need not include.
+    if (!nd.grants.empty()) in->granting = static_cast<NodeId>(&nd - in->plan->nodes().data());
     if (ngrant_requests.load(std::memory_order_seq_cst) > 0) answer_requests();
     if (blk[in->flag_wake].load(std::memory_order_seq_cst) == 0) return;
     blk[in->flag_wake].store(0, std::memory_order_seq_cst);
@@ -412,9 +416,7 @@ struct Executor::Impl {
   }
 
   // Half-range "at or after" on flag values (seq + 1 modulo 2^28).
-  static bool reached(std::uint32_t have, std::uint32_t need) {
-    return ((have - need) & kSeqMask) < (kSeqMask >> 1);
-  }
+  static bool reached(std::uint32_t have, std::uint32_t need) { return ((have - need) & kSeqMask) < (kSeqMask >> 1); }
 
   // Sends a grant for each recorded request whose need this rank's flag now meets.
   void answer_requests() {
@@ -452,8 +454,8 @@ struct Executor::Impl {
         std::atomic<std::uint32_t>* copy = it->second.first[source];
         if (copy == nullptr) return;
         std::uint32_t cur = copy[k.slot].load(std::memory_order_relaxed);
-        while (!reached(cur, k.value) &&
-               !copy[k.slot].compare_exchange_weak(cur, k.value, std::memory_order_release, std::memory_order_relaxed)) {
+        while (!reached(cur, k.value) && !copy[k.slot].compare_exchange_weak(cur, k.value, std::memory_order_release,
+                                                                             std::memory_order_relaxed)) {
         }
       }
       poll_flags();
@@ -482,8 +484,7 @@ struct Executor::Impl {
         flag_repoll.store(false, std::memory_order_seq_cst);
         std::size_t keep = 0;
         for (auto& e : flag_pending) {
-          if (e.first->failed.load(std::memory_order_acquire) ||
-              flag_ready(e.first, e.first->plan->nodes()[e.second]))
+          if (e.first->failed.load(std::memory_order_acquire) || flag_ready(e.first, e.first->plan->nodes()[e.second]))
             ready.push_back(e);
           else
             flag_pending[keep++] = e;
@@ -619,9 +620,23 @@ struct Executor::Impl {
     }
     DoneFn done = std::move(in->done);
     Status st = failed ? in->error : Status::ok();
+    // Grants of the final flag_set (set_flag), sent after done: keep the plan.
+    std::shared_ptr<const Plan> gplan;
+    const NodeId gnode = in->granting;
+    const std::uint16_t gcomm = in->comm;
+    const std::uint32_t gvalue = (in->seq + 1) & kSeqMask;
+    if (gnode != kNoNode) {
+      gplan = in->plan;
+      sending.fetch_add(1, std::memory_order_acq_rel);  // the destructor waits for it
+    }
     destroy(in);
     live.fetch_sub(1, std::memory_order_acq_rel);
     if (done) done(st);
+    if (gplan) {
+      const Node& nd = gplan->nodes()[gnode];
+      for (std::int32_t r : nd.grants) (void)tp.signal(r, encode_grant(kGrantComm, gcomm, nd.slot, gvalue), &grant_ctx);
+      sending.fetch_sub(1, std::memory_order_acq_rel);
+    }
   }
 
   static void tombstone(Shard& sh, std::uint64_t key) {
@@ -692,7 +707,8 @@ Executor::~Executor() {
   }
   for (std::uint64_t k : keys) cancel(static_cast<std::uint16_t>(k >> 32), static_cast<std::uint32_t>(k & kSeqMask));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while ((im.live.load() > 0 || im.tasks.load() > 0) && std::chrono::steady_clock::now() < deadline) {
+  while ((im.live.load() > 0 || im.tasks.load() > 0 || im.sending.load() > 0) &&
+         std::chrono::steady_clock::now() < deadline) {
     if (im.tp.progress() + im.poll_flags() == 0) std::this_thread::yield();
   }
   im.arena->execute([&] { im.group.wait(); });

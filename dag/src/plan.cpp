@@ -224,8 +224,7 @@ NodeId PlanBuilder::wait(std::uint32_t slot, std::uint32_t count, std::vector<No
   n.deps = std::move(deps);
   return add(std::move(n));
 }
-NodeId PlanBuilder::flag_wait(int p, std::uint32_t flag, std::uint32_t lag, std::vector<NodeId> deps,
-                               bool granted) {
+NodeId PlanBuilder::flag_wait(int p, std::uint32_t flag, std::uint32_t lag, std::vector<NodeId> deps, bool granted) {
   Node n;
   n.kind = NodeKind::flag_wait;
   n.peer = p;

@@ -74,8 +74,8 @@ struct GrantKey {
 };
 constexpr std::uint64_t encode_grant(std::uint16_t tag, std::uint16_t comm, std::uint32_t slot,
                                      std::uint32_t value) noexcept {
-  return (std::uint64_t{tag} << 48) | (std::uint64_t{comm} << 32) |
-         (std::uint64_t{slot & (kMaxGrantSlots - 1)} << 28) | std::uint64_t{value & kSeqMask};
+  return (std::uint64_t{tag} << 48) | (std::uint64_t{comm} << 32) | (std::uint64_t{slot & (kMaxGrantSlots - 1)} << 28) |
+         std::uint64_t{value & kSeqMask};
 }
 constexpr GrantKey decode_grant(std::uint64_t payload) noexcept {
   return {static_cast<std::uint16_t>(payload >> 48), static_cast<std::uint16_t>(payload >> 32),

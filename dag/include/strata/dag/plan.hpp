@@ -130,13 +130,13 @@ struct Node {
   std::uint32_t count = 0;  ///< wait: signals expected; flag_wait: lag (instances between the two users)
   ReduceOp op = ReduceOp::sum;
   DataType dtype = DataType::u8;
-  std::int32_t user_op = -1;  ///< reduce: index of a UserReduce, or -1 for a built-in op
-  std::int32_t compute = -1;  ///< compute: index of the callable
-  bool streaming = false;     ///< copy: write dst with non-temporal stores (large data not read again soon)
-  bool granted = false;       ///< flag_wait: the flag is a local copy kept current by the peer's grants
+  std::int32_t user_op = -1;         ///< reduce: index of a UserReduce, or -1 for a built-in op
+  std::int32_t compute = -1;         ///< compute: index of the callable
+  bool streaming = false;            ///< copy: write dst with non-temporal stores (large data not read again soon)
+  bool granted = false;              ///< flag_wait: the flag is a local copy kept current by the peer's grants
   std::vector<std::int32_t> grants;  ///< flag_set: ranks sent the new flag value (granted flag_waits)
-  std::string label;          ///< optional, shown in DOT and traces
-  std::vector<NodeId> deps;   ///< local predecessors
+  std::string label;                 ///< optional, shown in DOT and traces
+  std::vector<NodeId> deps;          ///< local predecessors
 };
 
 /// @brief Size of a declared buffer.
