@@ -14,6 +14,8 @@
 #include <sstream>
 #include <utility>
 
+#include "strata/dag/executor.hpp"
+
 namespace strata::sim {
 
 namespace {
@@ -184,6 +186,10 @@ coll::Group world_group(const std::vector<RankPlace>& places, std::size_t slot_b
   g.slot_bytes = slot_bytes;
   g.credits = credits;
   g.flags = flags;
+  // As the engine: peers on other hosts read copies of each other's flags
+  // (grants; the grant itself travels after the instance, off the critical
+  // path, and is not modelled as a message).
+  g.grants = flags && credits <= static_cast<int>(dag::kMaxGrantSlots);
   g.world.resize(places.size());
   g.host.resize(places.size());
   g.numa.resize(places.size());

@@ -47,7 +47,7 @@ const char* kUsage =
     "  --slot-bytes N --credits N   window geometry (engine defaults 1M, 4)\n"
     "  --calls K               K calls of the collective in a row (default 1), blocking unless --nonblocking\n"
     "  --nonblocking           the K calls are made at once; the engine keeps `credits` in flight per rank\n"
-    "  --no-flags              same-host peers use ready-to-receive signals instead of window flags\n"
+    "  --no-flags              peers use ready-to-receive signals instead of window flags (one host) and grants\n"
     "output:\n"
     "  --critical N            critical-path steps to print (default 12; 0 = none)\n"
     "  --csv FILE              per-rank completion times (rank,host,numa,finish_us)\n"

@@ -52,11 +52,17 @@ TEST(Sim, PipelinedChainBroadcastTakesKPlusNMinus2FragmentTimes) {
     const double step = static_cast<double>(kFrag) / kBw;
     const Result pure = simulate(r, CostModel::pure_network(kBw, 0));
     EXPECT_NEAR(pure.max_finish(), (8 + n - 2) * step, 1e-9) << "n=" << n;
-    // With latency L: the fragments stream, so each hop adds one L, plus one
-    // for the ready-to-receive signal the root waits for first.
+    // With latency L: the fragments stream, so each hop adds one L. With
+    // grants (the default, as in the engine) the root's first put waits on
+    // its copy of the child's flag: no message; with signals (no flags) it
+    // waits for a ready-to-receive signal first: one L more.
     const double lat = 2e-6;
     const Result with_lat = simulate(r, CostModel::pure_network(kBw, lat));
-    EXPECT_NEAR(with_lat.finish.back(), (8 + n - 2) * step + n * lat, 1e-9) << "n=" << n;
+    EXPECT_NEAR(with_lat.finish.back(), (8 + n - 2) * step + (n - 1) * lat, 1e-9) << "n=" << n;
+    r.group = strata::sim::world_group(r.places, std::size_t{1} << 20, 4, /*flags=*/false);
+    ASSERT_FALSE(r.group.grants);
+    const Result rtr = simulate(r, CostModel::pure_network(kBw, lat));
+    EXPECT_NEAR(rtr.finish.back(), (8 + n - 2) * step + n * lat, 1e-9) << "n=" << n;
   }
 }
 
