@@ -30,7 +30,6 @@
 #endif
 
 #include <oneapi/tbb/enumerable_thread_specific.h>
-#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_group.h>
 
 #include "strata/dag/executor.hpp"
@@ -236,17 +235,9 @@ struct Executor::Impl {
     if (opts.arena != nullptr) {
       arena = opts.arena;
     } else {
-      // Default: oneTBB's concurrency (the process's CPU mask), but at least
-      // one worker beside the calling thread. A rank bound to one core
-      // (strata-run --bind core, mpirun --bind-to core) otherwise gets an
-      // arena without workers, and a collective's large copies and
-      // reductions (tasks) wait until the application calls strata again:
-      // no overlap with computation (a 1 MiB allreduce across hosts
-      // overlapped 0-26%, with a worker 71-82%). The worker shares the core
-      // with the application thread; it only runs when tasks are queued.
-      own_arena = opts.threads > 0
-                      ? std::make_unique<tbb::task_arena>(opts.threads, 0)
-                      : std::make_unique<tbb::task_arena>(std::max(2, tbb::info::default_concurrency()), 1);
+      own_arena = opts.threads > 0 ? std::make_unique<tbb::task_arena>(opts.threads, 0)
+                                   : std::make_unique<tbb::task_arena>(int{tbb::task_arena::automatic},
+                                                                       1);  // int{}: no ODR-use (Debug links)
       arena = own_arena.get();
     }
     arena->initialize();

@@ -104,7 +104,7 @@ class SharedMemory {
 /// @brief Engine construction options; from_environment() reads the STRATA_* variables.
 struct EngineOptions {
   int progress_threads = 1;           ///< STRATA_PROGRESS_THREADS: communication servers, 0 = inline mode
-  int worker_threads = 0;             ///< STRATA_THREADS: executor arena threads, 0 = oneTBB default, at least 2
+  int worker_threads = 0;             ///< STRATA_THREADS: executor arena threads, 0 = oneTBB default
   std::size_t slot_bytes = 1u << 20;  ///< STRATA_SLOT_BYTES: window bytes per in-flight collective
   int credits = 4;                    ///< STRATA_CREDITS: collectives in flight per communicator
   bool check = false;                 ///< STRATA_CHECK=1: cross-rank argument signature check

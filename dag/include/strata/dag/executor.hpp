@@ -121,8 +121,7 @@ using DoneFn = std::function<void(const Status&)>;
 struct ExecutorOptions {
   /// Arena to run in (shared with the application); null = the executor owns one.
   tbb::task_arena* arena = nullptr;
-  /// Threads of the owned arena (0 = oneTBB default concurrency, at least 2:
-  /// one worker beside the caller even in a process bound to one core).
+  /// Threads of the owned arena (0 = oneTBB default).
   int threads = 0;
   /// Install the transport's completion, signal and peer-failure handlers
   /// (false: the owner forwards events to handle_*()).
