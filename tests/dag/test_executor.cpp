@@ -506,6 +506,21 @@ struct FlagBlocks {
   }
 };
 constexpr std::uint64_t kNudge = 0xFFFEull << 48;
+
+// Starts @p plan (a flag_wait on rank 1 that cannot complete) on rank 0 as
+// instance 3, kills rank 1 and expects the parked wait to fail the instance
+// with peer_dead.
+void expect_parked_wait_fails_when_peer_dies(Cluster& c, const std::shared_ptr<const Plan>& plan, const Bindings& b) {
+  Done d;
+  ASSERT_TRUE(c.ex[0]->start(plan, b, 0, 3, d.fn()).is_ok());
+  EXPECT_FALSE(d.done());
+  c.world.kill(1);
+  ASSERT_TRUE(c.pump([&] {
+    c.ex[0]->poll();
+    return d.done();
+  }));
+  EXPECT_EQ(d.status.code(), Errc::peer_dead);
+}
 }  // namespace
 
 TEST(Executor, FlagWaitOnATimelyPeerCompletesAtStartWithoutAnyMessage) {
@@ -590,14 +605,7 @@ TEST(Executor, FlagWaitNeedsThePeersFlagsAndADeadPeerFailsAParkedWait) {
   EXPECT_EQ(st.code(), Errc::invalid_argument);
   EXPECT_NE(st.message().find("flag words of rank 1 are not mapped"), std::string::npos) << st.message();
   EXPECT_FALSE(d.done());
-  ASSERT_TRUE(c.ex[0]->start(plan, fb.bind(nullptr, nullptr), 0, 3, d.fn()).is_ok());
-  EXPECT_FALSE(d.done());
-  c.world.kill(1);
-  ASSERT_TRUE(c.pump([&] {
-    c.ex[0]->poll();
-    return d.done();
-  }));
-  EXPECT_EQ(d.status.code(), Errc::peer_dead);
+  expect_parked_wait_fails_when_peer_dies(c, plan, fb.bind(nullptr, nullptr));
   // Validation: a flag_wait on its own flag or with lag 0 is refused.
   PlanBuilder bad("bad", 0, 2);
   bad.flag_wait(0, 0, 1);
@@ -715,15 +723,7 @@ TEST(Executor, GrantedFlagWaitOfADeadPeerFails) {
   b.flag_wait(1, 0, 1, {}, /*granted=*/true);
   b.require_output_coverage(false);
   auto plan = b.build();
-  Done d;
-  ASSERT_TRUE(c.ex[0]->start(plan, gt.bind(0, nullptr, nullptr), 0, 3, d.fn()).is_ok());
-  EXPECT_FALSE(d.done());
-  c.world.kill(1);
-  ASSERT_TRUE(c.pump([&] {
-    c.ex[0]->poll();
-    return d.done();
-  }));
-  EXPECT_EQ(d.status.code(), Errc::peer_dead);
+  expect_parked_wait_fails_when_peer_dies(c, plan, gt.bind(0, nullptr, nullptr));
   c.ex[0]->bind_flags(0, nullptr, 0);
   // A flag_set may not grant to itself or to a rank outside the plan.
   PlanBuilder bad("bad", 0, 2);
