@@ -30,14 +30,15 @@ inline int run(const std::string& program, int timeout_s, const std::string& env
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/// Exit status (-1 if not exited) and combined stdout + stderr of a shell command line.
+/// Exit status (-1 if not exited) and output of a shell command line: stdout
+/// and stderr combined, or stdout alone (stderr to the test log) without @p with_stderr.
 struct ProcessResult {
   int status = -1;
   std::string out;
 };
-inline ProcessResult run_command(const std::string& command) {
+inline ProcessResult run_command(const std::string& command, bool with_stderr = true) {
   ProcessResult r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  FILE* p = popen((with_stderr ? command + " 2>&1" : command).c_str(), "r");
   if (p == nullptr) return r;
   char buf[4096];
   std::size_t n = 0;

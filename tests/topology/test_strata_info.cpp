@@ -1,30 +1,17 @@
 // strata-info as a process: alone and under strata-run (STRATA_BIN from CTest).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "../common/launch.hpp"
+
 namespace {
 
-struct ProcessResult {
-  int status = -1;
-  std::string out;
-};
+using launch::ProcessResult;
 
 // Runs a shell command line, capturing stdout; stderr goes to the test log.
-ProcessResult run_command(const std::string& command) {
-  ProcessResult r;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+ProcessResult run_command(const std::string& command) { return launch::run_command(command, /*with_stderr=*/false); }
 
 std::string bin() {
   const char* b = std::getenv("STRATA_BIN");
