@@ -27,18 +27,22 @@ struct Job {
   coll::Call call;
 };
 
-// n hosts of one core each.
-Job one_per_host(int n, coll::Kind kind, std::uint64_t bytes) {
+// A collective on every rank of `hosts` hosts of synthetic topology `topology`.
+Job machine_job(int hosts, const char* topology, coll::Kind kind, std::uint64_t count, int root = 0) {
   MachineSpec m;
-  m.hosts = n;
-  m.topology = "core:1";
+  m.hosts = hosts;
+  m.topology = topology;
   Job r;
   r.places = strata::sim::place_ranks(m);
   r.group = strata::sim::world_group(r.places);
   r.call.kind = kind;
-  r.call.count = bytes;
+  r.call.count = count;
+  r.call.root = root;
   return r;
 }
+
+// n hosts of one core each.
+Job one_per_host(int n, coll::Kind kind, std::uint64_t bytes) { return machine_job(n, "core:1", kind, bytes); }
 
 Result simulate(const Job& r, const CostModel& c) { return strata::sim::simulate(r.group, r.call, r.places, c); }
 
@@ -105,18 +109,7 @@ TEST(Sim, RingAllreduceUnderPureBandwidthTakesTwoNMinus1OverN) {
   }
 }
 
-Job hierarchical_machine() {
-  MachineSpec m;
-  m.hosts = 6;
-  m.topology = "package:2 numa:2 core:3 pu:1";
-  Job r;
-  r.places = strata::sim::place_ranks(m);
-  r.group = strata::sim::world_group(r.places);
-  r.call.kind = coll::Kind::broadcast;
-  r.call.count = 3 << 20;
-  r.call.root = 5;
-  return r;
-}
+Job hierarchical_machine() { return machine_job(6, "package:2 numa:2 core:3 pu:1", coll::Kind::broadcast, 3 << 20, 5); }
 
 TEST(Sim, SameInputGivesTheSameOutput) {
   const Job r = hierarchical_machine();
@@ -150,15 +143,7 @@ TEST(Sim, CriticalPathEndsAtTheLastCompletionAndStartsAtTheRoot) {
 
 TEST(Sim, StrictExitCompletesEveryRankTogetherLooseDoesNot) {
   // Compiling strict plans is slow in Debug + sanitizer builds: a smaller machine (3 x 8 ranks).
-  MachineSpec m;
-  m.hosts = 3;
-  m.topology = "package:2 numa:2 core:2 pu:1";
-  Job r;
-  r.places = strata::sim::place_ranks(m);
-  r.group = strata::sim::world_group(r.places);
-  r.call.kind = coll::Kind::broadcast;
-  r.call.count = 256 << 10;
-  r.call.root = 5;
+  Job r = machine_job(3, "package:2 numa:2 core:2 pu:1", coll::Kind::broadcast, 256 << 10, 5);
   const Result loose = simulate(r, CostModel{});
   r.call.entry_all = r.call.exit_all = true;
   const Result strict = simulate(r, CostModel{});
@@ -206,14 +191,8 @@ TEST(Sim, StreamsLongerThanTheCreditsComplete) {
 
 TEST(Sim, StrictCallsInALoopCostMoreThanLooseOnes) {
   // Seed 004: loose calls pipeline behind each other, strict ones cannot.
-  MachineSpec m;
-  m.topology = "package:2 numa:2 core:2 pu:1";
-  Job r;
-  r.places = strata::sim::place_ranks(m);
-  r.group = strata::sim::world_group(r.places);
-  r.call.kind = coll::Kind::reduce;
+  Job r = machine_job(MachineSpec{}.hosts, "package:2 numa:2 core:2 pu:1", coll::Kind::reduce, 2);
   r.call.dtype = strata::dag::DataType::f32;
-  r.call.count = 2;
   strata::sim::Stream st;
   st.instances = 6;
   const double loose = strata::sim::simulate(r.group, r.call, r.places, CostModel{}, 1, st).max_finish();
@@ -225,13 +204,7 @@ TEST(Sim, StrictCallsInALoopCostMoreThanLooseOnes) {
 TEST(Sim, NumaMemoryBandwidthIsShared) {
   // One host, one NUMA region, a flat core-level broadcast: the root's copies
   // into its 7 peers' windows share the region's memory bandwidth.
-  MachineSpec m;
-  m.topology = "numa:1 core:8 pu:1";
-  Job r;
-  r.places = strata::sim::place_ranks(m);
-  r.group = strata::sim::world_group(r.places);
-  r.call.kind = coll::Kind::broadcast;
-  r.call.count = 8 << 20;
+  Job r = machine_job(MachineSpec{}.hosts, "numa:1 core:8 pu:1", coll::Kind::broadcast, 8 << 20);
   CostModel c = CostModel::pure_network(kBw, 0);
   c.copy_bw = 10e9;
   const double fast = simulate(r, c).max_finish();
