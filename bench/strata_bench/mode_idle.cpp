@@ -6,6 +6,11 @@
 //   wait   the main thread waits in ProgressServer::wait_until for an event
 //          that never comes (a rank blocked on a collective; in inline mode
 //          this is where progress is driven).
+// Then the wake-up latency after a long idle period (2+ ranks): five times,
+// rank 1 stays silent for a fifth of SECONDS (at most 1 s), then signals
+// rank 0, which waits for it; reported: arrival (rank 0's signal handler)
+// minus send time, both on the steady clock, which every process of one
+// machine shares (virtual hosts included).
 // Reported: process CPU time (getrusage RUSAGE_SELF, user + sys, all threads)
 // over wall time, per rank, as min / median / max over ranks. In the records
 // the *_us fields hold CPU microseconds per second of wall time (1e6 = one
@@ -78,6 +83,42 @@ int run_idle(const Options& o, std::vector<Record>& out) {
           r.variant.c_str(), wall, r.min_us / 1e4, r.median_us / 1e4, r.max_us / 1e4,
           static_cast<unsigned long long>(after.polls - before.polls),
           static_cast<unsigned long long>(after.blocks - before.blocks));
+      std::fflush(stdout);
+    }
+  }
+  if (w.size() >= 2) {
+    const auto quiet = std::chrono::duration<double>(std::min(1.0, o.idle_seconds / 5));
+    std::vector<double> lat_us;
+    for (int i = 0; i < 5; ++i) {
+      w.barrier();
+      const std::uint64_t seen = w.pings.load(std::memory_order_acquire);
+      double sent_ns = 0;
+      if (w.rank() == 1) {
+        std::this_thread::sleep_for(quiet);
+        const std::uint64_t done = w.completions.load(std::memory_order_acquire);
+        sent_ns = static_cast<double>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+        if (Status s = w.t().signal(0, kSigPing, nullptr); !s) w.fail("wake-up signal", s);
+        w.wait_completions(done + 1, "the wake-up signal's completion");
+      } else if (w.rank() == 0) {
+        w.wait([&] { return w.pings.load(std::memory_order_acquire) > seen; }, "the wake-up signal");
+      }
+      const auto sent = w.gather(sent_ns);
+      if (root) lat_us.push_back((static_cast<double>(w.last_ping_ns.load()) - sent[1]) / 1e3);
+    }
+    if (root) {
+      Record r;
+      r.library = "strata";
+      r.collective = "idle-wakeup";
+      r.variant = w.label();
+      r.ranks = w.size();
+      r.iters = static_cast<int>(lat_us.size());
+      r.min_us = *std::min_element(lat_us.begin(), lat_us.end());
+      r.max_us = *std::max_element(lat_us.begin(), lat_us.end());
+      r.median_us = median(lat_us);
+      out.push_back(r);
+      std::printf("wake-up %-19s after %.2f s idle: signal latency min %.1f us median %.1f us max %.1f us (%zu)\n",
+                  w.label().c_str(), quiet.count(), r.min_us, r.median_us, r.max_us, lat_us.size());
       std::fflush(stdout);
     }
   }

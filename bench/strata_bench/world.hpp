@@ -50,6 +50,7 @@ class World {
   std::atomic<std::uint64_t> errors{0};       ///< completions with an error status
   std::atomic<std::uint64_t> pings{0};        ///< kSigPing signals received
   std::atomic<std::uint64_t> dones{0};        ///< kSigDone signals received
+  std::atomic<std::int64_t> last_ping_ns{0};  ///< steady-clock ns at which the last kSigPing arrived
 
   /// Waits (driving progress in inline mode) until @p cond or a 60 s bound;
   /// on timeout prints what was awaited and exits with status 1.

@@ -24,6 +24,13 @@ class Backend : public Transport {
   /// Called right before the caller sleeps on wait_fd(). Returns false when
   /// work is already pending (the caller must not sleep), e.g. fi_trywait.
   virtual bool prepare_wait() = 0;
+  /// True when wait_fd() does not report every event (there is none, or it
+  /// only carries doorbells): the caller then sleeps at most the backend's
+  /// PollHint::poll_interval() and polls.
+  [[nodiscard]] virtual bool polled() const { return wait_fd() < 0; }
+  /// Called by the caller that slept on wait_fd() when it became readable
+  /// (a backend may drain it and note the activity).
+  virtual void wait_fd_ready() {}
   /// Declares @p peer dead (launcher report, timeout elsewhere): every
   /// in-flight and future operation to it completes/fails with @p why.
   virtual void fail_peer(int peer, const Status& why) = 0;

@@ -187,7 +187,7 @@ class Router final : public Transport, public detail::WakeArm {
     if (shm_uses_ && !shm_->prepare_wait()) return false;
     // A polled backend (no fd) cannot be armed: while it is busy, bring a
     // server blocked in wait_aside() back to its short polling interval.
-    if (fab_uses_ && fab_->wait_fd() < 0 && poll_interval() < kIdlePoll) wake();
+    if (fab_uses_ && fab_->polled() && poll_interval() < kIdlePoll) wake();
     return true;
   }
   void wait_aside(std::chrono::microseconds timeout) override { wait_impl(timeout, true); }
@@ -216,11 +216,11 @@ class Router final : public Transport, public detail::WakeArm {
                                     std::to_string(size_) + ") (rank " + std::to_string(rank_) + ")"};
   }
 
-  /// A backend without a wait object is polled at least every kIdlePoll, and
-  /// at its own (shorter) interval while it is busy.
+  /// A polled backend is polled at its own interval: short while it is busy,
+  /// kIdlePoll when idle, longer when it has doorbells (docs/fabric.md).
   static constexpr std::chrono::microseconds kIdlePoll{1000};
   [[nodiscard]] std::chrono::microseconds poll_interval() const {
-    return fab_hint_ != nullptr ? std::min(fab_hint_->poll_interval(), kIdlePoll) : kIdlePoll;
+    return fab_hint_ != nullptr ? fab_hint_->poll_interval() : kIdlePoll;
   }
 
   void wait_impl(std::chrono::microseconds timeout, bool aside) {
@@ -230,13 +230,13 @@ class Router final : public Transport, public detail::WakeArm {
     nfds_t n = 0;
     bool poll_only = false;
     nfds_t shm_index = 4;
+    nfds_t fab_index = 4;
     for (Backend* b : {shm_uses_ ? shm_.get() : nullptr, fab_uses_ ? fab_.get() : nullptr}) {
       if (b == nullptr) continue;
+      if (b->polled()) poll_only = true;
       const int fd = b->wait_fd();
-      if (fd < 0) {
-        poll_only = true;
-      } else {
-        if (b == shm_.get()) shm_index = n;
+      if (fd >= 0) {
+        (b == shm_.get() ? shm_index : fab_index) = n;
         fds[n++] = {fd, POLLIN, 0};
       }
     }
@@ -260,6 +260,7 @@ class Router final : public Transport, public detail::WakeArm {
       while (::recv(fds[shm_index].fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
       }
     }
+    if (fab_index < n && (fds[fab_index].revents & POLLIN) != 0) fab_->wait_fd_ready();
     if ((fds[wake_index].revents & POLLIN) != 0) {
       std::uint64_t v = 0;
       (void)!::read(wake_fd_, &v, sizeof(v));

@@ -11,8 +11,10 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <netinet/in.h>
 #include <rdma/fi_rma.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,6 +97,8 @@ struct BlobHeader {
   std::uint64_t landing_key = 0;
   char provider[48] = {};
   char error[128] = {};
+  std::uint32_t bell_len = 0;                  // 0: this rank has no doorbell
+  std::array<std::byte, 28> bell_addr = {};  // its UDP address (sockaddr_in or sockaddr_in6)
 };
 
 enum class Kind : std::uint8_t { put, get, put_signal, signal, fetch_add, internal_send, recv };
@@ -140,6 +144,10 @@ struct PeerState {
   std::uint64_t landing_key = 0;
   Status dead;  // non-OK once failed
   bool hello_seen = false;
+  sockaddr_storage bell{};  // the peer's doorbell (bell_len 0: none)
+  socklen_t bell_len = 0;
+  std::int64_t last_bell = 0;   // steady ns of the last doorbell rung at it (under mu_)
+  std::int64_t last_heard = 0;  // steady ns of the last signal or message from it (under mu_)
 };
 
 struct Event {
@@ -259,6 +267,8 @@ class FabricBackend final : public Backend, public PollHint {
     std::snprintf(h.provider, sizeof(h.provider), "%s", provider_.c_str());
     std::snprintf(h.error, sizeof(h.error), "%s", open_error.c_str());
     h.name_len = static_cast<std::uint32_t>(ep_name_.size());
+    h.bell_len = static_cast<std::uint32_t>(bell_len_);
+    std::memcpy(h.bell_addr.data(), &bell_self_, std::min<std::size_t>(bell_len_, h.bell_addr.size()));
     std::vector<std::byte> blob(sizeof(h) + ep_name_.size());
     std::memcpy(blob.data(), &h, sizeof(h));
     if (!ep_name_.empty()) std::memcpy(blob.data() + sizeof(h), ep_name_.data(), ep_name_.size());
@@ -298,6 +308,10 @@ class FabricBackend final : public Backend, public PollHint {
       int rc = fi_av_insert(av_, b.data() + sizeof(BlobHeader), 1, &a, 0, nullptr);
       if (rc != 1) fail_start(Errc::transport_error, p, "fi_av_insert failed: " + fi_err(rc));
       ps.addr = a;
+      if (ph.bell_len > 0 && ph.bell_len <= ph.bell_addr.size()) {
+        std::memcpy(&ps.bell, ph.bell_addr.data(), ph.bell_len);
+        ps.bell_len = static_cast<socklen_t>(ph.bell_len);
+      }
       ps.landing_addr = ph.landing_addr;
       ps.landing_key = ph.landing_key;
       // Per direction: signals to p are CQ data when p can attribute them (the
@@ -306,6 +320,11 @@ class FabricBackend final : public Backend, public PollHint {
       if (addr_to_rank_.size() <= a) addr_to_rank_.resize(static_cast<std::size_t>(a) + 1, -1);
       addr_to_rank_[static_cast<std::size_t>(a)] = p;
     }
+
+    // Deep idle sleep only when every peer that may post to this rank can ring.
+    deep_ok_ = bell_fd_ >= 0;
+    for (const PeerState& ps : peers_)
+      if (ps.served && ps.bell_len == 0) deep_ok_ = false;
 
     // 3. Warm connections: one hello each way with every served peer.
     warm_up();
@@ -512,6 +531,10 @@ class FabricBackend final : public Backend, public PollHint {
     if (live_ops_.load(std::memory_order_relaxed) > 0) return kBusyPoll;
     const auto since = now - last_activity_.load(std::memory_order_relaxed);
     if (since < std::chrono::duration_cast<Clock::duration>(kHotWindow).count()) return kBusyPoll;
+    // With a doorbell, every peer rings before its first post after a pause
+    // of kBellGap (ring()), so a rank idle for kDeepAfter > kBellGap + transit
+    // can sleep long: the bell wakes it. kDeepPoll only bounds a lost bell.
+    if (deep_ok_ && since >= std::chrono::duration_cast<Clock::duration>(kDeepAfter).count()) return kDeepPoll;
     if (since < std::chrono::duration_cast<Clock::duration>(kWarmWindow).count()) return kWarmPoll;
     return std::chrono::microseconds(1000);
   }
@@ -570,7 +593,18 @@ class FabricBackend final : public Backend, public PollHint {
   }
 
   // ------------------------------------------------------------ Backend
-  [[nodiscard]] int wait_fd() const override { return cq_fd_; }
+  /// The CQ's fd when the provider has a working one (STRATA_FI_WAIT=fd), else
+  /// the doorbell socket (polled() stays true: it rings only after a pause).
+  [[nodiscard]] int wait_fd() const override { return cq_fd_ >= 0 ? cq_fd_ : bell_fd_; }
+  [[nodiscard]] bool polled() const override { return cq_fd_ < 0; }
+  void wait_fd_ready() override {
+    if (cq_fd_ >= 0 || bell_fd_ < 0) return;
+    std::array<char, 64> buf{};
+    while (::recv(bell_fd_, buf.data(), buf.size(), MSG_DONTWAIT) > 0) {
+    }
+    // A doorbell announces work: poll at the busy interval (kHotWindow).
+    last_activity_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  }
 
   bool prepare_wait() override {
     std::lock_guard<std::mutex> lk(mu_);
@@ -734,6 +768,7 @@ class FabricBackend final : public Backend, public PollHint {
     std::size_t name_len = name.size();
     check(fi_getname(&ep_->fid, name.data(), &name_len), "fi_getname");
     ep_name_.assign(name.data(), name.data() + name_len);
+    open_bell();
 
     if ((info_->caps & FI_ATOMIC) != 0) {
       std::size_t count = 0;
@@ -801,6 +836,9 @@ class FabricBackend final : public Backend, public PollHint {
   static fid_mr* mr_of(const MrCache::Entry* e) { return reinterpret_cast<fid_mr*>(e->handle); }
 
   void close_all() {
+    if (bell_fd_ >= 0) ::close(bell_fd_);
+    bell_fd_ = -1;
+    bell_len_ = 0;
     if (ep_ != nullptr) fi_close(&ep_->fid);
     ep_ = nullptr;
     for (Op* o : ops_) o->local_mr = nullptr;
@@ -1004,7 +1042,9 @@ class FabricBackend final : public Backend, public PollHint {
     link(raw);
     live_ops_.store(ops_.size(), std::memory_order_relaxed);
     // new_op() read the clock for the deadline: reuse it (one read per post).
-    last_activity_.store((raw->deadline - opts_.timeout).time_since_epoch().count(), std::memory_order_relaxed);
+    const auto posted = (raw->deadline - opts_.timeout).time_since_epoch().count();
+    last_activity_.store(posted, std::memory_order_relaxed);
+    ring(raw->peer, posted);
     if (!retry_.empty() || !advance(*raw)) {
       raw->queued = true;
       retry_.push_back(raw);
@@ -1046,6 +1086,46 @@ class FabricBackend final : public Backend, public PollHint {
       ++op.step;
     }
     return true;
+  }
+
+  /// Opens the doorbell at this endpoint's IP address (tcp-like providers);
+  /// none for other address formats or with STRATA_FI_DOORBELL=off.
+  void open_bell() {
+    if (env_is("STRATA_FI_DOORBELL", "off") || ep_name_.size() < sizeof(sockaddr_in)) return;
+    sockaddr_storage a{};
+    std::memcpy(&a, ep_name_.data(), std::min(ep_name_.size(), sizeof(a)));
+    socklen_t len = 0;
+    if (a.ss_family == AF_INET) {
+      len = sizeof(sockaddr_in);
+      reinterpret_cast<sockaddr_in*>(&a)->sin_port = 0;
+    } else if (a.ss_family == AF_INET6 && ep_name_.size() >= sizeof(sockaddr_in6)) {
+      len = sizeof(sockaddr_in6);
+      reinterpret_cast<sockaddr_in6*>(&a)->sin6_port = 0;
+    } else {
+      return;
+    }
+    const int fd = ::socket(a.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    socklen_t got = sizeof(bell_self_);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&bell_self_), &got) != 0 || got > sizeof(BlobHeader{}.bell_addr)) {
+      ::close(fd);
+      return;
+    }
+    bell_fd_ = fd;
+    bell_len_ = got;
+  }
+
+  /// Rings @p peer's doorbell unless this rank posted to it or heard from it
+  /// within kBellGap (then it is awake: see poll_interval()). Under mu_.
+  void ring(int peer, std::int64_t now) {
+    PeerState& ps = peers_[static_cast<std::size_t>(peer)];
+    if (ps.bell_len == 0 || bell_fd_ < 0) return;
+    const std::int64_t gap = std::chrono::duration_cast<Clock::duration>(kBellGap).count();
+    if (now - std::max(ps.last_bell, ps.last_heard) < gap) return;
+    ps.last_bell = now;
+    const char one = 1;
+    (void)::sendto(bell_fd_, &one, 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&ps.bell), ps.bell_len);
   }
 
   int acquire_slot(Op& op) {
@@ -1332,6 +1412,8 @@ class FabricBackend final : public Backend, public PollHint {
   void handle_msg(int slot, std::size_t len) {
     const Slot& in = recv_slab_[static_cast<std::size_t>(slot)];
     Msg m = in.hdr;
+    if (m.src >= 0 && m.src < size_)
+      peers_[static_cast<std::size_t>(m.src)].last_heard = Clock::now().time_since_epoch().count();
     // Inline data is copied out before the slot is reposted; its signal is
     // queued after the copy, so the handler sees the data.
     if (static_cast<MsgType>(m.type) == MsgType::put_signal && m.src >= 0 && m.src < size_) {
@@ -1434,6 +1516,7 @@ class FabricBackend final : public Backend, public PollHint {
   }
 
   void push_signal(int src, std::uint64_t payload) {
+    if (src >= 0 && src < size_) peers_[static_cast<std::size_t>(src)].last_heard = Clock::now().time_since_epoch().count();
     Event ev;
     ev.type = Event::signal;
     ev.source = src;
@@ -1551,6 +1634,16 @@ class FabricBackend final : public Backend, public PollHint {
   fid_ep* ep_ = nullptr;
   int cq_fd_ = -1;
   int wake_fd_ = -1;
+  // Doorbell (docs/fabric.md "Idle ranks"): a UDP socket at this rank's
+  // endpoint address; a peer sends one byte to it before its first post
+  // after a pause, so an idle rank can sleep until it rings.
+  int bell_fd_ = -1;
+  sockaddr_storage bell_self_{};
+  std::size_t bell_len_ = 0;
+  bool deep_ok_ = false;  // this rank has a bell and every served peer can ring it
+  static constexpr std::chrono::microseconds kBellGap{500};
+  static constexpr std::chrono::milliseconds kDeepAfter{5};
+  static constexpr std::chrono::milliseconds kDeepPoll{50};
   static constexpr std::chrono::microseconds kBusyPoll{20};
   // Durations of a progress() call beyond an empty call's (empty_call_):
   // this much more moved data. Measured over tcp;ofi_rxm (1 MiB puts) on
