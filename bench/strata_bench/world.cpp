@@ -26,10 +26,10 @@ World::World(const Options& o) {
     if (payload == kSigDone) {
       dones.fetch_add(1, std::memory_order_release);
     } else {
-      last_ping_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch())
-                             .count(),
-                         std::memory_order_relaxed);
+      last_ping_ns.store(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+              .count(),
+          std::memory_order_relaxed);
       pings.fetch_add(1, std::memory_order_release);
     }
   });

@@ -4,6 +4,7 @@
 // AV table. All libfabric calls happen under one mutex (domain threading
 // FI_THREAD_DOMAIN); user handlers run outside it, one dispatcher at a time, in
 // the order events were produced, so signals from one source keep their order.
+#include <netinet/in.h>
 #include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
@@ -11,7 +12,6 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
-#include <netinet/in.h>
 #include <rdma/fi_rma.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -97,7 +97,7 @@ struct BlobHeader {
   std::uint64_t landing_key = 0;
   char provider[48] = {};
   char error[128] = {};
-  std::uint32_t bell_len = 0;                  // 0: this rank has no doorbell
+  std::uint32_t bell_len = 0;                // 0: this rank has no doorbell
   std::array<std::byte, 28> bell_addr = {};  // its UDP address (sockaddr_in or sockaddr_in6)
 };
 
@@ -1108,7 +1108,8 @@ class FabricBackend final : public Backend, public PollHint {
     if (fd < 0) return;
     socklen_t got = sizeof(bell_self_);
     if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&bell_self_), &got) != 0 || got > sizeof(BlobHeader{}.bell_addr)) {
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&bell_self_), &got) != 0 ||
+        got > sizeof(BlobHeader{}.bell_addr)) {
       ::close(fd);
       return;
     }
@@ -1516,7 +1517,8 @@ class FabricBackend final : public Backend, public PollHint {
   }
 
   void push_signal(int src, std::uint64_t payload) {
-    if (src >= 0 && src < size_) peers_[static_cast<std::size_t>(src)].last_heard = Clock::now().time_since_epoch().count();
+    if (src >= 0 && src < size_)
+      peers_[static_cast<std::size_t>(src)].last_heard = Clock::now().time_since_epoch().count();
     Event ev;
     ev.type = Event::signal;
     ev.source = src;
