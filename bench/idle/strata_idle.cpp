@@ -1,0 +1,114 @@
+// strata-idle SECONDS [ROUNDS]: an idle Engine (world communicator, progress
+// servers, executor, fast path) must cost next to no CPU, yet answer the first
+// collective after a long pause quickly.
+//
+//   strata-run -n 2 [--hosts 2] -- strata-idle 5
+//
+// Phase 1: every rank sleeps SECONDS after a warm-up allreduce; printed: the
+// process CPU time (all threads, getrusage) over wall time, per rank.
+// Phase 2, ROUNDS times (default 5): rank 0 enters an allreduce at once and
+// blocks in get(); every other rank stays silent for SECONDS / ROUNDS (at
+// most 1 s), then reads the steady clock and enters too. The allreduce takes
+// the maximum of those entry times, so rank 0 learns when the last rank
+// entered; printed: rank 0's completion minus that time (the wake-up of an
+// idle rank plus one small allreduce). The steady clock is shared by every
+// process of one machine, virtual hosts included.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/strata.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+double parse(const char* what, const char* s, double lo, double hi) {
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (end == s || *end != '\0' || !(v >= lo && v <= hi)) {
+    std::fprintf(stderr, "strata-idle: argument %s = '%s': expected a number in [%g, %g]\n", what, s, lo, hi);
+    std::exit(2);
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 3 || std::string(argv[1]) == "--help") {
+    std::fprintf(stderr, "usage: strata-run -n N [--hosts H] -- strata-idle SECONDS [ROUNDS]\n");
+    return argc < 2 || argc > 3 ? 2 : 0;
+  }
+  const double seconds = parse("SECONDS", argv[1], 0.1, 3600);
+  const int rounds = argc > 2 ? static_cast<int>(parse("ROUNDS", argv[2], 1, 1000)) : 5;
+  try {
+    strata::Engine engine;
+    strata::Communicator& w = engine.world();
+    const int rank = w.rank();
+    std::int64_t x = 1;
+    std::int64_t y = 0;
+    w.allreduce(&x, &y, 1, strata::Datatype::int64, strata::Op::sum).get();
+
+    const double cpu0 = cpu_seconds();
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    double pct = (cpu_seconds() - cpu0) / wall * 100.0;
+    std::vector<double> all(static_cast<std::size_t>(w.size()), 0.0);
+    all[static_cast<std::size_t>(rank)] = pct;
+    w.allreduce(strata::in_place, all.data(), all.size(), strata::Datatype::float64, strata::Op::sum).get();
+    if (rank == 0) {
+      std::sort(all.begin(), all.end());
+      std::printf("idle engine: %d ranks, %.1f s asleep: CPU/wall per rank min %.3f%% median %.3f%% max %.3f%%\n",
+                  w.size(), wall, all.front(), all[all.size() / 2], all.back());
+    }
+
+    if (w.size() >= 2) {
+      const auto quiet = std::chrono::duration<double>(std::min(1.0, seconds / rounds));
+      std::vector<double> lat_us;
+      for (int i = 0; i < rounds; ++i) {
+        w.barrier().get();
+        std::int64_t entered = 0;
+        if (rank != 0) {
+          std::this_thread::sleep_for(quiet);
+          entered = now_ns();
+        }
+        std::int64_t last = 0;
+        w.allreduce(&entered, &last, 1, strata::Datatype::int64, strata::Op::max).get();
+        const std::int64_t done = now_ns();
+        if (rank == 0) lat_us.push_back(static_cast<double>(done - last) / 1e3);
+      }
+      if (rank == 0) {
+        std::sort(lat_us.begin(), lat_us.end());
+        std::printf(
+            "wake-up: allreduce entered after %.2f s idle, done on rank 0 after min %.1f us median %.1f us "
+            "max %.1f us (%d rounds)\n",
+            quiet.count(), lat_us.front(), lat_us[lat_us.size() / 2], lat_us.back(), rounds);
+      }
+    }
+    std::fflush(stdout);
+    return 0;
+  } catch (const strata::Error& e) {
+    std::fprintf(stderr, "strata-idle: %s\n", e.what());
+    return 1;
+  }
+}
