@@ -3,6 +3,8 @@
 // dependency, so both sides measure and report the same way.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +16,14 @@
 #include <vector>
 
 namespace strata::bench {
+
+/// CPU time of this process (all threads, user + system), in seconds.
+inline double process_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
 
 /// Parses "8", "64K", "16M", "1G" into bytes. Throws std::invalid_argument naming @p what.
 inline std::size_t parse_bytes(const std::string& s, const char* what) {

@@ -13,8 +13,6 @@
 // entered; printed: rank 0's completion minus that time (the wake-up of an
 // idle rank plus one small allreduce). The steady clock is shared by every
 // process of one machine, virtual hosts included.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -24,18 +22,12 @@
 #include <thread>
 #include <vector>
 
+#include "../common/bench_util.hpp"
 #include "strata/strata.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto sec = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; };
-  return sec(ru.ru_utime) + sec(ru.ru_stime);
-}
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -68,11 +60,11 @@ int main(int argc, char** argv) {
     std::int64_t y = 0;
     w.allreduce(&x, &y, 1, strata::Datatype::int64, strata::Op::sum).get();
 
-    const double cpu0 = cpu_seconds();
+    const double cpu0 = strata::bench::process_cpu_seconds();
     const auto t0 = Clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    double pct = (cpu_seconds() - cpu0) / wall * 100.0;
+    double pct = (strata::bench::process_cpu_seconds() - cpu0) / wall * 100.0;
     std::vector<double> all(static_cast<std::size_t>(w.size()), 0.0);
     all[static_cast<std::size_t>(rank)] = pct;
     w.allreduce(strata::in_place, all.data(), all.size(), strata::Datatype::float64, strata::Op::sum).get();

@@ -15,8 +15,6 @@
 // over wall time, per rank, as min / median / max over ranks. In the records
 // the *_us fields hold CPU microseconds per second of wall time (1e6 = one
 // full core), bytes is 0 and iters the whole seconds.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,13 +27,6 @@ namespace strata::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  auto sec = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; };
-  return sec(ru.ru_utime) + sec(ru.ru_stime);
-}
 
 }  // namespace
 
@@ -54,7 +45,7 @@ int run_idle(const Options& o, std::vector<Record>& out) {
   for (const char* phase : {"sleep", "wait"}) {
     w.barrier();
     const auto before = w.servers().stats();
-    const double cpu0 = cpu_seconds();
+    const double cpu0 = process_cpu_seconds();
     const auto t0 = Clock::now();
     if (std::string(phase) == "sleep") {
       std::this_thread::sleep_for(span);
@@ -62,7 +53,7 @@ int run_idle(const Options& o, std::vector<Record>& out) {
       (void)w.servers().wait_until([] { return false; }, std::chrono::duration_cast<std::chrono::milliseconds>(span));
     }
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double cpu = cpu_seconds() - cpu0;
+    const double cpu = process_cpu_seconds() - cpu0;
     const auto after = w.servers().stats();
     const double per_s = wall > 0 ? cpu / wall * 1e6 : 0.0;  // CPU us per wall second
     const auto all = w.gather(per_s);
