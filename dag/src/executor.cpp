@@ -709,7 +709,7 @@ struct Executor::Impl {
         }
       }
       if (flow != 0) {
-        TraceEvent f{t0, t0, in->trace_name, in->seq, id, in->plan->nodes()[id].kind};
+        TraceEvent f{t0, t0, name_signal, in->seq, id, in->plan->nodes()[id].kind};  // name and cat as the start
         f.type = TraceType::flow_end;
         f.id = flow;
         buf.push_back(f);
