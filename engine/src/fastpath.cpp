@@ -705,8 +705,8 @@ void FastChannel::trace_done(coll::Kind kind, std::uint64_t k, std::uint64_t t0,
   dag::Executor* ex = tracer_->load(std::memory_order_acquire);
   if (ex == nullptr) return;
   const std::uint64_t t1 = dag::Executor::trace_now_ns();
-  ex->trace_event("fast",
-                  std::string(coll::to_string(kind)) + "#" + std::to_string(k) + " fast path" + (ok ? "" : " (failed)"),
+  // One name per kind (interned once); the call's number is the event's seq argument.
+  ex->trace_event("fast", std::string(coll::to_string(kind)) + (ok ? " fast path" : " fast path (failed)"),
                   t0 != 0 ? t0 : t1, t1, static_cast<std::uint32_t>(k));
 }
 

@@ -119,8 +119,8 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   Future<void> submit(const coll::Call& c, const void* send, void* recv);
   /// The communicator that owns this channel (kept alive by pending calls).
   void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
-  /// Records every call as a trace event ("<kind>#<k> fast path", category
-  /// "fast", from the call to its completion) through @p exec while it is
+  /// Records every call as a trace event ("<kind> fast path", category
+  /// "fast", args seq = the call's number k, from the call to its completion) through @p exec while it is
   /// non-null (the engine clears it before the executor goes). Set before the first call.
   void set_tracer(const std::atomic<dag::Executor*>* exec) { tracer_ = exec; }
   /// Completes what can be completed (never blocks: skips when another thread
