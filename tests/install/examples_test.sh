@@ -8,6 +8,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 flags=${STRATA_CONSUMER_FLAGS:-}
+# oneTBB's flow graph header (graph_task::destruct_and_deallocate casts a task to its derived type after
+# its destructor ran) trips UBSan's vptr check: a false positive outside strata, for examples/flow_graph.
+if [[ "$flags" == *undefined* ]]; then flags="$flags -fno-sanitize=vptr"; fi
 cmake -S "$src" -B "$work/examples" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_EXE_LINKER_FLAGS="$flags" >"$work/configure.log" ||
   { cat "$work/configure.log"; exit 1; }
