@@ -42,6 +42,8 @@ def main():
                 e = json.loads(line)
                 if e.get("ph") != "X" or float(e.get("dur", 0)) <= 0.0:
                     continue
+                if e.get("cat", "dag") != "dag":  # DAG nodes only (not fast-path calls, transport events)
+                    continue
                 name, _, kind = e["name"].rpartition(" ")
                 coll = name.split("#")[0]
                 ev.append((float(e["ts"]), float(e["dur"]), int(e["pid"]), int(e["tid"]), coll, kind))

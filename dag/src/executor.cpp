@@ -92,14 +92,40 @@ struct Shard {
   std::deque<std::uint64_t> tomb_order;
 };
 
+// node: a DAG node ran (or, zero-length, completed); span: an event named by
+// the caller (fast-path calls, transport events); flow_start / flow_end: the
+// ends of a Chrome trace flow arrow (a signal's arrival -> the node it released).
+enum class TraceType : std::uint8_t { node, span, flow_start, flow_end };
+
 struct TraceEvent {
   std::uint64_t start_ns;
   std::uint64_t end_ns;
-  std::uint32_t name;
+  std::uint32_t name;  // interned: the plan's name (node) or the event's name
   std::uint32_t seq;
   std::uint32_t node;
   NodeKind kind;
+  TraceType type = TraceType::node;
+  std::uint32_t cat = 0;  // interned category (span)
+  std::uint64_t id = 0;   // flow id (flow_*)
+  std::int64_t arg = -1;  // span: peer / source rank (-1: none)
 };
+
+// JSON string contents: quotes, backslashes and control characters escaped.
+void write_escaped(std::ostream& f, const std::string& s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      f << '\\' << ch;
+    } else if (c < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      f << "\\u00" << hex[c >> 4] << hex[c & 15];
+    } else {
+      f << ch;
+    }
+  }
+}
+
+void write_us(std::ostream& f, std::uint64_t ns) { f << (ns / 1000) << "." << (ns % 1000 / 100); }
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(
@@ -203,6 +229,12 @@ struct Executor::Impl {
   // tracing
   bool tracing = false;
   std::string trace_file;
+  std::uint32_t cat_dag = 0, cat_transport = 0, name_signal = 0, name_completion = 0;
+  // Flow arrows: the node state a traced signal released -> the arrow's id.
+  std::mutex flow_mu;
+  std::unordered_map<const NodeState*, std::uint64_t> flows;
+  std::atomic<std::size_t> nflows{0};
+  std::atomic<std::uint64_t> next_flow{1};
   tbb::enumerable_thread_specific<std::vector<TraceEvent>> trace;
   // flag_wait nodes whose flag was not set when they became ready (poll()).
   std::mutex flag_mu;
@@ -285,6 +317,12 @@ struct Executor::Impl {
     if (!path.empty()) {
       tracing = true;
       trace_file = path + "." + std::to_string(tp.rank()) + ".json";
+      // A new run starts a new file (flushes append to it; so may the application).
+      std::ofstream truncate(trace_file, std::ios::trunc);
+      cat_dag = intern("dag");
+      cat_transport = intern("transport");
+      name_signal = intern("signal arrived");
+      name_completion = intern("completion");
     }
   }
 
@@ -695,7 +733,51 @@ struct Executor::Impl {
 
   // ------------------------------------------------------------ tracing
   void record(Instance* in, NodeId id, std::uint64_t t0) {
-    trace.local().push_back({t0, now_ns(), in->trace_name, in->seq, id, in->plan->nodes()[id].kind});
+    auto& buf = trace.local();
+    if (nflows.load(std::memory_order_acquire) > 0) {
+      // The node a signal released: the flow arrow from the signal ends here.
+      std::uint64_t flow = 0;
+      {
+        std::lock_guard<std::mutex> g(flow_mu);
+        auto it = flows.find(&in->nodes[id]);
+        if (it != flows.end()) {
+          flow = it->second;
+          flows.erase(it);
+          nflows.fetch_sub(1, std::memory_order_release);
+        }
+      }
+      if (flow != 0) {
+        TraceEvent f{t0, t0, name_signal, in->seq, id, in->plan->nodes()[id].kind};  // name and cat as the start
+        f.type = TraceType::flow_end;
+        f.id = flow;
+        buf.push_back(f);
+      }
+    }
+    buf.push_back({t0, now_ns(), in->trace_name, in->seq, id, in->plan->nodes()[id].kind});
+  }
+  /// An event named by the caller (category and name interned).
+  void span(std::uint32_t cat, std::uint32_t name, std::uint64_t t0, std::uint64_t t1, std::int64_t arg,
+            std::uint32_t seq = 0) {
+    TraceEvent e{t0, t1, name, seq, 0, NodeKind::nop};
+    e.type = TraceType::span;
+    e.cat = cat;
+    e.arg = arg;
+    trace.local().push_back(e);
+  }
+  /// A signal arrived at @p t0 and released @p in's node @p id: a transport
+  /// event on this thread and the start of a flow arrow to that node's event.
+  void signal_flow(Instance* in, NodeId id, int source, std::uint64_t t0) {
+    const std::uint64_t flow = next_flow.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> g(flow_mu);
+      if (flows.emplace(&in->nodes[id], flow).second) nflows.fetch_add(1, std::memory_order_release);
+    }
+    auto& buf = trace.local();
+    TraceEvent s{t0, t0, name_signal, in->seq, id, NodeKind::signal};
+    s.type = TraceType::flow_start;
+    s.id = flow;
+    buf.push_back(s);
+    span(cat_transport, name_signal, t0, now_ns(), source, in->seq);
   }
   std::uint32_t intern(const std::string& name) {
     std::lock_guard<std::mutex> g(names_mu);
@@ -713,10 +795,33 @@ struct Executor::Impl {
     std::size_t tid = 0;
     for (auto& buf : trace) {
       for (const TraceEvent& e : buf) {
-        f << "{\"name\":\"" << names[e.name] << "#" << e.seq << " " << to_string(e.kind) << "\",\"cat\":\"dag\","
-          << "\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid << ",\"ts\":" << (e.start_ns / 1000) << "."
-          << (e.start_ns % 1000 / 100) << ",\"dur\":" << ((e.end_ns - e.start_ns) / 1000) << "."
-          << ((e.end_ns - e.start_ns) % 1000 / 100) << ",\"args\":{\"node\":" << e.node << "}}\n";
+        f << "{\"name\":\"";
+        write_escaped(f, names[e.name]);
+        if (e.type == TraceType::node) f << "#" << e.seq << " " << to_string(e.kind);
+        f << "\",\"cat\":\"";
+        write_escaped(f, e.type == TraceType::span ? names[e.cat] : std::string("dag"));
+        f << "\",\"pid\":" << rank << ",\"tid\":" << tid << ",\"ts\":";
+        write_us(f, e.start_ns);
+        switch (e.type) {
+          case TraceType::node:
+            f << ",\"ph\":\"X\",\"dur\":";
+            write_us(f, e.end_ns - e.start_ns);
+            f << ",\"args\":{\"node\":" << e.node << "}}\n";
+            break;
+          case TraceType::span:
+            f << ",\"ph\":\"X\",\"dur\":";
+            write_us(f, e.end_ns - e.start_ns);
+            f << ",\"args\":{\"seq\":" << e.seq;
+            if (e.arg >= 0) f << ",\"peer\":" << e.arg;
+            f << "}}\n";
+            break;
+          case TraceType::flow_start:
+            f << ",\"ph\":\"s\",\"id\":" << e.id << "}\n";
+            break;
+          case TraceType::flow_end:
+            f << ",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << e.id << "}\n";
+            break;
+        }
       }
       buf.clear();
       ++tid;
@@ -761,6 +866,14 @@ Executor::~Executor() {
 tbb::task_arena& Executor::arena() noexcept { return *impl_->arena; }
 transport::Transport& Executor::transport() noexcept { return impl_->tp; }
 void Executor::flush_trace() { impl_->flush(); }
+bool Executor::tracing() const noexcept { return impl_->tracing; }
+void Executor::trace_event(const std::string& cat, const std::string& name, std::uint64_t start_ns,
+                           std::uint64_t end_ns, std::uint32_t seq, std::int64_t peer) {
+  Impl& im = *impl_;
+  if (!im.tracing) return;
+  im.span(im.intern(cat), im.intern(name), start_ns, end_ns, peer, seq);
+}
+std::uint64_t Executor::trace_now_ns() noexcept { return now_ns(); }
 std::size_t Executor::poll() { return impl_->poll_flags(); }
 std::size_t Executor::in_flight() const { return static_cast<std::size_t>(impl_->live.load()); }
 
@@ -953,7 +1066,11 @@ void Executor::handle_completion(void* context, const Status& status) {
     im.fail(in, Status(status.code(), in->plan->describe(id) + " on peer " + std::to_string(nd.peer) +
                                           " failed: " + status.message()));
   }
-  if (im.tracing) im.record(in, id, now_ns());
+  if (im.tracing) {
+    const std::uint64_t t = now_ns();
+    im.span(im.cat_transport, im.name_completion, t, t, in->plan->nodes()[id].peer, in->seq);
+    im.record(in, id, t);
+  }
   im.completed(in, id, tls_in_task == &im);
 }
 
@@ -988,7 +1105,10 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
     std::int32_t v = ns.sig.load(std::memory_order_acquire);
     while (v > 0 && !ns.sig.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) {
     }
-    if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) im.ready_outside(in, w);
+    if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (im.tracing) im.signal_flow(in, w, source, now_ns());
+      im.ready_outside(in, w);
+    }
   }
   im.unpin(in);
 }

@@ -386,6 +386,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     fast = FastChannel::create(*core->transport, core->progress.get(), core->fctx, core->hooks, id, rank(), group.world,
                                std::move(areas), core->fast_cfg);
     fast->set_owner(weak_from_this());
+    if (core->exec && core->exec->tracing()) fast->set_tracer(&core->polled_exec);
     core->fast_hub->add(fast);
   }
 

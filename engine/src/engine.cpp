@@ -474,6 +474,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   core_->transport = transport::make_transport(*core_->boot, core_->hier);
   dag::ExecutorOptions eo;
   eo.threads = opts.worker_threads;
+  eo.arena = opts.arena;  // the application's arena when given (EngineOptions::arena)
   eo.inline_bytes = opts.inline_bytes;
   // The table's inline_bytes replaces the built-in default, never an explicit value.
   if (opts.inline_bytes == EngineOptions{}.inline_bytes && std::getenv("STRATA_INLINE_BYTES") == nullptr)
@@ -499,7 +500,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
     // cores: 7 ms per 8 B collective with 2 ms of polling). Poll briefly
     // there, unless STRATA_PROGRESS_WAIT_SPIN says otherwise.
     const JobInfo& job = core_->boot->job();
-    const long here = job.launcher == "pmix" ? job.local_size : job.size;
+    const long here = job.launcher == "pmix" || job.launcher == "mpi" ? job.local_size : job.size;
     const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
     const char* set = std::getenv("STRATA_PROGRESS_WAIT_SPIN");
     if ((set == nullptr || *set == '\0') && cpus > 0 && here > cpus)

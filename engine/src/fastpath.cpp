@@ -680,17 +680,34 @@ std::size_t FastChannel::poll() {
     }
   }
   settle(ready);
-  for (auto& f : failed) f.first.promise->set_error(f.second);
+  settle_failed(failed);
   return n + failed.size();
 }
 
 void FastChannel::settle(std::vector<Op>& done) {
   for (auto& op : done) {
+    if (tracer_ != nullptr) trace_done(op.kind, op.k, op.t0, !op.error);
     if (!op.error)
       op.promise->set_value();
     else
       op.promise->set_error(*op.error);
   }
+}
+
+void FastChannel::settle_failed(std::vector<std::pair<Op, Status>>& failed) {
+  for (auto& f : failed) {
+    if (tracer_ != nullptr) trace_done(f.first.kind, f.first.k, f.first.t0, false);
+    f.first.promise->set_error(f.second);
+  }
+}
+
+void FastChannel::trace_done(coll::Kind kind, std::uint64_t k, std::uint64_t t0, bool ok) {
+  dag::Executor* ex = tracer_->load(std::memory_order_acquire);
+  if (ex == nullptr) return;
+  const std::uint64_t t1 = dag::Executor::trace_now_ns();
+  // One name per kind (interned once); the call's number is the event's seq argument.
+  ex->trace_event("fast", std::string(coll::to_string(kind)) + (ok ? " fast path" : " fast path (failed)"),
+                  t0 != 0 ? t0 : t1, t1, static_cast<std::uint32_t>(k));
 }
 
 void FastChannel::fail(const Status& why) {
@@ -699,7 +716,7 @@ void FastChannel::fail(const Status& why) {
     std::lock_guard<std::mutex> lk(mu_);
     fail_locked(why, failed);
   }
-  for (auto& f : failed) f.first.promise->set_error(f.second);
+  settle_failed(failed);
 }
 
 bool FastChannel::ready_locked(const Op& op) const noexcept {
@@ -735,8 +752,9 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
   };
   std::vector<Op> ready;  // fulfilled (and their communicators released) after unlocking
   std::vector<std::pair<Op, Status>> failed;
-  bool now = false;      // completed inside this call
-  bool settled = false;  // failed inside this call (a user op threw): in `ready`
+  bool now = false;                     // completed inside this call
+  bool settled = false;                 // failed inside this call (a user op threw): in `ready`
+  std::uint64_t now_k = 0, now_t0 = 0;  // tracing: the call completed inside
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!failed_.is_ok()) {
@@ -753,6 +771,7 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
                        std::memory_order_relaxed);
       }
       Op op;
+      if (tracer_ != nullptr) op.t0 = dag::Executor::trace_now_ns();
       op.direct = dir;
       op.k = k;
       op.kind = c.kind;
@@ -777,6 +796,8 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
           run_locked(op);
           // A failed call (a user op threw) gets a promise: settled with its error below.
           now = !op.error && (!op.direct || readers_done(op));
+          now_k = op.k;
+          now_t0 = op.t0;
           if (op.error && (!op.direct || readers_done(op))) {
             op.promise.emplace(promise());
             ready.push_back(std::move(op));
@@ -797,8 +818,9 @@ Future<void> FastChannel::submit(const coll::Call& c, const void* send, void* re
     }
   }
   if (now) fut = Future<void>(ready_);
+  if (now && tracer_ != nullptr) trace_done(c.kind, now_k, now_t0, true);
   settle(ready);
-  for (auto& f : failed) f.first.promise->set_error(f.second);
+  settle_failed(failed);
   return fut;
 }
 

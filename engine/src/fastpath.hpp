@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "strata/collectives/compile.hpp"
+#include "strata/dag/executor.hpp"
 #include "strata/future.hpp"
 #include "strata/transport/progress.hpp"
 #include "strata/transport/transport.hpp"
@@ -118,6 +119,10 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   Future<void> submit(const coll::Call& c, const void* send, void* recv);
   /// The communicator that owns this channel (kept alive by pending calls).
   void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
+  /// Records every call as a trace event ("<kind> fast path", category
+  /// "fast", args seq = the call's number k, from the call to its completion) through @p exec while it is
+  /// non-null (the engine clears it before the executor goes). Set before the first call.
+  void set_tracer(const std::atomic<dag::Executor*>* exec) { tracer_ = exec; }
   /// Completes what can be completed (never blocks: skips when another thread
   /// is at it); returns the calls completed.
   std::size_t poll();
@@ -155,6 +160,7 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
     std::shared_ptr<const Status> error;   // direct: a peer's buffer could not be read (null: fine)
     std::optional<Promise<void>> promise;  // empty until the call is posted (a Promise allocates its state)
     std::shared_ptr<void> keep;            // the communicator, alive until the call completes
+    std::uint64_t t0 = 0;                  // tracing: when the call was made
   };
   // Shared layout (see fastpath.cpp).
   std::atomic<std::uint64_t>& done_of(int r) const noexcept;
@@ -189,7 +195,11 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   /// Phase 1 of @p op (finish, publish done); mu_ held.
   void run_locked(Op& op);
   /// Fulfils @p done's promises (value or the op's error); mu_ not held.
-  static void settle(std::vector<Op>& done);
+  void settle(std::vector<Op>& done);
+  /// Fails @p failed's promises; mu_ not held.
+  void settle_failed(std::vector<std::pair<Op, Status>>& failed);
+  /// Tracing: the event of a finished call.
+  void trace_done(coll::Kind kind, std::uint64_t k, std::uint64_t t0, bool ok);
   /// Completes pending calls in order; mu_ held. Completed calls go to @p out.
   std::size_t poll_locked(std::vector<Op>& out);
   [[nodiscard]] bool ready_locked(const Op& op) const noexcept;
@@ -219,6 +229,7 @@ class FastChannel : public std::enable_shared_from_this<FastChannel> {
   std::size_t stride_;
 
   std::weak_ptr<void> owner_;
+  const std::atomic<dag::Executor*>* tracer_ = nullptr;
   detail::StatePtr<void> ready_;  // completed once: the futures of calls that complete inside submit
   std::mutex mu_;
   std::uint64_t next_ = 0;   // under mu_

@@ -2,7 +2,10 @@
 // process, so ThreadSanitizer and AddressSanitizer see every rank at once.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -89,6 +92,73 @@ TEST(EngineThreads, DestroyingTheEngineWithQueuedCollectivesEndsEveryFuture) {
             << e.what();
       }
     }
+}
+
+}  // namespace
+
+namespace {
+
+// EngineOptions::arena: the executor runs in the application's arena. Each
+// rank gives an arena of a distinctive concurrency; a user operator run as a
+// task (inline_bytes 0), a then() continuation and an on_block callback
+// observe that arena (max_concurrency), and on_complete fires exactly once.
+TEST(EngineThreads, ExecutorRunsInTheApplicationsArena) {
+  constexpr int kRanks = 2;
+  constexpr int kConcurrency = 5;  // no default arena here has 5 slots
+  auto boots = strata::make_inprocess_bootstraps(kRanks, 1);
+  std::vector<std::thread> ts;
+  std::vector<std::string> errors(kRanks);
+  std::atomic<int> op_in_arena{0}, op_elsewhere{0}, then_in_arena{0}, callbacks{0};
+  for (int r = 0; r < kRanks; ++r) {
+    ts.emplace_back([&, r] {
+      try {
+        tbb::task_arena app(kConcurrency, 0);
+        strata::EngineOptions o;
+        o.arena = &app;
+        o.worker_threads = 1;  // ignored: the arena is given
+        o.inline_bytes = 0;    // every reduction becomes a task in the arena
+        strata::Engine e(std::move(boots[static_cast<std::size_t>(r)]), o);
+        strata::Communicator& w = e.world();
+        constexpr std::size_t kCount = 1 << 16;  // 512 KiB: the DAG path, not the small-message fast path
+        std::vector<double> x(kCount, 1.0 + r), y(kCount, 0.0);
+        strata::UserOp add;
+        add.elem_size = sizeof(double);
+        add.name = "arena_probe_sum";
+        add.fn = [&](const void* a, const void* b, void* d, std::size_t n) {
+          if (tbb::this_task_arena::current_thread_index() != tbb::task_arena::not_initialized)
+            (tbb::this_task_arena::max_concurrency() == kConcurrency ? op_in_arena : op_elsewhere)++;
+          const auto* pa = static_cast<const double*>(a);
+          const auto* pb = static_cast<const double*>(b);
+          auto* pd = static_cast<double*>(d);
+          for (std::size_t i = 0; i < n; ++i) pd[i] = pa[i] + pb[i];
+        };
+        std::atomic<int> mine{0};
+        strata::Promise<void> fired;
+        strata::Future<void> fired_f = fired.get_future();
+        strata::Future<void> f = w.allreduce(x.data(), y.data(), kCount, add).then([&] {
+          if (tbb::this_task_arena::max_concurrency() == kConcurrency) ++then_in_arena;
+        });
+        std::move(f).on_complete([&](const strata::Status& st) {
+          EXPECT_TRUE(st.is_ok()) << st.message();
+          ++mine;
+          ++callbacks;
+          fired.set_value();
+        });
+        ASSERT_TRUE(fired_f.wait_for(std::chrono::seconds(60)));
+        w.barrier().get();
+        EXPECT_EQ(mine.load(), 1);
+        for (std::size_t i = 0; i < kCount; i += 4099) ASSERT_EQ(y[i], 3.0) << "element " << i;
+      } catch (const std::exception& ex) {
+        errors[static_cast<std::size_t>(r)] = ex.what();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+  EXPECT_GT(op_in_arena.load(), 0);
+  EXPECT_EQ(op_elsewhere.load(), 0);
+  EXPECT_EQ(then_in_arena.load(), kRanks);
+  EXPECT_EQ(callbacks.load(), kRanks);
 }
 
 }  // namespace

@@ -488,6 +488,66 @@ TEST(Executor, TraceWritesOneEventPerNodeAndMergeToolCombinesRanks) {
   EXPECT_NE(m.find("allreduce#4 wait"), std::string::npos);
 }
 
+// A new run truncates its trace file; names are JSON-escaped; a signal's
+// arrival is a transport event with a flow arrow (ph s -> f, same id) to the
+// wait node it released; completions are transport events.
+TEST(Executor, TraceTruncatesEscapesAndDrawsSignalFlows) {
+  const std::string prefix = ::testing::TempDir() + "strata_dag_trace2_" + std::to_string(::getpid());
+  for (int r = 0; r < 2; ++r) {
+    std::ofstream stale(prefix + "." + std::to_string(r) + ".json");
+    stale << "STALE EVENTS FROM AN EARLIER RUN\n";
+  }
+  const std::string odd = "all\"re\\duce\n";  // a quote, a backslash and a newline
+  {
+    FakeWorld world(2, FakeMode::auto_complete);
+    std::vector<std::unique_ptr<Executor>> ex;
+    for (int r = 0; r < 2; ++r) {
+      ExecutorOptions o;
+      o.trace_path = prefix;
+      ex.push_back(std::make_unique<Executor>(world.endpoint(r), o));
+      EXPECT_TRUE(ex.back()->tracing());
+    }
+    PlanBuilder b0(odd, 0, 2), b1(odd, 1, 2);
+    b0.nop({b0.signal(1, 0)});
+    b1.wait(0, 1);
+    auto p0 = b0.build(), p1 = b1.build();
+    Done d0, d1;
+    ASSERT_TRUE(ex[0]->start(p0, {}, 0, 9, d0.fn()).is_ok());
+    ASSERT_TRUE(ex[1]->start(p1, {}, 0, 9, d1.fn()).is_ok());
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!(d0.done() && d1.done()) && std::chrono::steady_clock::now() < limit) world.progress_all();
+    ASSERT_TRUE(d0.done() && d1.done());
+    ex[0]->trace_event("app \"phase\"", "step\t1", Executor::trace_now_ns(), Executor::trace_now_ns() + 1000, 3, 1);
+  }
+  const std::string r0 = slurp(prefix + ".0.json"), r1 = slurp(prefix + ".1.json");
+  EXPECT_EQ(r0.find("STALE"), std::string::npos) << r0;
+  EXPECT_EQ(r1.find("STALE"), std::string::npos) << r1;
+  // Every line is one event object: the newline in the name did not split it.
+  for (const std::string* t : {&r0, &r1}) {
+    std::istringstream in(*t);
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) {
+      ++lines;
+      EXPECT_EQ(line.front(), '{') << line;
+      EXPECT_EQ(line.back(), '}') << line;
+    }
+    EXPECT_GT(lines, 0);
+  }
+  EXPECT_NE(r0.find("\"name\":\"all\\\"re\\\\duce\\u000a#9 signal\""), std::string::npos) << r0;
+  EXPECT_NE(r0.find("\"name\":\"step\\u00091\",\"cat\":\"app \\\"phase\\\"\""), std::string::npos) << r0;
+  EXPECT_NE(r0.find("\"name\":\"completion\",\"cat\":\"transport\""), std::string::npos) << r0;
+  // Rank 1: the signal's arrival, and a flow from it to the wait node.
+  EXPECT_NE(r1.find("\"name\":\"signal arrived\",\"cat\":\"transport\""), std::string::npos) << r1;
+  const std::size_t s = r1.find("\"ph\":\"s\",\"id\":");
+  ASSERT_NE(s, std::string::npos) << r1;
+  const std::string id = r1.substr(s + 14, r1.find('}', s) - s - 14);
+  ASSERT_FALSE(id.empty()) << r1;
+  EXPECT_NE(r1.find("\"ph\":\"f\",\"bp\":\"e\",\"id\":" + id + "}"), std::string::npos) << r1;
+  EXPECT_NE(r1.find("#9 wait\""), std::string::npos) << r1;
+  for (int r = 0; r < 2; ++r) std::remove((prefix + "." + std::to_string(r) + ".json").c_str());
+}
+
 // ---------------------------------------------------------------- window flags
 namespace {
 // Two ranks' flag blocks as one process sees them (Bindings::flags).

@@ -197,3 +197,79 @@ TEST(Future, ProgressHookDrivesInlineModeWaits) {
   }
   EXPECT_GT(hook_calls.load(), 0);
 }
+
+// on_complete: a plain callback, exactly once, in the completing thread (no task).
+TEST(Future, OnCompleteRunsOnceInTheCompletingThreadForValuesAndErrors) {
+  tbb::task_arena arena(2, 0);
+  auto ctx = std::make_shared<strata::FutureContext>();
+  ctx->arena = &arena;
+  // Pending, then fulfilled by another thread: the callback runs there, with the value.
+  Promise<int> p(ctx);
+  std::atomic<int> calls{0};
+  std::atomic<int> seen{0};
+  std::thread::id cb_thread;
+  std::atomic<bool> in_task{true};
+  p.get_future().on_complete([&](Future<int> f) {
+    ++calls;
+    cb_thread = std::this_thread::get_id();
+    in_task = tbb::task::current_context() != nullptr;
+    EXPECT_TRUE(f.ready());
+    seen = f.get();
+  });
+  std::thread::id setter;
+  std::thread t([&] {
+    setter = std::this_thread::get_id();
+    p.set_value(7);
+    p.set_value(8);  // ignored: already completed
+  });
+  t.join();
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(seen.load(), 7);
+  EXPECT_EQ(cb_thread, setter);
+  EXPECT_FALSE(in_task.load());
+
+  // A failure: the callback gets the cause.
+  Promise<void> q(ctx);
+  std::atomic<int> qcalls{0};
+  Status got;
+  q.get_future().on_complete([&](const Status& st) {
+    ++qcalls;
+    got = st;
+  });
+  EXPECT_EQ(qcalls.load(), 0);
+  q.set_error(Status(Errc::peer_dead, "rank 3 died"));
+  q.set_value();
+  EXPECT_EQ(qcalls.load(), 1);
+  EXPECT_EQ(got.code(), Errc::peer_dead);
+
+  // Already complete: runs in the calling thread before on_complete returns.
+  std::atomic<int> rcalls{0};
+  std::thread::id ready_thread;
+  strata::make_ready_future(5).on_complete([&](Future<int> f) {
+    ready_thread = std::this_thread::get_id();
+    rcalls += f.get();
+  });
+  EXPECT_EQ(rcalls.load(), 5);
+  EXPECT_EQ(ready_thread, std::this_thread::get_id());
+  Status err;
+  strata::make_error_future<int>(Status(Errc::timeout, "late")).on_complete([&](const Status& st) { err = st; });
+  EXPECT_EQ(err.code(), Errc::timeout);
+
+  // A dropped promise completes the future with an error: the callback still runs once.
+  std::atomic<int> bcalls{0};
+  {
+    Promise<double> b;
+    b.get_future().on_complete([&](const Status& st) {
+      ++bcalls;
+      EXPECT_EQ(st.code(), Errc::internal);
+    });
+  }
+  EXPECT_EQ(bcalls.load(), 1);
+
+  // The future is consumed.
+  Promise<void> c;
+  Future<void> cf = c.get_future();
+  std::move(cf).on_complete([](const Status&) {});
+  EXPECT_FALSE(cf.valid());  // NOLINT(bugprone-use-after-move): checking the moved-from state
+  EXPECT_THROW(std::move(cf).on_complete([](const Status&) {}), strata::Error);
+}

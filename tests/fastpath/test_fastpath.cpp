@@ -5,6 +5,11 @@
 // shows which path ran, and a member that dies.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "../common/launch.hpp"
@@ -54,6 +59,29 @@ TEST(FastPathLog, ShowsWhichPathRan) {
   EXPECT_EQ(count(off, "fast path"), 0) << off;
   EXPECT_EQ(run("STRATA_LOG_LEVEL=debug", "-n 2 --hosts 2", "", &hosts), 0) << hosts;
   EXPECT_EQ(count(hosts, "on comm 0: fast path"), 0) << hosts;  // the split's one-member halves may use it
+}
+
+// STRATA_TRACE shows every fast-path call (they bypass the executor's DAG):
+// one "<kind> fast path" event of category "fast" per call the debug log
+// reports on the fast path, over both ranks' files.
+TEST(FastPathTrace, EveryFastCallIsATraceEvent) {
+  const std::string prefix = ::testing::TempDir() + "strata_fast_trace_" + std::to_string(::getpid());
+  std::string out;
+  ASSERT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_TRACE=" + prefix, "-n 2", "", &out), 0) << out;
+  const int logged = count(out, ": fast path") - count(out, ": fast path off");
+  EXPECT_GT(logged, 100) << out;
+  int traced = 0;
+  for (int r = 0; r < 2; ++r) {
+    const std::string file = prefix + "." + std::to_string(r) + ".json";
+    std::ifstream in(file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string t = ss.str();
+    EXPECT_GT(count(t, "\"name\":\"allreduce fast path\""), 0) << file;
+    traced += count(t, " fast path\",\"cat\":\"fast\"");
+    std::remove(file.c_str());
+  }
+  EXPECT_EQ(traced, logged);
 }
 
 class FastPathPeerDeath : public ::testing::TestWithParam<Case> {};

@@ -39,7 +39,7 @@ struct CommImpl;
 struct PlanImpl;
 }  // namespace detail
 
-/// @brief A persistent collective (seed 001): compiled once, buffers registered
+/// @brief A persistent collective (Ma et al.): compiled once, buffers registered
 /// and their keys exchanged once, started many times. start() follows the same
 /// ordering rule as the one-shot calls of its communicator.
 ///
@@ -102,9 +102,28 @@ class SharedMemory {
 };
 
 /// @brief Engine construction options; from_environment() reads the STRATA_* variables.
+///
+/// Threads (docs/embedding.md): collectives are posted by the calling thread
+/// and driven by progress-server threads (progress_threads > 0) or, in inline
+/// mode, by the threads that wait. User reduction operators (UserOp::fn) run
+/// as tasks in the executor's arena, or, for small inputs (up to
+/// inline_bytes) and for small-message fast-path calls, directly in the thread
+/// that makes them ready: a progress-server thread, an arena worker or a
+/// thread inside Future::get()/wait(). Future::then continuations run as tasks
+/// in the executor's arena; Future::on_complete callbacks run in the
+/// completing thread (no task). None of these may block on strata futures
+/// except then continuations and arena tasks (they suspend, see future.hpp).
 struct EngineOptions {
-  int progress_threads = 1;           ///< STRATA_PROGRESS_THREADS: communication servers, 0 = inline mode
-  int worker_threads = 0;             ///< STRATA_THREADS: executor arena threads, 0 = oneTBB default
+  int progress_threads = 1;  ///< STRATA_PROGRESS_THREADS: communication servers, 0 = inline mode
+  int worker_threads = 0;    ///< STRATA_THREADS: executor arena threads, 0 = oneTBB default
+  /// The application's oneTBB arena for the executor (collective fragments,
+  /// large copies and reductions, on_block and compute nodes, then()
+  /// continuations): null = the engine creates its own arena of
+  /// worker_threads threads (worker_threads is ignored when an arena is given).
+  /// The arena must outlive the Engine; the engine initializes it if needed and
+  /// never terminates it. Sharing it lets oneTBB balance the application's
+  /// tasks and the collectives' on the same threads (docs/embedding.md).
+  tbb::task_arena* arena = nullptr;
   std::size_t slot_bytes = 1u << 20;  ///< STRATA_SLOT_BYTES: window bytes per in-flight collective
   int credits = 4;                    ///< STRATA_CREDITS: collectives in flight per communicator
   bool check = false;                 ///< STRATA_CHECK=1: cross-rank argument signature check

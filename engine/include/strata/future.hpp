@@ -11,8 +11,11 @@
 //    worker keeps running other tasks (the one completing the future
 //    included); with a progress hook or a timeout, a polling task re-enqueued
 //    in the arena drives the hook and enforces the deadline.
-// Continuations (then) run as tasks in the context's arena (or the executor
-// given), never inside the completing thread's call stack.
+// Continuations (then) run as tasks in the context's arena (for engine futures
+// the engine's executor arena: EngineOptions::arena when given), or with the
+// executor given, never inside the completing thread's call stack.
+// on_complete() callbacks are the exception: they run in the completing
+// thread (see there), with no task allocated.
 #pragma once
 
 #include <atomic>
@@ -410,6 +413,47 @@ class [[nodiscard]] Future {
       }));
     });
     return Future<U>(std::move(next));
+  }
+
+  /// @brief Runs @p cb exactly once when the future completes (value or error),
+  /// without a continuation task: no task is allocated or enqueued, @p cb is
+  /// called directly by the thread that completes the operation. Consumes the future.
+  ///
+  /// Which thread: if the future is already ready, the calling thread, before
+  /// on_complete returns; otherwise the completing thread, which for engine
+  /// operations is a progress-server thread, an executor worker of the engine's
+  /// arena, or a thread inside get()/wait() that drives the small-message fast
+  /// path (also another future's waiter). So @p cb must be short, must not
+  /// block (no wait()/get() on pending futures, no locks held across
+  /// collectives, no blocking collective calls: it would stall progress for
+  /// every future of the engine), and must not throw (std::terminate is called).
+  /// Hand longer work to your own runtime (enqueue a task, set a flag, notify).
+  /// It may start new collectives (they are nonblocking).
+  ///
+  /// @p cb is called with the completed future (Future<T>: get() returns the
+  /// value or throws without blocking) if it accepts one, else with its Status
+  /// (OK or the failure cause). @p cb must be copy-constructible.
+  ///
+  /// @code
+  ///   std::move(f).on_complete([&](const strata::Status& st) { done.store(st.is_ok() ? 1 : 2); });
+  /// @endcode
+  template <class F>
+  void on_complete(F&& cb) && {
+    check("on_complete");
+    using Fn = std::decay_t<F>;
+    static_assert(std::is_invocable_v<Fn&, Future<T>&&> || std::is_invocable_v<Fn&, const Status&>,
+                  "on_complete: the callback must accept strata::Future<T> or const strata::Status&");
+    auto src = std::move(state_);
+    detail::State<T>* raw = src.get();
+    raw->on_ready([src = std::move(src), fn = Fn(std::forward<F>(cb))]() mutable noexcept {
+      if constexpr (std::is_invocable_v<Fn&, Future<T>&&>) {
+        fn(Future<T>(std::move(src)));
+      } else {
+        const Status st = src->error();
+        src.reset();
+        fn(st);
+      }
+    });
   }
 
   /// @brief Internal: wraps a state (used by Promise and when_all).

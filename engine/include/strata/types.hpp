@@ -63,7 +63,7 @@ struct Sync {
   SyncMode entry = SyncMode::mine;
   SyncMode exit = SyncMode::mine;
   /// Loose (default): data moves as soon as buffers are valid; the future
-  /// completes when this rank's part is done; calls pipeline (seed 004).
+  /// completes when this rank's part is done; calls pipeline (Nishtala and Yelick).
   static constexpr Sync loose() noexcept { return {SyncMode::mine, SyncMode::mine}; }
   /// Strict: no data moves before every rank entered; no rank completes before all are done.
   static constexpr Sync strict() noexcept { return {SyncMode::all, SyncMode::all}; }

@@ -129,7 +129,7 @@ struct Algorithm {
   Direction dir_single = Direction::push;
   /// alltoall(v): remote operations (puts, or gets of the `pull` algorithm) a
   /// rank keeps in flight: operation j waits for operation j - max_outstanding.
-  /// 0 = the default (128, seed 002); the engine sets STRATA_ALLTOALL_MAX_OUTSTANDING.
+  /// 0 = the default (128, Chaimov et al.); the engine sets STRATA_ALLTOALL_MAX_OUTSTANDING.
   std::size_t max_outstanding = 0;
   /// @brief Whether any level pulls.
   [[nodiscard]] bool any_pull() const noexcept {

@@ -137,7 +137,8 @@ struct ExecutorOptions {
   std::uint64_t nudge_payload = 0;
   void* nudge_context = nullptr;
   /// Trace file prefix; empty = the STRATA_TRACE environment variable (unset = no tracing).
-  /// Each rank writes <prefix>.<rank>.json (one Chrome trace event per line).
+  /// Each rank writes <prefix>.<rank>.json (one Chrome trace event per line;
+  /// the executor truncates it when it starts and appends at every flush).
   std::string trace_path;
 };
 
@@ -206,6 +207,17 @@ class Executor {
   [[nodiscard]] transport::Transport& transport() noexcept;
   /// @brief Writes the trace events recorded so far (no-op without tracing).
   void flush_trace();
+  /// @brief True when this executor writes a trace (trace_path or STRATA_TRACE).
+  [[nodiscard]] bool tracing() const noexcept;
+  /// @brief Records an event that is not a node of a plan (e.g. a fast-path
+  /// call) in the calling thread's trace buffer: a Chrome "X" event of
+  /// category @p cat and name @p name (both JSON-escaped when written) from
+  /// @p start_ns to @p end_ns (trace_now_ns() clock), with args seq and, when
+  /// @p peer >= 0, peer. No-op without tracing.
+  void trace_event(const std::string& cat, const std::string& name, std::uint64_t start_ns, std::uint64_t end_ns,
+                   std::uint32_t seq = 0, std::int64_t peer = -1);
+  /// @brief The trace clock: steady_clock in nanoseconds.
+  static std::uint64_t trace_now_ns() noexcept;
 
   struct Impl;
 

@@ -45,7 +45,7 @@ const char* level_name(Level level) noexcept;
 /// rank of one package of one host; at level numa, every rank of one NUMA
 /// region of one host; at level core, the rank alone. Leaders are the lowest
 /// rank of each group, so the host leader is also the leader of its package and
-/// NUMA region (seed 000).
+/// NUMA region (Mallón et al.).
 ///
 /// Every accessor taking a rank throws strata::Error(Errc::unknown_peer) when
 /// the rank is outside [0, size()).
