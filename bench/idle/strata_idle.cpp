@@ -15,9 +15,11 @@
 // process of one machine, virtual hosts included.
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +43,35 @@ double parse(const char* what, const char* s, double lo, double hi) {
     std::exit(2);
   }
   return v;
+}
+
+/// The machine's floor for the wake-up phase: a thread blocked on a condition
+/// variable (a futex), woken by another thread that was itself idle for
+/// @p quiet; median over @p rounds, microseconds. On a VM whose idle vCPUs halt
+/// (no guest halt-polling) this alone costs ~150 us; a rank that sleeps while
+/// idle cannot answer faster than this.
+double wake_floor_us(std::chrono::duration<double> quiet, int rounds) {
+  std::vector<double> lat;
+  for (int i = 0; i < rounds; ++i) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ready = false;
+    std::int64_t sent = 0;
+    std::thread waker([&] {
+      std::this_thread::sleep_for(quiet);
+      std::lock_guard<std::mutex> g(mu);
+      sent = now_ns();
+      ready = true;
+      cv.notify_one();
+    });
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return ready; });
+    lat.push_back(static_cast<double>(now_ns() - sent) / 1e3);
+    lk.unlock();
+    waker.join();
+  }
+  std::sort(lat.begin(), lat.end());
+  return lat[lat.size() / 2];
 }
 
 }  // namespace
@@ -95,6 +126,12 @@ int main(int argc, char** argv) {
             "wake-up: allreduce entered after %.2f s idle, done on rank 0 after min %.1f us median %.1f us "
             "max %.1f us (%d rounds)\n",
             quiet.count(), lat_us.front(), lat_us[lat_us.size() / 2], lat_us.back(), rounds);
+        // Same idle time, no strata: how long this machine takes to wake a
+        // sleeping thread at all (the other ranks have finished meanwhile).
+        const double floor_us = wake_floor_us(quiet, rounds);
+        std::printf("wake-up floor: a condition-variable wake after %.2f s idle, median %.1f us; "
+                    "strata / floor %.2f\n",
+                    quiet.count(), floor_us, lat_us[lat_us.size() / 2] / floor_us);
       }
     }
     std::fflush(stdout);
