@@ -10,6 +10,10 @@ flags in grey; allreduce boxes are drawn full height, alltoall boxes half height
 (upper half), so fragments of the two can be told apart where they interleave.
 Completion records of remote operations (zero duration) are left out.
 --last-us keeps the last US microseconds of the run (default: all).
+--all also draws, per rank, a lane of fast-path calls (orange, one box per
+small call from post to completion) and a lane of transport events on the
+progress threads (purple ticks: a completion or an arriving signal), so that a
+trace of small and large calls shows both paths and what the network did.
 """
 import argparse
 import json
@@ -18,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-KIND_COLOR = {"compute": "#d62728", "copy": "#1f77b4", "reduce": "#17becf", "put": "#2ca02c",
+KIND_COLOR = {"fast": "#ff7f0e", "transport": "#9467bd","compute": "#d62728", "copy": "#1f77b4", "reduce": "#17becf", "put": "#2ca02c",
               "put_with_signal": "#2ca02c", "signal": "#98df8a", "get": "#2ca02c", "wait": "#aaaaaa",
               "flag_wait": "#7f7f7f", "flag_set": "#7f7f7f", "nop": "#cccccc"}
 
@@ -30,6 +34,7 @@ def main():
     ap.add_argument("--end-at", default="", help="end the window 10%% after the last node of this kind "
                     "(e.g. compute: the run's last application work; skips shutdown traffic)")
     ap.add_argument("--title", default="strata: two loose collectives and application work on one executor")
+    ap.add_argument("--all", action="store_true", help="also draw fast-path calls and transport events")
     ap.add_argument("files", nargs="+", help="per-rank trace files (STRATA_TRACE prefix.RANK.json)")
     a = ap.parse_args()
     ev = []
@@ -40,9 +45,17 @@ def main():
                 if not line.startswith("{"):
                     continue
                 e = json.loads(line)
-                if e.get("ph") != "X" or float(e.get("dur", 0)) <= 0.0:
+                cat = e.get("cat", "dag")
+                if e.get("ph") != "X":
                     continue
-                if e.get("cat", "dag") != "dag":  # DAG nodes only (not fast-path calls, transport events)
+                if a.all and cat in ("fast", "transport"):
+                    # Own lanes (tid -1, -2) below the rank's executor threads.
+                    lane = -1 if cat == "fast" else -2
+                    kind = "fast" if cat == "fast" else "transport"
+                    ev.append((float(e["ts"]), float(e.get("dur", 0)), int(e["pid"]), lane,
+                               e["name"].split(" ")[0], kind))
+                    continue
+                if float(e.get("dur", 0)) <= 0.0 or cat != "dag":  # DAG node executions
                     continue
                 name, _, kind = e["name"].rpartition(" ")
                 coll = name.split("#")[0]
@@ -74,11 +87,14 @@ def main():
         col = KIND_COLOR.get(kind, "#000000")
         objs.append('set object rect from {:.3f},{:.3f} to {:.3f},{:.3f} fc rgb "{}" fs solid 0.9 noborder'.format(
             x0, lo, x1, hi, col))
-    ytics = ", ".join('"rank {} thread {}" {}'.format(r, t, i) for (r, t), i in lane_of.items())
+    def lane_name(r, t):
+        return {-1: "rank {} fast path", -2: "rank {} transport"}.get(t, "rank {} thread " + str(t)).format(r)
+
+    ytics = ", ".join('"{}" {}'.format(lane_name(r, t), i) for (r, t), i in lane_of.items())
     script = "\n".join([
         'set terminal pngcairo noenhanced size 1600,{} font "sans,11"'.format(180 + 60 * len(lanes)),
         'set output "{}"'.format(a.out),
-        'set title "{}"'.format(a.title),
+        'set title "{}" offset 0,1'.format(a.title),
         "set xlabel 'microseconds'",
         "set xrange [0:{:.3f}]".format(span),
         "set yrange [-0.7:{}]".format(len(lanes) - 0.3),
@@ -88,7 +104,8 @@ def main():
     ] + objs + [
         # legend as labels
         'set label 1 "red: application work (on_block compute)   blue: copy/reduce   green: put/signal   '
-        'grey: wait/flag   full-height: allreduce, upper half: alltoall" at graph 0.01, graph 1.04',
+        'grey: wait/flag   full-height: allreduce, upper half: alltoall'
+        + ('   orange: fast-path call   purple: transport event' if a.all else '') + '" at graph 0.0, graph 1.03 font "sans,10"',
         "plot NaN notitle",
     ])
     with tempfile.NamedTemporaryFile("w", suffix=".gp", delete=False) as fh:
