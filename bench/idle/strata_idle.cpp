@@ -129,9 +129,10 @@ int main(int argc, char** argv) {
         // Same idle time, no strata: how long this machine takes to wake a
         // sleeping thread at all (the other ranks have finished meanwhile).
         const double floor_us = wake_floor_us(quiet, rounds);
-        std::printf("wake-up floor: a condition-variable wake after %.2f s idle, median %.1f us; "
-                    "strata / floor %.2f\n",
-                    quiet.count(), floor_us, lat_us[lat_us.size() / 2] / floor_us);
+        std::printf(
+            "wake-up floor: a condition-variable wake after %.2f s idle, median %.1f us; "
+            "strata / floor %.2f\n",
+            quiet.count(), floor_us, lat_us[lat_us.size() / 2] / floor_us);
       }
     }
     std::fflush(stdout);

@@ -34,6 +34,15 @@ const void* const in_place = &in_place_marker;
 // ---------------------------------------------------------------- options
 namespace {
 
+/// STRATA_WAITER_BLOCK: transport (default) | cv. Where a waiter sleeps after
+/// its spin when progress servers run (FutureContext::block).
+bool waiter_blocks_on_transport() {
+  const char* v = std::getenv("STRATA_WAITER_BLOCK");
+  if (v == nullptr || *v == '\0' || std::string(v) == "transport") return true;
+  if (std::string(v) == "cv") return false;
+  throw Error(Errc::invalid_argument, std::string("STRATA_WAITER_BLOCK='") + v + "': expected transport or cv");
+}
+
 long env_long(const char* name, long def, long lo, long hi) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return def;
@@ -527,6 +536,13 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
     ctx->spin = [ps, g = core_->hooks](const std::function<bool()>& done) {
       return g->run([&] { return ps->spin_until(done, ps->options().wait_spin); }, false) || done();
     };
+    // Then sleep on the transport's descriptors (one wake-up when a message
+    // arrives, not a server's and then ours); off with STRATA_WAITER_BLOCK=cv.
+    if (waiter_blocks_on_transport()) {
+      ctx->block = [ps, g = core_->hooks](int fd, std::chrono::microseconds timeout) {
+        return g->run([&]() -> long { return ps->block_waiter(fd, timeout); }, -1L);
+      };
+    }
   }
   core_->fctx = ctx;
   world_ = Communicator(make_world(core_));

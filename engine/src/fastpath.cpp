@@ -110,6 +110,7 @@ FastChannel::FastChannel(transport::Transport& t, transport::ProgressServer* ser
       .store(inline_mode ? 1u : 0u, std::memory_order_release);
   ctx_->arena = base ? base->arena : nullptr;
   if (inline_mode) ctx_->progress = base ? base->progress : nullptr;
+  if (!inline_mode && base) ctx_->block = base->block;  // sleep on the transport (FutureContext::block)
   // Usable while the engine's context is (cleared at shutdown); never written after.
   ctx_->live = base ? base->live : nullptr;
   ready_ = std::make_shared<detail::State<void>>(ctx_);

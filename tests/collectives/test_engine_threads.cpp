@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -162,3 +163,33 @@ TEST(EngineThreads, ExecutorRunsInTheApplicationsArena) {
 }
 
 }  // namespace
+
+// Waiters sleep at once (no spin), servers block up to 60 s and every node runs
+// as a oneTBB task, so calls complete on threads other than the waiter's: in
+// either sleep mode (on the transport, FutureContext::block, or on a condition
+// variable) a missing wake-up would cost a minute per call.
+TEST(EngineThreads, WaitersNeverStallUntilMaxBlockInEitherSleepMode) {
+  for (const char* mode : {"transport", "cv"}) {
+    ::setenv("STRATA_WAITER_BLOCK", mode, 1);
+    ::setenv("STRATA_PROGRESS_MAX_BLOCK", "60000000", 1);
+    ::setenv("STRATA_PROGRESS_WAIT_SPIN", "0", 1);
+    ::setenv("STRATA_INLINE_BYTES", "0", 1);
+    ::setenv("STRATA_FASTPATH", "off", 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    run_ranks(2, 1, [](strata::Engine& e) {
+      strata::Communicator& w = e.world();
+      std::vector<double> v(32768);
+      for (int i = 0; i < 8; ++i) {
+        for (std::size_t k = 0; k < v.size(); ++k) v[k] = static_cast<double>(w.rank() + i) + static_cast<double>(k);
+        w.allreduce(strata::in_place, v.data(), v.size(), strata::Datatype::float64, strata::Op::sum).get();
+        for (std::size_t k = 0; k < v.size(); k += 4099)
+          ASSERT_EQ(v[k], static_cast<double>(1 + 2 * i) + 2.0 * static_cast<double>(k)) << "call " << i;
+      }
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 30.0) << "STRATA_WAITER_BLOCK=" << mode << ": 8 allreduces took " << s << " s";
+  }
+  for (const char* v : {"STRATA_WAITER_BLOCK", "STRATA_PROGRESS_MAX_BLOCK", "STRATA_PROGRESS_WAIT_SPIN",
+                        "STRATA_INLINE_BYTES", "STRATA_FASTPATH"})
+    ::unsetenv(v);
+}

@@ -1,8 +1,11 @@
 // strata::Future / Promise: then, when_all, wait_for, dropping, waits inside tasks.
 #include <gtest/gtest.h>
+#include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "strata/dag/executor.hpp"
@@ -272,4 +275,54 @@ TEST(Future, OnCompleteRunsOnceInTheCompletingThreadForValuesAndErrors) {
   std::move(cf).on_complete([](const Status&) {});
   EXPECT_FALSE(cf.valid());  // NOLINT(bugprone-use-after-move): checking the moved-from state
   EXPECT_THROW(std::move(cf).on_complete([](const Status&) {}), strata::Error);
+}
+
+// FutureContext::block: the waiter sleeps in the hook (here: on its eventfd
+// alone, for up to 20 s per call); the completion, from another thread, must
+// write that eventfd, or the wait lasts 20 s.
+TEST(Future, BlockHookWaiterIsWokenByACompletionFromAnotherThread) {
+  auto ctx = std::make_shared<strata::FutureContext>();
+  std::atomic<int> calls{0};
+  ctx->block = [&](int fd, std::chrono::microseconds timeout) -> long {
+    calls.fetch_add(1);
+    pollfd p{fd, POLLIN, 0};
+    const auto ms =
+        std::min<std::int64_t>(20000, std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
+    (void)::poll(&p, 1, static_cast<int>(ms));
+    return 0;
+  };
+  for (int i = 0; i < 3; ++i) {
+    Promise<int> p(ctx);
+    Future<int> f = p.get_future();
+    std::thread t([p = std::move(p)]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the waiter block first
+      p.set_value(7);
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(f.get(), 7);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 10.0) << "the completion did not wake the waiter blocked in the hook";
+    t.join();
+  }
+  EXPECT_GE(calls.load(), 1);
+}
+
+// A hook that declines (negative result) leaves the waiter on the condition
+// variable, where the completion still wakes it.
+TEST(Future, BlockHookThatDeclinesFallsBackToTheConditionVariable) {
+  auto ctx = std::make_shared<strata::FutureContext>();
+  std::atomic<int> calls{0};
+  ctx->block = [&](int, std::chrono::microseconds) -> long {
+    calls.fetch_add(1);
+    return -1;
+  };
+  Promise<int> p(ctx);
+  Future<int> f = p.get_future();
+  std::thread t([p = std::move(p)]() mutable {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    p.set_value(9);
+  });
+  EXPECT_EQ(f.get(), 9);
+  t.join();
+  EXPECT_LE(calls.load(), 1);
 }

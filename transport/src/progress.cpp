@@ -230,6 +230,18 @@ bool ProgressServer::spin_phase(const std::function<bool()>& done, std::chrono::
   return ok;
 }
 
+long ProgressServer::block_waiter(int fd, std::chrono::microseconds timeout) {
+  if (stop_.load(std::memory_order_relaxed) || inline_mode()) return -1;
+  if (!t_.wait_for_event_or(fd, std::max(std::chrono::microseconds(0), std::min(timeout, opts_.max_block)))) return -1;
+  // One look ourselves: the message that woke us is handled here, in parallel
+  // with a server that woke too (it steps aside while we poll).
+  pollers_.fetch_add(1, std::memory_order_seq_cst);
+  const std::size_t n = t_.progress();
+  leave_polling();
+  if (n > 0) notify_waiters();
+  return static_cast<long>(n);
+}
+
 bool ProgressServer::spin_until(const std::function<bool()>& done, std::chrono::microseconds budget) {
   if (done()) return true;
   if (budget.count() <= 0 || stop_.load(std::memory_order_relaxed)) return false;

@@ -181,6 +181,10 @@ class Router final : public Transport, public detail::WakeArm {
   }
 
   void wait_for_event(std::chrono::microseconds timeout) override { wait_impl(timeout, false); }
+  bool wait_for_event_or(int fd, std::chrono::microseconds timeout) override {
+    wait_impl(timeout, false, fd);
+    return true;
+  }
 
   // ------------------------------------------------------------ WakeArm
   bool arm_wakeup() override {
@@ -223,14 +227,14 @@ class Router final : public Transport, public detail::WakeArm {
     return fab_hint_ != nullptr ? fab_hint_->poll_interval() : kIdlePoll;
   }
 
-  void wait_impl(std::chrono::microseconds timeout, bool aside) {
+  void wait_impl(std::chrono::microseconds timeout, bool aside, int extra_fd = -1) {
     if (shm_uses_ && !shm_->prepare_wait()) return;
     if (fab_uses_ && !fab_->prepare_wait()) return;
-    pollfd fds[4];
+    pollfd fds[5];
     nfds_t n = 0;
     bool poll_only = false;
-    nfds_t shm_index = 4;
-    nfds_t fab_index = 4;
+    nfds_t shm_index = 16;  // absent
+    nfds_t fab_index = 16;
     for (Backend* b : {shm_uses_ ? shm_.get() : nullptr, fab_uses_ ? fab_.get() : nullptr}) {
       if (b == nullptr) continue;
       if (b->polled()) poll_only = true;
@@ -245,6 +249,7 @@ class Router final : public Transport, public detail::WakeArm {
     const int boot_fd = boot_.event_fd();
     const nfds_t boot_index = n;
     if (boot_fd >= 0) fds[n++] = {boot_fd, POLLIN, 0};
+    if (extra_fd >= 0) fds[n++] = {extra_fd, POLLIN, 0};  // the caller reads it
     std::chrono::microseconds limit = timeout;
     if (poll_only) limit = std::min(limit, aside ? kIdlePoll : poll_interval());
     if (limit.count() < 0) limit = std::chrono::microseconds(0);

@@ -59,6 +59,16 @@ struct FutureContext {
   /// block. The engine's small-message fast path uses it to learn which ranks
   /// have a sleeping waiter that needs a wake-up.
   std::function<void(bool)> park;
+  /// Progress-server mode, after spin() returned false: blocks the waiter
+  /// until a message may have arrived on the transport, @p fd (the waiting
+  /// thread's eventfd, which the future's completion writes) is readable, or
+  /// @p timeout passes; then looks at the transport once. Returns the events
+  /// that look handled, or a negative value when unavailable (the waiter then
+  /// sleeps on the condition variable, woken by a server). Sleeping on the
+  /// transport's descriptors lets an arriving message wake the waiter itself
+  /// rather than a server that then wakes it: one wake-up of an idle core
+  /// instead of two (docs/reliability.md, "Idle ranks").
+  std::function<long(int fd, std::chrono::microseconds timeout)> block;
   /// Null: the hooks and the arena stay valid as long as the context. Else
   /// their owner (the engine) clears it (release) when they go away; from then
   /// on the context acts as an empty one (default arena, no hooks). The fields
@@ -74,6 +84,14 @@ template <class T>
 class Promise;
 
 namespace detail {
+
+/// The calling thread's wake-up eventfd (created on first use, closed when
+/// the thread ends); -1 if it cannot be made.
+int thread_wake_fd() noexcept;
+/// Makes @p fd readable (FutureContext::block waiters).
+void wake_fd_signal(int fd) noexcept;
+/// Clears @p fd.
+void wake_fd_drain(int fd) noexcept;
 
 // oneTBB from Debian is not built with ThreadSanitizer, so a hand-off through
 // its queues (enqueue, spawn, resume) is invisible to TSan. Under TSan these
@@ -149,6 +167,9 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
       ready_.store(true, std::memory_order_release);
       cb.swap(cb_);
       sps.swap(suspended_);
+      // Under the lock: the waiter unregisters under it before its thread
+      // may end and close the descriptor.
+      if (sleeper_fd_ >= 0) wake_fd_signal(sleeper_fd_);
     }
     cv_.notify_all();
     tsan_release(this);
@@ -209,6 +230,9 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
     }
     // Timed waits skip the spin: its budget must not stretch a short wait_for.
     if (!deadline && c && c->spin && c->spin([this] { return ready(); })) return true;
+    if (c && c->block) {
+      if (const std::optional<bool> r = block_wait(*c, deadline)) return *r;
+    }
     struct Parked {
       const std::function<void(bool)>* hook;
       ~Parked() {
@@ -228,6 +252,43 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
   std::atomic<bool> retrieved{false};
 
  private:
+  /// FutureContext::block: sleeps on the transport plus this thread's eventfd
+  /// until ready or @p deadline. Empty result: not possible here (no eventfd,
+  /// another thread already sleeps so, or the hook declined): use cv_.
+  std::optional<bool> block_wait(const FutureContext& c,
+                                 const std::optional<std::chrono::steady_clock::time_point>& deadline) {
+    const int fd = thread_wake_fd();
+    if (fd < 0) return std::nullopt;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (ready_.load(std::memory_order_relaxed)) return true;
+        if (sleeper_fd_ >= 0) return std::nullopt;
+        sleeper_fd_ = fd;
+      }
+      auto left = std::chrono::microseconds(std::chrono::hours(1));
+      if (deadline)
+        left = std::chrono::duration_cast<std::chrono::microseconds>(*deadline - std::chrono::steady_clock::now());
+      long events = -1;
+      if (left.count() > 0) {
+        if (c.park) c.park(true);
+        events = c.block(fd, left);
+        if (c.park) c.park(false);
+      }
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        sleeper_fd_ = -1;
+      }
+      wake_fd_drain(fd);
+      if (ready()) return true;
+      if (left.count() <= 0 || (deadline && std::chrono::steady_clock::now() >= *deadline)) return ready();
+      if (events < 0) return std::nullopt;
+      // Events mean activity: poll for the spin budget before sleeping again
+      // (a silent wake-up, at max_block, is followed by one look only).
+      if (events > 0 && !deadline && c.spin && c.spin([this] { return ready(); })) return true;
+    }
+  }
+
   // A polling task: drives the progress hook, enforces the deadline, and
   // re-enqueues itself (yielding the worker to other tasks between polls).
   static void poll(std::shared_ptr<StateBase> s, tbb::task::suspend_point sp,
@@ -261,6 +322,7 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
   Status error_;
   std::function<void()> cb_;
   std::vector<tbb::task::suspend_point> suspended_;
+  int sleeper_fd_ = -1;  ///< eventfd of a waiter in block_wait (under mu_)
 };
 
 template <class T>

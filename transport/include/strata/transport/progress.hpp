@@ -119,6 +119,15 @@ class ProgressServer {
   /// returns done(). Never sleeps: for waits that block elsewhere afterwards
   /// (e.g. a future's condition variable) but want an imminent answer cheaply.
   bool spin_until(const std::function<bool()>& done, std::chrono::microseconds budget);
+
+  /// Blocks the calling waiter in the transport's own wait (the descriptors a
+  /// server sleeps on) plus @p fd, for at most min(@p timeout, max_block):
+  /// an arriving message then wakes the waiter itself, in parallel with the
+  /// servers, instead of waking a server that then wakes the waiter (two
+  /// wake-ups of halted cores in a row). Then polls the transport once and
+  /// returns the events handled; -1 when the transport cannot (then sleep
+  /// elsewhere) or the servers are stopping.
+  long block_waiter(int fd, std::chrono::microseconds timeout);
   [[nodiscard]] const ProgressOptions& options() const noexcept { return opts_; }
 
  private:

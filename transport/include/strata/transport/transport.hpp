@@ -182,6 +182,17 @@ class Transport {
   virtual void wait_for_event(std::chrono::microseconds timeout) = 0;
   /// Interrupts wait_for_event (from any thread).
   virtual void wake() = 0;
+  /// As wait_for_event(), but also returns when @p fd (an eventfd of the
+  /// caller's) becomes readable; @p fd is not read. Lets a thread that waits
+  /// for a future sleep on the transport's own descriptors, so that an
+  /// arriving message wakes it directly instead of through a progress server
+  /// (one wake-up instead of two). Thread-safe: a progress server may wait at
+  /// the same time. Returns false (at once) when unsupported.
+  virtual bool wait_for_event_or(int fd, std::chrono::microseconds timeout) {
+    (void)fd;
+    (void)timeout;
+    return false;
+  }
 
   /// OK while @p peer is alive; the failure cause otherwise.
   [[nodiscard]] virtual Status peer_status(int peer) const = 0;
