@@ -5,6 +5,7 @@
 #include <string>
 
 #include "strata/detail/env.hpp"
+#include "strata/detail/log.hpp"
 #include "strata/detail/rendezvous.hpp"
 #include "strata/transport/bootstrap.hpp"
 
@@ -75,10 +76,9 @@ std::unique_ptr<Bootstrap> bootstrap_from_environment() {
                 "no launcher found (STRATA_RDV and PMIX_RANK are unset) and STRATA_REQUIRE_LAUNCHER=1: start the "
                 "program with `strata-run -n N [--hosts H] -- PROGRAM ARGS...` or under a PMIx launcher (mpirun, "
                 "prterun, srun --mpi=pmix)");
-  std::fputs(
-      "strata: no launcher found (STRATA_RDV and PMIX_RANK unset); running as a single rank. Use `strata-run -n N -- "
-      "PROGRAM` for N ranks (STRATA_REQUIRE_LAUNCHER=1 makes this an error).\n",
-      stderr);
+  strata::detail::logger().warn(
+      "no launcher found (STRATA_RDV and PMIX_RANK unset); running as a single rank. Use `strata-run -n N -- "
+      "PROGRAM` for N ranks (STRATA_REQUIRE_LAUNCHER=1 makes this an error).");
   return std::make_unique<SingletonBootstrap>();
 }
 

@@ -67,6 +67,7 @@ struct State {
   std::shared_ptr<spdlog::sinks::sink> primary;      // the current child of out
   std::shared_ptr<spdlog::logger> log;
   std::string file;  // STRATA_LOG_FILE
+  int rank = -1;     // the rank in the pattern (-1: not known yet)
   std::string pattern;
   std::map<int, std::shared_ptr<spdlog::sinks::sink>> extra;
   int next_handle = 1;
@@ -113,6 +114,8 @@ spdlog::logger& logger() { return *state().log; }
 void set_log_rank(int rank) {
   State& s = state();
   std::lock_guard<std::mutex> lk(s.mu);
+  if (rank == s.rank) return;  // the same rank again (a second engine): keep the file open
+  s.rank = rank;
   s.pattern = pattern_for(std::to_string(rank));
   const std::size_t at = s.file.find("%r");
   if (at != std::string::npos) {
