@@ -31,7 +31,7 @@ const std::vector<Var> kVars = {
    "microseconds an idle progress server blocks at most before it looks again; bounds how late a silent peer's "
    "timeout is noticed. Fast-path calls do not depend on it: a blocked server counts as a sleeper and peers nudge it "
    "(docs/reliability.md)"},
-  {"STRATA_TUNING", "path or `off`", "default location", "collectives",
+  {"STRATA_TUNING", "path or `off`", "the per-user file", "collectives",
    "the tuning table (docs/tuning.md): a file path, or `off` for the built-in defaults. Unset: "
    "`$XDG_CONFIG_HOME/strata/tuning.json`, else `~/.config/strata/tuning.json`, if it exists. A file for another "
    "machine (fingerprint) means the defaults with one info line; a malformed file, a wrong version or a bad field "
@@ -127,7 +127,7 @@ const std::vector<Var> kVars = {
   {"STRATA_FI_WAIT", "`fd`", "poll", "fabric",
    "`fd`: open the CQ with FI_WAIT_FD and block on it"},
   {"STRATA_FI_DEBUG", "set or unset", "unset", "fabric",
-   "set (any value): log every CQ entry (at info level)"},
+   "set (any value): log every CQ entry at info level (with `STRATA_LOG_LEVEL=info` or lower)"},
   {"STRATA_FI_INLINE", "`off`", "on", "fabric",
    "`off`: message-path put_with_signal of <= 960 B as write + message instead of one message carrying the data "
    "(measurement only)"},
