@@ -244,7 +244,10 @@ void print_text(const strata::JobInfo& job, const strata::Hierarchy& hier, const
 
   std::printf("\n== STRATA_ environment (rank 0)\n");
   if (env.empty()) std::printf("(none set)\n");
-  for (const auto& [name, value] : env) std::printf("%s=%s\n", name.c_str(), value.c_str());
+  for (const auto& [name, value] : env)
+    std::printf("%s=%s%s\n", name.c_str(), value.c_str(),
+                strata::detail::env::find(name) == nullptr ? "  (not read by strata: a typo?)" : "");
+  std::printf("(strata-info --config lists every variable with its type, default and meaning)\n");
 }
 
 void print_json(const strata::JobInfo& job, const strata::Hierarchy& hier, const std::vector<HostMachine>& machines,

@@ -30,7 +30,16 @@ TEST(StrataInfo, AloneWithASyntheticMachinePrintsItsSections) {
   EXPECT_NE(r.out.find("host 0: 2 packages, 4 NUMA, 16 cores, 16 PUs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("== leaders"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("== transports"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("STRATA_TOPOLOGY=package:2 numa:2 core:4 pu:1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("STRATA_TOPOLOGY=package:2 numa:2 core:4 pu:1\n"), std::string::npos) << r.out;
+}
+
+TEST(StrataInfo, FlagsSetVariablesStrataDoesNotRead) {
+  if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  const ProcessResult r =
+      run_command("env -u STRATA_RDV -u PMIX_RANK STRATA_TIMOUT=5 STRATA_TIMEOUT=6 " + bin() + "/strata-info");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("STRATA_TIMOUT=5  (not read by strata: a typo?)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("STRATA_TIMEOUT=6\n"), std::string::npos) << r.out;
 }
 
 TEST(StrataInfo, HidesSecretLookingVariables) {
