@@ -3,6 +3,8 @@ find_package(Threads REQUIRED)
 find_package(TBB REQUIRED COMPONENTS tbb)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
+# CLI11 (header-only, libcli11-dev): the tools' command-line parsing.
+find_package(CLI11 CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(STRATA_FABRIC REQUIRED IMPORTED_TARGET GLOBAL libfabric)
 pkg_check_modules(STRATA_HWLOC REQUIRED IMPORTED_TARGET GLOBAL hwloc)

@@ -14,13 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "strata/detail/env.hpp"
 #include "strata/strata.hpp"
 
 namespace apps {
 
 /// True on rank 0 of a launched job (or without a launcher), before any Engine exists.
 inline bool is_rank0() {
-  const char* r = std::getenv("STRATA_RANK");
+  const char* r = strata::detail::env::get("STRATA_RANK");
   return r == nullptr || std::string(r) == "0";
 }
 
@@ -55,7 +56,7 @@ inline int exec_mpi_twin(const char* name, int argc, char** argv) {
   }
   const bool openmpi = backend == "mpi" || backend == "openmpi";
   if (!openmpi && backend != "mpich") return -1;
-  if (std::getenv("STRATA_RANK") != nullptr) {
+  if (strata::detail::env::get("STRATA_RANK") != nullptr) {
     if (is_rank0())
       std::fprintf(stderr,
                    "%s: error: --backend %s starts its own mpirun: run '%s --backend %s --np N ...' without "

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/detail/env.hpp"
 #include "strata/error.hpp"
 #include "strata_bench/bench.hpp"
 
@@ -58,7 +59,7 @@ const char* const kUsage =
     "  --quiet              no progress lines on stderr\n";
 
 bool is_rank0() {
-  const char* r = std::getenv("STRATA_RANK");
+  const char* r = strata::detail::env::get("STRATA_RANK");
   return r == nullptr || std::string(r) == "0";
 }
 

@@ -32,6 +32,7 @@
 #include <oneapi/tbb/task_group.h>
 
 #include "strata/dag/executor.hpp"
+#include "strata/detail/env.hpp"
 #include "strata/strata.hpp"
 #include "strata/transport/fake.hpp"
 #include "strata_bench/bench.hpp"
@@ -241,7 +242,7 @@ void tiny_collectives(const Options& o, std::vector<Record>& out) {
 }
 
 bool is_rank0() {
-  const char* r = std::getenv("STRATA_RANK");
+  const char* r = strata::detail::env::get("STRATA_RANK");
   return r == nullptr || std::string(r) == "0";
 }
 

@@ -309,6 +309,19 @@ class Ctx {
   // agreement that turns window flags on runs before they are on), so a peer's
   // flag_wait can rely on it. Without a bound flag block it does nothing.
   std::shared_ptr<const dag::Plan> build() {
+    if (b_.algorithm().empty()) {
+      // Tree collectives (and explicitly named algorithms) keep the call's name;
+      // step schedules record theirs (compile_symmetric.cpp) before build().
+      const std::string& n = c_.algo.name;
+      const bool tree =
+          n.empty() || n == "auto" || n == "tree" || n == "hierarchical" || n == "single" || n == "flat-tree";
+      if (c_.kind == Kind::barrier)
+        b_.algorithm("dissemination");
+      else if (tree)
+        b_.algorithm(c_.algo.hierarchical ? "tree (host/numa/core levels)" : "tree (single level)");
+      else
+        b_.algorithm(n);
+    }
     {
       const std::size_t n = b_.size();
       std::vector<char> has_succ(n, 0);

@@ -275,6 +275,7 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
   x.b().output(0, recv_total);
 
   const std::string name = allgather_algorithm(g, c, recv_total);
+  x.b().algorithm(name);
   std::function<void(int, patterns::Schedule&)> build;
   if (name == "ring") {
     build = [n](int r, patterns::Schedule& s) { patterns::ring_allgather(r, n, s); };
@@ -506,6 +507,7 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
 
   const std::uint64_t bb = c.count * es;
   const std::string name = alltoall_algorithm(g, c, bb);
+  x.b().algorithm(name);
   if (name == "bruck") {
     if (v) fail(Errc::unsupported, g, c, "algorithm 'bruck' needs equal block sizes (use 'pairwise' for alltoallv)");
   } else if (name != "pairwise" && name != "pull") {
@@ -726,6 +728,7 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Ca
   const bool ordered = !x.commutative();
   void (*build)(int, int, patterns::Schedule&) = nullptr;
   const std::string algo = reduce_scatter_algorithm(c, ordered);
+  x.b().algorithm(algo);
   if (algo == "ring")
     build = patterns::ring_reduce_scatter;
   else if (algo == "rh" || algo == "rd" || algo == "halving")

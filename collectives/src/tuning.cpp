@@ -1,5 +1,6 @@
 // The tuning table and its file (collectives/include/strata/collectives/tuning.hpp, docs/tuning.md).
 #include "strata/collectives/tuning.hpp"
+#include "strata/detail/env.hpp"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -305,7 +306,7 @@ std::string default_tuning_path() {
 TuningChoice load_tuning(const Fingerprint& here) {
   TuningChoice c;
   c.origin = "built-in";
-  const char* env = std::getenv("STRATA_TUNING");
+  const char* env = strata::detail::env::get("STRATA_TUNING");
   std::string path;
   std::string origin;
   if (env != nullptr && *env != '\0') {

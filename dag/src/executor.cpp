@@ -33,6 +33,7 @@
 #include <oneapi/tbb/task_group.h>
 
 #include "strata/dag/executor.hpp"
+#include "strata/detail/env.hpp"
 
 namespace strata {
 namespace dag {
@@ -311,7 +312,7 @@ struct Executor::Impl {
     arena->initialize();
     std::string path = opts.trace_path;
     if (path.empty()) {
-      const char* env = std::getenv("STRATA_TRACE");
+      const char* env = strata::detail::env::get("STRATA_TRACE");
       if (env != nullptr) path = env;
     }
     if (!path.empty()) {

@@ -101,6 +101,13 @@ PlanBuilder::PlanBuilder(std::string name, int rank, int nranks) : plan_(std::ma
   plan_->nranks_ = nranks;
 }
 
+PlanBuilder& PlanBuilder::algorithm(std::string name) {
+  plan_->algorithm_ = std::move(name);
+  return *this;
+}
+
+const std::string& PlanBuilder::algorithm() const noexcept { return plan_->algorithm_; }
+
 namespace {
 void declare(std::vector<BufferDecl>& v, BufferRef ref, std::uint64_t size) {
   for (auto& d : v)

@@ -24,6 +24,7 @@
 #include "ids.hpp"
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
+#include "strata/detail/env.hpp"
 #include "strata/detail/log.hpp"
 #include "strata/engine.hpp"
 #include "strata/transport/bootstrap.hpp"
@@ -110,8 +111,22 @@ struct WindowTable;  // window.cpp: this engine's windows (signal routing)
 // Communicator id reserved for window signals (window.cpp); split never gives it out.
 inline constexpr std::uint16_t kWindowSignalComm = 0xFFFF;
 
+// Removes an EngineOptions::log_sink from the logger when the engine goes.
+struct LogSinkHandle {
+  int handle = 0;
+  LogSinkHandle() = default;
+  LogSinkHandle(const LogSinkHandle&) = delete;
+  LogSinkHandle& operator=(const LogSinkHandle&) = delete;
+  ~LogSinkHandle() { reset(); }
+  void reset() {
+    if (handle != 0) remove_log_sink(handle);
+    handle = 0;
+  }
+};
+
 struct EngineCore {
   EngineOptions opts;
+  LogSinkHandle log_sink;
   // The tuning table of every communicator of this engine (docs/tuning.md):
   // loaded once at start-up and agreed by all ranks; where it came from.
   std::shared_ptr<const coll::Tuning> tuning = std::make_shared<const coll::Tuning>();
@@ -292,14 +307,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // first ready-to-receive of each window region, collectives/ "flag edges").
   // STRATA_WINDOW_FLAGS=off keeps the signal protocol.
   void enable_flags() {
-    static const bool on = [] {
-      const char* v = std::getenv("STRATA_WINDOW_FLAGS");
-      return v == nullptr || std::string(v) != "off";
-    }();
-    static const bool grants_on = [] {
-      const char* v = std::getenv("STRATA_GRANTS");
-      return v == nullptr || std::string(v) != "off";
-    }();
+    static const bool on = [] { return !strata::detail::env::is("STRATA_WINDOW_FLAGS", "off"); }();
+    static const bool grants_on = [] { return !strata::detail::env::is("STRATA_GRANTS", "off"); }();
     const std::size_t at = flags_at();
     const std::size_t len = flag_area_bytes();
     std::uint64_t ok = on ? 1 : 0;
@@ -501,6 +510,10 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       if (it != cache.end()) return it->second;
     }
     auto plan = coll::compile(group, c, slot);
+    // One line per compiled plan (cached plans are not logged again): the concrete algorithm.
+    detail::logger().info("plan: {} of {} elements on comm {} ({} ranks): algorithm {} ({} nodes)",
+                          coll::to_string(c.kind), c.count, id, size(),
+                          plan->algorithm().empty() ? c.algo.name : plan->algorithm(), plan->size());
     if (!key.empty()) {
       std::lock_guard<std::mutex> lk(mu);
       // Bounded: a program that calls many different shapes must not grow
@@ -699,6 +712,7 @@ inline const std::unordered_map<std::string, std::string>& strata_env() {
 
 inline std::string env_or(const std::string& v, const std::string& var) {
   if (!v.empty()) return v;
+  strata::detail::env::require(var);  // every STRATA_ name is in the registry (docs/environment.md)
   const auto& env = strata_env();
   const auto it = env.find(var);
   return it == env.end() ? std::string() : it->second;

@@ -1,6 +1,7 @@
 // Engine and Communicator: bootstrap -> hierarchy -> transport -> executor ->
 // progress servers, and the per-communicator windows, credits and plan cache.
 #include "strata/engine.hpp"
+#include "strata/detail/env.hpp"
 
 #include "comm.hpp"
 
@@ -37,15 +38,15 @@ namespace {
 /// STRATA_WAITER_BLOCK: transport (default) | cv. Where a waiter sleeps after
 /// its spin when progress servers run (FutureContext::block).
 bool waiter_blocks_on_transport() {
-  const char* v = std::getenv("STRATA_WAITER_BLOCK");
-  if (v == nullptr || *v == '\0' || std::string(v) == "transport") return true;
+  const char* v = strata::detail::env::get("STRATA_WAITER_BLOCK");
+  if (v == nullptr || std::string(v) == "transport") return true;
   if (std::string(v) == "cv") return false;
   throw Error(Errc::invalid_argument, std::string("STRATA_WAITER_BLOCK='") + v + "': expected transport or cv");
 }
 
 long env_long(const char* name, long def, long lo, long hi) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return def;
+  const char* v = strata::detail::env::get(name);
+  if (v == nullptr) return def;
   char* end = nullptr;
   errno = 0;
   const long x = std::strtol(v, &end, 10);
@@ -478,15 +479,29 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   core_->opts = opts;
   core_->boot = std::move(boot);
   detail::set_log_rank(core_->boot->rank());
+  if (opts.log_sink) {
+    core_->log_sink.handle =
+        detail::add_log_sink([sink = opts.log_sink](spdlog::level::level_enum lvl, const std::string& line) {
+          const auto l = static_cast<int>(lvl);
+          sink(static_cast<LogLevel>(l < 0 ? 0 : l > 5 ? 5 : l), line);
+        });
+  }
+  {
+    const JobInfo& job = core_->boot->job();
+    detail::logger().info("bootstrap: {}, rank {} of {} on {} host(s) (host {}, local rank {} of {}), job {}",
+                          job.launcher, job.rank, job.size, job.nhosts, job.host, job.local_rank, job.local_size,
+                          job.job_id);
+  }
   core_->hier = discover_hierarchy(*core_->boot);
   init_tuning(*core_);
   core_->transport = transport::make_transport(*core_->boot, core_->hier);
+  detail::logger().info("transport: {}", core_->transport->name());
   dag::ExecutorOptions eo;
   eo.threads = opts.worker_threads;
   eo.arena = opts.arena;  // the application's arena when given (EngineOptions::arena)
   eo.inline_bytes = opts.inline_bytes;
   // The table's inline_bytes replaces the built-in default, never an explicit value.
-  if (opts.inline_bytes == EngineOptions{}.inline_bytes && std::getenv("STRATA_INLINE_BYTES") == nullptr)
+  if (opts.inline_bytes == EngineOptions{}.inline_bytes && strata::detail::env::get("STRATA_INLINE_BYTES") == nullptr)
     eo.inline_bytes = static_cast<std::size_t>(core_->tuning->inline_bytes);
   // A rank whose window-flag wait parked is woken like a fast-path sleeper.
   eo.nudge_payload = std::uint64_t{detail::kFastNudgeComm} << 48;
@@ -511,7 +526,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
     const JobInfo& job = core_->boot->job();
     const long here = job.launcher == "pmix" || job.launcher == "mpi" ? job.local_size : job.size;
     const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-    const char* set = std::getenv("STRATA_PROGRESS_WAIT_SPIN");
+    const char* set = strata::detail::env::get("STRATA_PROGRESS_WAIT_SPIN");
     if ((set == nullptr || *set == '\0') && cpus > 0 && here > cpus)
       po.wait_spin = std::min(po.wait_spin, transport::ProgressOptions::kOversubscribedWaitSpin);
   }
@@ -584,6 +599,7 @@ Engine::~Engine() {
   comms.clear();
   detail::shutdown_windows(*core_);
   world_ = Communicator();
+  core_->log_sink.reset();  // the application's sink is not called after the engine is gone
 }
 
 int Engine::rank() const noexcept { return core_->boot->rank(); }

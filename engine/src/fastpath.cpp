@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "strata/dag/executor.hpp"
+#include "strata/detail/env.hpp"
 #include "strata/detail/log.hpp"
 
 namespace strata::detail {
@@ -65,7 +66,7 @@ std::atomic<T>& atomic_at(std::byte* p) noexcept {
 const FastConfig& FastConfig::get() {
   static const FastConfig cfg = [] {
     FastConfig c;
-    if (const char* e = std::getenv("STRATA_FASTPATH")) {
+    if (const char* e = strata::detail::env::get("STRATA_FASTPATH")) {
       const std::string v = e;
       if (v == "off" || v == "0") {
         c.enabled = false;
@@ -73,7 +74,7 @@ const FastConfig& FastConfig::get() {
         throw Error(Errc::invalid_argument, "STRATA_FASTPATH='" + v + "': expected on or off");
       }
     }
-    if (const char* e = std::getenv("STRATA_FASTPATH_BYTES")) {
+    if (const char* e = strata::detail::env::get("STRATA_FASTPATH_BYTES")) {
       char* end = nullptr;
       const long long b = std::strtoll(e, &end, 10);
       if (end == e || *end != '\0' || b < 0 || b > (1 << 20))

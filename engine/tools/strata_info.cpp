@@ -6,8 +6,10 @@
 // libfabric providers that offer RMA, the tuning table in effect (from where,
 // every decision; docs/tuning.md) and the STRATA_* settings in effect.
 //
-//   strata-info [--json] [--version]
+//   strata-info [--json] [--version] [-c|--config] [--env-markdown]
 #include <rdma/fabric.h>
+
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,8 @@
 
 #include "strata/collectives/compile.hpp"
 #include "strata/collectives/tuning.hpp"
+#include "strata/detail/build_config.hpp"
+#include "strata/detail/env.hpp"
 #include "strata/transport/bootstrap.hpp"
 #include "strata/transport/topology.hpp"
 #include "strata/version.hpp"
@@ -127,7 +131,7 @@ std::vector<HostMachine> host_machines(strata::Bootstrap& boot, const strata::Hi
   if (hier.leader(boot.rank(), strata::Level::host) == boot.rank()) {
     std::string spec = boot.job().topology;
     if (spec.empty()) {
-      if (const char* env = std::getenv("STRATA_TOPOLOGY")) spec = env;
+      if (const char* env = strata::detail::env::get("STRATA_TOPOLOGY")) spec = env;
     }
     try {
       const strata::Machine m(spec);
@@ -240,7 +244,10 @@ void print_text(const strata::JobInfo& job, const strata::Hierarchy& hier, const
 
   std::printf("\n== STRATA_ environment (rank 0)\n");
   if (env.empty()) std::printf("(none set)\n");
-  for (const auto& [name, value] : env) std::printf("%s=%s\n", name.c_str(), value.c_str());
+  for (const auto& [name, value] : env)
+    std::printf("%s=%s%s\n", name.c_str(), value.c_str(),
+                strata::detail::env::find(name) == nullptr ? "  (not read by strata: a typo?)" : "");
+  std::printf("(strata-info --config lists every variable with its type, default and meaning)\n");
 }
 
 void print_json(const strata::JobInfo& job, const strata::Hierarchy& hier, const std::vector<HostMachine>& machines,
@@ -289,36 +296,68 @@ void print_json(const strata::JobInfo& job, const strata::Hierarchy& hier, const
   std::fputs(os.str().c_str(), stdout);
 }
 
+void print_version() {
+  std::printf("strata-info (strata %s, headers %s)\n", strata::version(), STRATA_VERSION_STRING);
+  std::printf("build type: %s\ncompiler: %s (%s)\nsanitizers: %s\nassertions: %s\n", STRATA_BUILD_TYPE,
+              STRATA_BUILD_COMPILER, __VERSION__, STRATA_BUILD_SANITIZE,
+#ifdef NDEBUG
+              "off"
+#else
+              "on"
+#endif
+  );
+  std::printf("PMIx bootstrap: %s\nMPI interop: %s\nlibfabric: %s at build time, %u.%u at run time\nhwloc: %s\n",
+              STRATA_BUILD_PMIX, STRATA_BUILD_MPI, STRATA_BUILD_LIBFABRIC, FI_MAJOR(fi_version()),
+              FI_MINOR(fi_version()), STRATA_BUILD_HWLOC);
+  std::string error;
+  const std::vector<Provider> providers = rma_providers(&error);
+  std::string names;
+  for (const Provider& p : providers) names += (names.empty() ? "" : ", ") + p.name;
+  std::printf("fabric providers with RMA: %s\n", !error.empty()  ? error.c_str()
+                                                 : names.empty() ? "none"
+                                                                 : names.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{
+      "Prints the machine, the rank hierarchy (host, package, NUMA, core), leaders, RMA providers, the tuning\n"
+      "table and the STRATA_* settings. Run alone or under strata-run -n N [--hosts H] [--topology SPEC] --\n"
+      "strata-info. Exits 1 when the job cannot start (bad topology, malformed tuning file).",
+      "strata-info"};
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else if (std::strcmp(argv[i], "--version") == 0) {
-      std::printf("strata-info (strata %s, headers %s)\ncompiler: %s\nassertions: %s\n", strata::version(),
-                  STRATA_VERSION_STRING, __VERSION__,
-#ifdef NDEBUG
-                  "off"
-#else
-                  "on"
-#endif
-      );
-      return 0;
-    } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::printf(
-          "usage: strata-info [--json] [--version]\n"
-          "Prints the machine, the rank hierarchy (host, package, NUMA, core), leaders, RMA providers and\n"
-          "STRATA_* settings. Run alone or under strata-run -n N [--hosts H] [--topology SPEC] -- strata-info.\n");
-      return 0;
-    } else {
-      std::fprintf(stderr, "strata-info: unknown argument '%s' (usage: strata-info [--json])\n", argv[i]);
-      return 2;
-    }
+  bool version = false;
+  bool config = false;
+  bool env_markdown = false;
+  app.add_flag("--json", json, "machine-readable output");
+  app.add_flag("--version", version, "version and build configuration, then exit");
+  app.add_flag("-c,--config", config,
+               "every STRATA_* variable: name, type, default, current value if set, description; then exit");
+  app.add_flag("--env-markdown", env_markdown, "docs/environment.md (generated from the registry), then exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "strata-info: %s (see strata-info --help)\n", e.what());
+    return 2;
+  }
+  if (version) {
+    print_version();
+    return 0;
+  }
+  if (env_markdown) {
+    std::fputs(strata::detail::env::markdown().c_str(), stdout);
+    return 0;
+  }
+  if (config) {
+    std::fputs(strata::detail::env::describe().c_str(), stdout);
+    return 0;
   }
 
   int rank = -1;
+  int rc = 0;
   try {
     const auto boot = strata::bootstrap_from_environment();
     rank = boot->rank();
@@ -334,11 +373,17 @@ int main(int argc, char** argv) {
         print_text(boot->job(), hier, machines, providers, fabric_error, env);
       }
       std::fflush(stdout);
+      // Engines refuse to start with a malformed table: so does the exit status.
+      const TuningView tv = tuning_view();
+      if (!tv.error.empty()) {
+        std::fprintf(stderr, "strata-info: the tuning table in effect is unusable: %s\n", tv.error.c_str());
+        rc = 1;
+      }
     }
     boot->barrier();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata-info (rank %d): %s\n", rank, e.what());
     return 1;
   }
-  return 0;
+  return rc;
 }

@@ -1,7 +1,11 @@
 // strata-info as a process: alone and under strata-run (STRATA_BIN from CTest).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "../common/launch.hpp"
@@ -26,7 +30,16 @@ TEST(StrataInfo, AloneWithASyntheticMachinePrintsItsSections) {
   EXPECT_NE(r.out.find("host 0: 2 packages, 4 NUMA, 16 cores, 16 PUs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("== leaders"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("== transports"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("STRATA_TOPOLOGY=package:2 numa:2 core:4 pu:1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("STRATA_TOPOLOGY=package:2 numa:2 core:4 pu:1\n"), std::string::npos) << r.out;
+}
+
+TEST(StrataInfo, FlagsSetVariablesStrataDoesNotRead) {
+  if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  const ProcessResult r =
+      run_command("env -u STRATA_RDV -u PMIX_RANK STRATA_TIMOUT=5 STRATA_TIMEOUT=6 " + bin() + "/strata-info");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("STRATA_TIMOUT=5  (not read by strata: a typo?)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("STRATA_TIMEOUT=6\n"), std::string::npos) << r.out;
 }
 
 TEST(StrataInfo, HidesSecretLookingVariables) {
@@ -51,6 +64,44 @@ TEST(StrataInfo, UnknownArgumentExitsWithTwo) {
   const ProcessResult r = run_command(bin() + "/strata-info --no-such-flag 2>&1");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("--no-such-flag"), std::string::npos) << r.out;
+}
+
+TEST(StrataInfo, ConfigListsEveryVariableWithTypeDefaultAndValue) {
+  if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  for (const char* flag : {"-c", "--config"}) {
+    const ProcessResult r = run_command("env STRATA_TIMEOUT=4321 " + bin() + "/strata-info " + flag);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("STRATA_TIMEOUT  [integer 1..86400000 (ms); default 30000; transport]\n    = 4321\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("STRATA_LOG_FILE  [path; default stderr; log]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("STRATA_FI_DOORBELL  ["), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("STRATA_RANK  [integer; default -; launcher; set by strata-run]"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("== machine"), std::string::npos) << r.out;  // the listing only
+  }
+}
+
+TEST(StrataInfo, VersionPrintsTheBuildConfiguration) {
+  if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  const ProcessResult r = run_command(bin() + "/strata-info --version");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* line : {"strata-info (strata ", "\nbuild type: ", "\ncompiler: ", "\nsanitizers: ",
+                           "\nPMIx bootstrap: ", "\nMPI interop: ", "\nlibfabric: ", "\nfabric providers with RMA: "})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+}
+
+TEST(StrataInfo, MalformedTuningFileExitsWithOne) {
+  if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("strata-info-bad-tuning." + std::to_string(::getpid()) + ".json"))
+          .string();
+  std::ofstream(path) << "{ \"version\": ";
+  const ProcessResult r =
+      run_command("env -u STRATA_RDV -u PMIX_RANK STRATA_TUNING=" + path + " " + bin() + "/strata-info 2>&1");
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("strata-info: the tuning table in effect is unusable: tuning file " + path), std::string::npos)
+      << r.out;
 }
 
 TEST(StrataInfo, UnderStrataRunFourRanksOnTwoVirtualHosts) {

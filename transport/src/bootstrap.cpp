@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "strata/detail/env.hpp"
+#include "strata/detail/log.hpp"
 #include "strata/detail/rendezvous.hpp"
 #include "strata/transport/bootstrap.hpp"
 
@@ -25,7 +27,7 @@ class SingletonBootstrap final : public Bootstrap {
     job_.bind = "none";
     detail::rdv::random_bytes(job_.secret.data(), job_.secret.size());
     job_.job_id = "single-" + detail::rdv::random_hex(8);
-    if (const char* t = std::getenv(detail::rdv::env::kTopology)) job_.topology = t;
+    if (const char* t = strata::detail::env::get(detail::rdv::env::kTopology)) job_.topology = t;
   }
   const JobInfo& job() const noexcept override { return job_; }
   std::vector<std::vector<std::byte>> allgather(const void* data, std::size_t len) override {
@@ -42,6 +44,7 @@ class SingletonBootstrap final : public Bootstrap {
 };
 
 bool env_set(const char* name) {
+  if (std::strncmp(name, "STRATA_", 7) == 0) return strata::detail::env::get(name) != nullptr;
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0';
 }
@@ -67,16 +70,15 @@ std::unique_ptr<Bootstrap> bootstrap_from_environment() {
                     " processes (PMI_SIZE is set, PMIX_RANK is not), which strata cannot bootstrap from: start it "
                     "with `strata-run -n N [--hosts H] -- PROGRAM ARGS...` or under a PMIx launcher (Open MPI's "
                     "mpirun, prterun, srun --mpi=pmix)");
-  const char* req = std::getenv(detail::rdv::env::kRequireLauncher);
+  const char* req = strata::detail::env::get(detail::rdv::env::kRequireLauncher);
   if (req != nullptr && std::strcmp(req, "1") == 0)
     throw Error(Errc::bootstrap_error,
                 "no launcher found (STRATA_RDV and PMIX_RANK are unset) and STRATA_REQUIRE_LAUNCHER=1: start the "
                 "program with `strata-run -n N [--hosts H] -- PROGRAM ARGS...` or under a PMIx launcher (mpirun, "
                 "prterun, srun --mpi=pmix)");
-  std::fputs(
-      "strata: no launcher found (STRATA_RDV and PMIX_RANK unset); running as a single rank. Use `strata-run -n N -- "
-      "PROGRAM` for N ranks (STRATA_REQUIRE_LAUNCHER=1 makes this an error).\n",
-      stderr);
+  strata::detail::logger().warn(
+      "no launcher found (STRATA_RDV and PMIX_RANK unset); running as a single rank. Use `strata-run -n N -- "
+      "PROGRAM` for N ranks (STRATA_REQUIRE_LAUNCHER=1 makes this an error).");
   return std::make_unique<SingletonBootstrap>();
 }
 

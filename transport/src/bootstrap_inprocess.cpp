@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "strata/detail/env.hpp"
 #include "strata/detail/rendezvous.hpp"
 #include "strata/transport/bootstrap.hpp"
 
@@ -121,7 +122,7 @@ std::vector<std::unique_ptr<Bootstrap>> make_inprocess_bootstraps(int n, int hos
   detail::rdv::random_bytes(base.secret.data(), base.secret.size());
   base.job_id = "inproc-" + detail::rdv::random_hex(8);
   base.launcher = "inprocess";
-  if (const char* t = std::getenv(detail::rdv::env::kTopology)) base.topology = t;
+  if (const char* t = strata::detail::env::get(detail::rdv::env::kTopology)) base.topology = t;
   base.bind = "none";
 
   auto shared = std::make_shared<SharedJob>(n);

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 
+#include "strata/detail/env.hpp"
 #include "strata/detail/rendezvous.hpp"
 #include "strata/transport/bootstrap.hpp"
 
@@ -116,7 +117,7 @@ class PmixBootstrap final : public Bootstrap {
     check(PMIx_Get(&wild, PMIX_JOB_SIZE, nullptr, 0, &val), "PMIx_Get(PMIX_JOB_SIZE)", "start-up");
     job_.size = static_cast<int>(val->data.uint32);
     PMIX_VALUE_RELEASE(val);
-    if (const char* t = std::getenv(rdv::env::kTopology)) job_.topology = t;
+    if (const char* t = strata::detail::env::get(rdv::env::kTopology)) job_.topology = t;
     job_.bind = "external";
 
     // One exchange: host name of every rank, plus rank 0's secret and job id.

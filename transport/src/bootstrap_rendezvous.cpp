@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "strata/detail/env.hpp"
 #include "strata/detail/rendezvous.hpp"
 #include "strata/transport/bootstrap.hpp"
 
@@ -34,7 +35,7 @@ namespace env = rdv::env;
 }
 
 std::string get_env(const char* name, bool required) {
-  const char* v = std::getenv(name);
+  const char* v = strata::detail::env::get(name);
   if (v == nullptr) {
     if (required) fail_env(name, "is not set");
     return {};

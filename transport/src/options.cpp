@@ -5,15 +5,13 @@
 #include <limits>
 #include <string>
 
+#include "strata/detail/env.hpp"
 #include "strata/transport/transport.hpp"
 
 namespace strata::transport {
 namespace {
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v == nullptr || *v == '\0') ? nullptr : v;
-}
+const char* env(const char* name) { return strata::detail::env::get(name); }
 
 /// Parses a non-negative decimal integer with an optional K/M/G (binary) suffix.
 std::uint64_t parse_size(const char* name, const char* text, bool allow_suffix, std::uint64_t min, std::uint64_t max) {

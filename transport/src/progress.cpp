@@ -1,4 +1,5 @@
 #include "strata/transport/progress.hpp"
+#include "strata/detail/env.hpp"
 
 #include <pthread.h>
 #include <sched.h>
@@ -51,10 +52,7 @@ inline void cpu_relax() noexcept {
 
 ProgressOptions ProgressOptions::from_environment() {
   ProgressOptions o;
-  auto get = [](const char* n) -> const char* {
-    const char* v = std::getenv(n);
-    return (v == nullptr || *v == '\0') ? nullptr : v;
-  };
+  auto get = [](const char* n) -> const char* { return strata::detail::env::get(n); };
   if (const char* v = get("STRATA_PROGRESS_THREADS")) {
     o.threads = static_cast<int>(parse_int("STRATA_PROGRESS_THREADS", v, 0, 256));
   }

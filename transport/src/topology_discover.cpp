@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "strata/detail/env.hpp"
+#include "strata/detail/log.hpp"
 #include "strata/transport/bootstrap.hpp"
 #include "strata/transport/topology.hpp"
 
@@ -53,7 +55,7 @@ Hierarchy discover_hierarchy(Bootstrap& boot) {
   const JobInfo& job = boot.job();
   std::string spec = job.topology;
   if (spec.empty()) {
-    if (const char* env = std::getenv("STRATA_TOPOLOGY")) spec = env;
+    if (const char* env = strata::detail::env::get("STRATA_TOPOLOGY")) spec = env;
   }
 
   std::vector<std::byte> mine;
@@ -67,6 +69,9 @@ Hierarchy discover_hierarchy(Bootstrap& boot) {
     RankPlace p = machine.place_self(job.local_rank);
     p.rank = job.rank;
     p.host = job.host;
+    strata::detail::logger().info("topology: {} ({}); this rank: host {} package {} numa {} core {} pu {}",
+                                  machine.summary(), machine.source(), p.host, p.package, p.numa, p.core,
+                                  p.pu < 0 ? std::string("unbound") : std::to_string(p.pu));
     mine = Hierarchy::encode(p);
   } catch (const Error& e) {
     local_code = e.errc();

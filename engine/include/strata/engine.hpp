@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -113,6 +114,9 @@ class SharedMemory {
 /// in the executor's arena; Future::on_complete callbacks run in the
 /// completing thread (no task). None of these may block on strata futures
 /// except then continuations and arena tasks (they suspend, see future.hpp).
+/// @brief Severity of a line of strata's log (EngineOptions::log_sink).
+enum class LogLevel { trace, debug, info, warn, error, critical };
+
 struct EngineOptions {
   int progress_threads = 1;  ///< STRATA_PROGRESS_THREADS: communication servers, 0 = inline mode
   int worker_threads = 0;    ///< STRATA_THREADS: executor arena threads, 0 = oneTBB default
@@ -131,6 +135,15 @@ struct EngineOptions {
   /// thread that made them ready (progress server or waiter) instead of as a
   /// oneTBB task: a task hand-off costs tens of microseconds on a busy core.
   std::size_t inline_bytes = 1u << 20;
+  /// Receives every line of strata's log that STRATA_LOG_LEVEL lets through
+  /// (default warn), formatted as on stderr or in STRATA_LOG_FILE
+  /// ("[time] [host rank R pid P] [level] message", no trailing newline), in
+  /// addition to them; empty = none. Called from any strata thread (progress
+  /// servers, executor workers, the caller) and under the logger's lock: keep it
+  /// short and do not call strata from it. Installed before the bootstrap,
+  /// topology and transport lines of this engine's start-up, removed when the
+  /// Engine is destroyed (docs/embedding.md, "Logging").
+  std::function<void(LogLevel level, const std::string& line)> log_sink;
   /// Reads the environment over the defaults; throws strata::Error naming a malformed variable.
   static EngineOptions from_environment();
 };

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "strata/detail/env.hpp"
 #include "strata/detail/rendezvous.hpp"
 #include "strata/mpi.hpp"
 
@@ -47,7 +48,7 @@ Bootstrap::Bootstrap(MPI_Comm comm) {
     job_.size = size;
     job_.launcher = "mpi";
     job_.bind = "external";
-    if (const char* t = std::getenv(detail::rdv::env::kTopology)) job_.topology = t;
+    if (const char* t = strata::detail::env::get(detail::rdv::env::kTopology)) job_.topology = t;
 
     // One exchange: every rank's host name, plus rank 0's secret and job id.
     char host[MPI_MAX_PROCESSOR_NAME] = {};

@@ -38,6 +38,8 @@
 #include "backend.hpp"
 #include "mr_cache.hpp"
 #include "shm/sync.hpp"
+#include "strata/detail/env.hpp"
+#include "strata/detail/log.hpp"
 #include "strata/detail/rendezvous.hpp"
 
 namespace strata::transport::detail {
@@ -212,10 +214,7 @@ int provider_rank(const std::string& prov) {
   return i;
 }
 
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, value) == 0;
-}
+bool env_is(const char* name, const char* value) { return strata::detail::env::is(name, value); }
 
 class FabricBackend final : public Backend, public PollHint {
  public:
@@ -702,6 +701,11 @@ class FabricBackend final : public Backend, public PollHint {
     }
     info_ = pick;
     provider_ = info_->fabric_attr->prov_name;
+    strata::detail::logger().info(
+        "fabric: provider {}, fabric {}, domain (interface) {}, {} remote peer(s)", provider_,
+        info_->fabric_attr->name != nullptr ? info_->fabric_attr->name : "?",
+        info_->domain_attr != nullptr && info_->domain_attr->name != nullptr ? info_->domain_attr->name : "?",
+        std::count_if(peers_.begin(), peers_.end(), [](const auto& q) { return q.served; }));
     const std::uint64_t mr_mode = static_cast<std::uint64_t>(info_->domain_attr->mr_mode);
     virt_addr_ = (mr_mode & FI_MR_VIRT_ADDR) != 0;
     prov_key_ = (mr_mode & FI_MR_PROV_KEY) != 0;
@@ -1313,7 +1317,7 @@ class FabricBackend final : public Backend, public PollHint {
       }
       if (got < 0) {
         if (debug_)
-          std::fprintf(stderr, "fabric rank %d: fi_cq_readfrom: %s\n", rank_, fi_err(static_cast<int>(got)).c_str());
+          strata::detail::logger().info("fabric rank {}: fi_cq_readfrom: {}", rank_, fi_err(static_cast<int>(got)));
         break;
       }
       for (ssize_t i = 0; i < got; ++i) handle_cqe(ent[static_cast<std::size_t>(i)], src[static_cast<std::size_t>(i)]);
@@ -1356,12 +1360,9 @@ class FabricBackend final : public Backend, public PollHint {
 
   void handle_cqe(const fi_cq_data_entry& e, fi_addr_t from) {
     if (debug_)
-      std::fprintf(stderr, "fabric rank %d: %lld us: cqe flags %#llx len %zu from %llu ctx %p\n", rank_,
-                   static_cast<long long>(
-                       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count() %
-                       100000000),
-                   static_cast<unsigned long long>(e.flags), e.len, static_cast<unsigned long long>(from),
-                   e.op_context);
+      strata::detail::logger().info("fabric rank {}: cqe flags {:#x} len {} from {} ctx {}", rank_,
+                                    static_cast<unsigned long long>(e.flags), e.len,
+                                    static_cast<unsigned long long>(from), e.op_context);
     if ((e.flags & FI_REMOTE_CQ_DATA) != 0 && (e.flags & FI_RECV) == 0) {
       // Remote write with data: a signal from 'from'.
       int src = single_peer_ >= 0                                           ? single_peer_
@@ -1425,10 +1426,10 @@ class FabricBackend final : public Backend, public PollHint {
         m.type = 0;  // dropped: no signal without its data
         if (!warned_bad_inline_) {
           warned_bad_inline_ = true;
-          std::fprintf(stderr,
-                       "strata: fabric rank %d: dropped a put_with_signal of %llu bytes from rank %d: the target range "
-                       "is not registered here (deregistered while peers still write to it?)\n",
-                       rank_, static_cast<unsigned long long>(m.d), m.src);
+          strata::detail::logger().warn(
+              "fabric rank {}: dropped a put_with_signal of {} bytes from rank {}: the target range is not registered "
+              "here (deregistered while peers still write to it?)",
+              rank_, static_cast<unsigned long long>(m.d), m.src);
         }
       }
     }
@@ -1675,7 +1676,7 @@ class FabricBackend final : public Backend, public PollHint {
   bool mr_endpoint_ = false;
   bool delivery_complete_ = true;
   bool saw_ = false;
-  bool debug_ = std::getenv("STRATA_FI_DEBUG") != nullptr;
+  bool debug_ = strata::detail::env::get("STRATA_FI_DEBUG") != nullptr;
   // Diagnostics (docs/fabric.md): STRATA_FI_INLINE=off sends every
   // put_with_signal of the message path as write + message;
   // STRATA_FI_STREAM_POLL=off lets pollers nap during bulk transfers.

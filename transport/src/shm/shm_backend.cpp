@@ -53,6 +53,8 @@
 #include "backend.hpp"
 #include "shm/ring.hpp"
 #include "shm/sync.hpp"
+#include "strata/detail/env.hpp"
+#include "strata/detail/log.hpp"
 #include "strata/detail/rendezvous.hpp"
 
 namespace strata::transport::detail {
@@ -238,8 +240,8 @@ std::string job_tag(const JobInfo& job) {
 }
 
 std::uint64_t ring_bytes_from_env() {
-  const char* v = std::getenv("STRATA_SHM_RING_BYTES");
-  if (v == nullptr || *v == '\0') return kDefaultRingBytes;
+  const char* v = strata::detail::env::get("STRATA_SHM_RING_BYTES");
+  if (v == nullptr) return kDefaultRingBytes;
   char* end = nullptr;
   errno = 0;
   const unsigned long long n = std::strtoull(v, &end, 10);
@@ -251,8 +253,8 @@ std::uint64_t ring_bytes_from_env() {
 }
 
 std::size_t direct_min_from_env() {
-  const char* v = std::getenv("STRATA_SHM_DIRECT");
-  if (v == nullptr || *v == '\0') return kDefaultDirectMin;
+  const char* v = strata::detail::env::get("STRATA_SHM_DIRECT");
+  if (v == nullptr) return kDefaultDirectMin;
   if (std::strcmp(v, "off") == 0) return SIZE_MAX;
   char* end = nullptr;
   errno = 0;
@@ -632,7 +634,7 @@ ShmBackend::~ShmBackend() {
 void ShmBackend::disable_cma(Peer& p, int err) {
   p.cma.store(false, std::memory_order_relaxed);
   std::call_once(cma_log_once_, [&] {
-    spdlog::warn(
+    strata::detail::logger().warn(
         "strata: rank {}: single-copy CMA to rank {} refused ({}); same-host transfers use the two-copy segment "
         "path",
         rank_, p.rank, std::strerror(err));
@@ -742,8 +744,8 @@ std::unique_ptr<SharedRegion> ShmBackend::allocate_shared(std::size_t len, const
   const std::string name = region_name(rank_, id);
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
-    spdlog::warn("strata: rank {}: shm_open({}) for a shared region failed ({}); using private memory", rank_, name,
-                 std::strerror(errno));
+    strata::detail::logger().warn("strata: rank {}: shm_open({}) for a shared region failed ({}); using private memory",
+                                  rank_, name, std::strerror(errno));
     return nullptr;
   }
   void* m = ::ftruncate(fd, static_cast<off_t>(len)) == 0
@@ -751,8 +753,9 @@ std::unique_ptr<SharedRegion> ShmBackend::allocate_shared(std::size_t len, const
                 : MAP_FAILED;
   ::close(fd);
   if (m == MAP_FAILED) {
-    spdlog::warn("strata: rank {}: sizing/mapping the shared region {} failed ({}); using private memory", rank_, name,
-                 std::strerror(errno));
+    strata::detail::logger().warn(
+        "strata: rank {}: sizing/mapping the shared region {} failed ({}); using private memory", rank_, name,
+        std::strerror(errno));
     ::shm_unlink(name.c_str());
     return nullptr;
   }
@@ -827,7 +830,8 @@ const Peer::Mapped& ShmBackend::map_region(Peer& p, std::uint64_t id, std::uint6
     ::close(fd);
   }
   if (nm.local == nullptr)
-    spdlog::debug("strata: rank {}: cannot map region {} of rank {}; puts to it use the ring", rank_, name, p.rank);
+    strata::detail::logger().debug("strata: rank {}: cannot map region {} of rank {}; puts to it use the ring", rank_,
+                                   name, p.rank);
   p.mapped.push_back(nm);
   return p.mapped.back();
 }

@@ -150,6 +150,8 @@ struct BufferDecl {
 class Plan {
  public:
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// The concrete algorithm the compiler chose (e.g. "ring", "bruck", "tree"), empty if not recorded.
+  [[nodiscard]] const std::string& algorithm() const noexcept { return algorithm_; }
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int nranks() const noexcept { return nranks_; }
   [[nodiscard]] const std::vector<Node>& nodes() const noexcept { return nodes_; }
@@ -185,6 +187,7 @@ class Plan {
  private:
   friend class PlanBuilder;
   std::string name_;
+  std::string algorithm_;
   int rank_ = 0;
   int nranks_ = 1;
   std::vector<Node> nodes_;
@@ -223,6 +226,11 @@ class PlanBuilder {
   /// @param rank this slice's rank in [0, nranks)
   /// @param nranks number of ranks of the communicator (>= 1)
   PlanBuilder(std::string name, int rank, int nranks);
+
+  /// @brief Records the concrete algorithm of this slice (Plan::algorithm(); logs, strata-info).
+  PlanBuilder& algorithm(std::string name);
+  /// @brief The algorithm recorded so far (empty if none).
+  [[nodiscard]] const std::string& algorithm() const noexcept;
 
   /// @brief Declares user input / output / scratch slot / peer buffer @p id of @p size bytes.
   PlanBuilder& input(std::uint32_t id, std::uint64_t size);
