@@ -38,6 +38,7 @@
 #include "strata/collectives/tuning.hpp"
 #include "strata/error.hpp"
 #include "strata/version.hpp"
+#include "strata_cli.hpp"
 
 extern char** environ;
 
@@ -600,49 +601,31 @@ class Tuner {
   int nrun_ = 0;
 };
 
-void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: strata-tune [--quick | --smoke] [-o FILE] [--ranks N] [--verbose]\n"
-               "Measures this machine (memcpy, same-host data paths, executor cost) and searches the tuning\n"
-               "table's crossovers with real collectives on N ranks (default 2; strata-run + strata-bench from\n"
-               "this directory). Writes the table (docs/tuning.md) to FILE, default %s.\n"
-               "  --quick    under 30 s on 2 cores: fewer sizes and candidates\n"
-               "  (default)  full mode, under 5 minutes: more candidates and sizes, two rounds each\n"
-               "  --smoke    seconds: tiny sizes, one search, no second look (tests; the table is not worth using)\n"
-               "  --ranks N  ranks for the collective runs (run one per core for meaningful numbers)\n",
-               strata::coll::default_tuning_path().c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick") {
-      o.mode = Mode::quick;
-    } else if (a == "--smoke") {
-      o.mode = Mode::smoke;
-    } else if (a == "--full") {
-      o.mode = Mode::full;
-    } else if ((a == "-o" || a == "--output") && i + 1 < argc) {
-      o.out = argv[++i];
-    } else if (a == "--ranks" && i + 1 < argc) {
-      char* end = nullptr;
-      const long n = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || n < 2 || n > 64) die(std::string("--ranks '") + argv[i] + "': expected 2..64");
-      o.ranks = static_cast<int>(n);
-    } else if (a == "--verbose" || a == "-v") {
-      o.verbose = true;
-    } else if (a == "--help" || a == "-h") {
-      usage(stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "strata-tune: unknown argument '%s'\n", a.c_str());
-      usage(stderr);
-      return 2;
-    }
-  }
+  CLI::App app{
+      "Measures this machine (memcpy, same-host data paths, executor cost) and searches the tuning "
+      "table's crossovers with real collectives on N ranks (strata-run + strata-bench from this "
+      "directory). Writes the table (docs/tuning.md) to FILE, default " +
+          strata::coll::default_tuning_path() + ".",
+      "strata-tune"};
+  auto* quick = app.add_flag_callback(
+      "--quick", [&o] { o.mode = Mode::quick; }, "under 30 s on 2 cores: fewer sizes and candidates");
+  auto* smoke = app.add_flag_callback(
+      "--smoke", [&o] { o.mode = Mode::smoke; },
+      "seconds: tiny sizes, one search, no second look (tests; the table is not worth using)");
+  auto* full = app.add_flag_callback(
+      "--full", [&o] { o.mode = Mode::full; },
+      "the default, under 5 minutes: more candidates and sizes, two rounds each");
+  quick->excludes(smoke)->excludes(full);
+  smoke->excludes(full);
+  app.add_option("-o,--output", o.out, "tuning file to write");
+  app.add_option("--ranks", o.ranks, "ranks for the collective runs, 2..64 (run one per core for meaningful numbers)")
+      ->check(strata::cli::integer(2, 64));
+  app.add_flag("-v,--verbose", o.verbose, "print every measurement command");
+  strata::cli::parse(app, argc, argv);
   try {
     Tuner t(o);
     return t.run();
