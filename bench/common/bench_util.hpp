@@ -304,8 +304,8 @@ inline void print_nccl(std::FILE* f, const std::vector<Record>& recs) {
                    r.library.c_str(), r.collective.c_str(), r.variant.c_str(), r.ranks);
       std::fprintf(f, "#%12s %13s %9s %7s %7s %9s %8s %8s %7s\n", "size", "count", "type", "redop", "root", "time",
                    "algbw", "busbw", "#wrong");
-      std::fprintf(f, "#%12s %13s %9s %7s %7s %9s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
-                   "(GB/s)", "");
+      std::fprintf(f, "#%12s %13s %9s %7s %7s %9s %8s %8s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
+                   "(GB/s)");
     }
     const std::string& c = r.collective;
     const bool reduces = c == "allreduce" || c == "reduce" || c == "reduce_scatter";
