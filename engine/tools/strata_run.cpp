@@ -136,8 +136,9 @@ Options parse_args(int argc, char** argv) {
       "  strata-run -n N [options] [--] PROGRAM [ARGS...]",
       "strata-run"};
   app.get_formatter()->column_width(30);
-  app.add_option("-n,--np", n, "number of ranks (>= 1)");
-  app.add_option("--hosts", hosts, "split the ranks into H virtual hosts, block placement (1 <= H <= N; default 1)");
+  app.add_option("-n,--np", n, "number of ranks (>= 1)")->type_name("N");
+  app.add_option("--hosts", hosts, "split the ranks into H virtual hosts, block placement (1 <= H <= N; default 1)")
+      ->type_name("H");
   app.add_option("--bind", bind,
                  "pin each rank to a core / NUMA node, round-robin (default: core if N <= cores, "
                  "else none)")

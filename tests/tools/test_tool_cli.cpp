@@ -5,7 +5,10 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -71,5 +74,35 @@ INSTANTIATE_TEST_SUITE_P(
                       ToolCase{"asp", "--density", "--mode fast", "--mode expects blocking, pipelined or both"},
                       ToolCase{"fft3d", "--decomp", "--grid 3y4", "--grid,--n expects N or N1xN2xN3"},
                       ToolCase{"multigrid", "--cycles", "--levels 99", "--levels expects an integer in [0, 20]"}));
+
+// strata-trace-merge parses every event line as JSON: escaped names survive, the
+// ranks get process names, and a line that only looks like an object is refused.
+TEST(TraceMerge, ParsesEventsAndRejectsALineThatIsNotJson) {
+  if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  const std::string prefix = ::testing::TempDir() + "strata_tools_merge_" + std::to_string(::getpid());
+  {
+    std::ofstream(prefix + ".0.json") << R"({"name":"all\"re\\duce\u000a","ph":"X","pid":0,"tid":1,"ts":1.5,"dur":2})"
+                                      << "\n";
+    std::ofstream(prefix + ".1.json") << R"({"name":"wait","ph":"X","pid":1,"tid":1,"ts":2,"dur":1})"
+                                      << "\n\n";
+  }
+  const launch::ProcessResult ok =
+      launch::run_command(bin() + "/strata-trace-merge -o " + prefix + ".merged.json --prefix " + prefix);
+  ASSERT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("2 events from 2 files (2 ranks)"), std::string::npos) << ok.out;
+  std::ifstream in(prefix + ".merged.json");
+  const auto merged = nlohmann::json::parse(in);
+  ASSERT_TRUE(merged["traceEvents"].is_array());
+  ASSERT_EQ(merged["traceEvents"].size(), 4u) << merged.dump(1);  // 2 events + 2 process names
+  EXPECT_EQ(merged["traceEvents"][0]["name"], "all\"re\\duce\n");
+  EXPECT_EQ(merged["traceEvents"][3]["args"]["name"], "rank 1");
+
+  std::ofstream(prefix + ".1.json") << "{\"name\":\"wait\",\"pid\":1}\n{not json}\n";
+  const launch::ProcessResult bad =
+      launch::run_command(bin() + "/strata-trace-merge -o " + prefix + ".merged.json --prefix " + prefix);
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find(prefix + ".1.json:2: not a trace event object"), std::string::npos) << bad.out;
+  for (const char* f : {".0.json", ".1.json", ".merged.json"}) std::remove((prefix + f).c_str());
+}
 
 }  // namespace
