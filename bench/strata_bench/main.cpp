@@ -121,9 +121,10 @@ Options parse(int argc, char** argv) {
         "belong to --coll");
   if (o.overlap && o.stream > 0) usage_error("choose one of --overlap and --stream");
   if (o.persistent && (o.overlap || o.stream > 0)) usage_error("--persistent measures latency only");
-  if ((o.format == "osu" || o.format == "nccl") && (o.mode != "coll" || o.overlap || o.stream > 0))
-    usage_error("--format " + o.format +
-                " reports collective latencies: it needs --coll without --overlap or --stream");
+  if (o.format != "table" && o.mode != "coll")
+    usage_error("--format " + o.format + " belongs to --coll (the other modes print a table; --json FILE writes JSON)");
+  if ((o.format == "osu" || o.format == "nccl") && (o.overlap || o.stream > 0))
+    usage_error("--format " + o.format + " reports collective latencies: not with --overlap or --stream");
   if (o.full && o.format != "osu") usage_error("-f,--full belongs to --format osu");
   // The memcpy ceiling prints its own table; the other formats print only the collectives.
   if (o.format != "table" && o.mode == "coll") o.with_memcpy = false;
