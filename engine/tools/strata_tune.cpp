@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -226,17 +227,19 @@ class Tuner {
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
       throw std::runtime_error("measurement failed (" + cmd + "):\n" + tail(slurp(log), 2000));
     std::vector<Record> out;
-    const Value doc = strata::json::parse(slurp(json), json);
-    if (doc.type() != Value::Type::array) throw std::runtime_error(json + ": strata-bench wrote no JSON array");
-    for (const Value& r : doc.items()) {
+    // strata-bench's --json records (bench/common/bench_util.hpp), read with nlohmann-json.
+    const nlohmann::json doc = nlohmann::json::parse(slurp(json), nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_array()) throw std::runtime_error(json + ": strata-bench wrote no JSON array");
+    for (const nlohmann::json& r : doc) {
+      if (!r.is_object()) throw std::runtime_error(json + ": a record that is not a JSON object");
       Record x;
       auto str = [&r](const char* k) {
-        const Value* v = r.find(k);
-        return v != nullptr && v->type() == Value::Type::string ? v->as_string() : std::string();
+        const auto v = r.find(k);
+        return v != r.end() && v->is_string() ? v->get<std::string>() : std::string();
       };
       auto num = [&r](const char* k) {
-        const Value* v = r.find(k);
-        return v != nullptr && v->type() == Value::Type::number ? v->as_double() : 0.0;
+        const auto v = r.find(k);
+        return v != r.end() && v->is_number() ? v->get<double>() : 0.0;
       };
       x.library = str("library");
       x.collective = str("collective");
