@@ -31,6 +31,7 @@ void add_common_options(CLI::App& app, Options& o) {
 /// @endcode
 inline std::string parse_app(CLI::App& app, int argc, char** argv, std::string& help) {
   help.clear();
+  strata::cli::strict_flags(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -61,6 +61,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ToolCase{"strata-trace-merge", "--prefix", "in.json -o", "-o,--output needs a value"},
                       ToolCase{"strata-run", "--on-failure", "-n two -- true", "-n expects an integer"},
                       ToolCase{"strata-run", "--tag-output", "-n 2 --frobnicate -- true", "'--frobnicate'"},
+                      ToolCase{"strata-run", "--net-stats", "-n 1 --tag-output=3 -- true",
+                               "--tag-output takes no value"},
                       ToolCase{"strata-net", "--slots", "--hosts 0 -- true", "--hosts expects an integer in [1, 200]"},
                       ToolCase{"strata-tune", "--ranks", "--ranks 1", "--ranks expects an integer in [2, 64]"},
                       ToolCase{"strata-sim", "--nic-gbit", "--bytes 12Q", "--bytes expects a size"},

@@ -43,6 +43,11 @@ inline std::string describe(const CLI::App& app, const CLI::ParseError& e) {
   const std::string head = colon == std::string::npos ? std::string() : what.substr(0, colon);
   const std::string rest = colon == std::string::npos ? what : what.substr(colon + 2);
   const bool named = !head.empty() && (head[0] == '-' || app.get_option_no_throw(head) != nullptr);
+  const auto override_at = what.find(" was given a disallowed flag override");
+  if (override_at != std::string::npos) {  // strict_flags(): "--tag-output=3"
+    const std::string flag = what.substr(0, override_at);
+    return spelling(app, (flag.rfind('-', 0) == 0 ? "" : "--") + flag) + " takes no value";
+  }
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && named &&
       rest.find("required") != std::string::npos && rest.find("missing") != std::string::npos)
     return spelling(app, head) + " needs a value";
@@ -61,10 +66,17 @@ inline std::string describe(const CLI::App& app, const CLI::ParseError& e) {
   return what;
 }
 
+/// Makes every flag of @p app refuse a value (`--tag-output=3`): CLI11 would read it as true or false.
+inline void strict_flags(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options())
+    if (opt->get_expected_max() == 0 && !opt->get_positional()) opt->disable_flag_override();
+}
+
 /// Parses @p argv with @p app. --help (and --help-all) print the help to stdout and
 /// exit 0; an error exits kExitUsage after one line on stderr (printed only when
 /// @p print_errors: ranks other than 0 of a parallel tool stay silent).
 inline void parse(CLI::App& app, int argc, const char* const* argv, bool print_errors = true) {
+  strict_flags(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
