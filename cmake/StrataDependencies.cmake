@@ -3,8 +3,9 @@ find_package(Threads REQUIRED)
 find_package(TBB REQUIRED COMPONENTS tbb)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
-# CLI11 (header-only, libcli11-dev): the tools' command-line parsing.
+# Command-line parsing and JSON of the tools (header-only: libcli11-dev, nlohmann-json3-dev).
 find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(STRATA_FABRIC REQUIRED IMPORTED_TARGET GLOBAL libfabric)
 pkg_check_modules(STRATA_HWLOC REQUIRED IMPORTED_TARGET GLOBAL hwloc)

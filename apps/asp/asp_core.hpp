@@ -47,36 +47,19 @@ struct Options {
   std::string backend;
 };
 
-/// Parses the command line; returns an error message or "" (sets help on -h).
-inline std::string parse(int argc, char** argv, Options& o, bool& help) {
-  const std::string err =
-      apps::parse_options(argc, argv, o, help, [&o](const std::string& a, const apps::NextValue& value) {
-        if (a == "--n") {
-          o.n = std::stoi(value());
-        } else if (a == "--seed") {
-          o.seed = std::stoull(value());
-        } else if (a == "--density") {
-          o.density = std::stod(value());
-        } else if (a == "--mode") {
-          o.mode = value();
-          if (o.mode != "blocking" && o.mode != "pipelined" && o.mode != "both")
-            throw "--mode must be blocking, pipelined or both (got '" + o.mode + "')";
-        } else {
-          return false;
-        }
-        return true;
-      });
-  if (!err.empty()) return err;
-  if (o.n < 1) return "--n must be >= 1";
-  if (o.density < 0 || o.density > 1) return "--density must be in [0, 1]";
-  return "";
-}
-
-inline const char* usage() {
-  return "usage: asp [--n N] [--seed S] [--density P] [--mode blocking|pipelined|both] [--check]\n"
-         "           [--trace PREFIX] [--backend strata|mpi]\n"
-         "  Floyd-Warshall on a random directed graph of N vertices (edge probability P,\n"
-         "  weights 1..100); the rank count must divide N.\n";
+/// Parses the command line; returns an error message or "" (fills @p help on -h).
+inline std::string parse(int argc, char** argv, Options& o, std::string& help) {
+  CLI::App app{
+      "Floyd-Warshall on a random directed graph of N vertices (edge probability P, weights 1..100); "
+      "the rank count must divide N.",
+      "asp"};
+  apps::add_common_options(app, o);
+  app.add_option("--n", o.n, "vertices (default 512)")->check(strata::cli::positive_integer());
+  app.add_option("--seed", o.seed, "random graph seed (default 1)");
+  app.add_option("--density", o.density, "edge probability in [0, 1] (default 0.05)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--mode", o.mode, "blocking, pipelined or both (default)")
+      ->check(strata::cli::one_of({"blocking", "pipelined", "both"}));
+  return apps::parse_app(app, argc, argv, help);
 }
 
 /// Deterministic edge weight of (i, j): independent of the rank count.

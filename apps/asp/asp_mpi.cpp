@@ -53,14 +53,16 @@ int main(int argc, char** argv) {
   {
     MpiBackend b;
     asp::Options o;
-    bool help = false;
+    std::string help;
     const std::string err = asp::parse(argc, argv, o, help);
-    if (!err.empty() || help) {
+    if (!err.empty() || !help.empty()) {
       if (b.rank() == 0) {
-        if (!err.empty()) std::fprintf(stderr, "asp-mpi: error: %s\n", err.c_str());
-        std::fputs(asp::usage(), stderr);
+        if (!err.empty())
+          std::fprintf(stderr, "asp-mpi: error: %s (see asp-mpi --help)\n", err.c_str());
+        else
+          std::fputs(help.c_str(), stdout);
       }
-      rc = help ? 0 : 2;
+      rc = help.empty() ? 2 : 0;
     } else if (!o.backend.empty() && o.backend != "mpi") {
       if (b.rank() == 0) std::fprintf(stderr, "asp-mpi: error: this binary is the mpi backend\n");
       rc = 2;

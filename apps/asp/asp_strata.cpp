@@ -45,7 +45,7 @@ class StrataBackend {
 
 int main(int argc, char** argv) {
   return apps::strata_app_main<asp::Options>(
-      "asp", argc, argv, asp::parse, asp::usage(), [](strata::Engine& engine, const asp::Options& o) {
+      "asp", argc, argv, asp::parse, [](strata::Engine& engine, const asp::Options& o) {
         StrataBackend b(engine.world());
         return asp::main_with(b, o, "strata", std::to_string(engine.hierarchy().num_hosts()));
       });

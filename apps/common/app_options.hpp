@@ -1,57 +1,43 @@
-// The command-line loop every app's parse() shares (strata and MPI builds
-// alike, so standard C++ only): the options all apps take (--check,
-// --trace PREFIX, --backend NAME, -h/--help) and the error messages.
+// The command line every app shares (strata and MPI builds alike): CLI11
+// through engine/tools/common/strata_cli.hpp, the options all apps take
+// (--check, --trace PREFIX, --backend NAME, -h/--help) and one error style.
 #pragma once
 
-#include <exception>
-#include <functional>
 #include <string>
+
+#include "strata_cli.hpp"
 
 namespace apps {
 
-/// Takes the value of the argument being parsed (the next word of argv);
-/// throws std::string "missing value for <argument>" when there is none.
-using NextValue = std::function<std::string()>;
+/// Adds --check, --trace and --backend to @p app, stored in the fields of the same names of @p o.
+template <class Options>
+void add_common_options(CLI::App& app, Options& o) {
+  app.add_flag("--check", o.check, "verify the result against a reference");
+  app.add_option("--trace", o.trace, "write STRATA_TRACE files PREFIX.<rank>.json (strata backend)")
+      ->type_name("PREFIX");
+  app.add_option("--backend", o.backend,
+                 "strata (default), or mpi|openmpi|mpich: run the MPI twin under mpirun with --np N ranks "
+                 "(default 2); start it without strata-run");
+}
 
-/// Walks argv[1..]: --check, --trace and --backend set the fields of the same
-/// names of @p o, -h/--help sets @p help; every other argument goes to
-/// @p own(argument, value), which returns false for an argument it does not
-/// know and may throw a std::string (the message returned). An exception from
-/// a conversion (std::stoi, ...) becomes "bad value for <argument>".
-/// Returns an error message, or "" when every argument was understood.
+/// Parses @p argv with @p app. Returns an error message naming the option, or
+/// "" when every argument was understood; on -h/--help fills @p help with the
+/// help text (and returns "").
 /// @code
-///   return apps::parse_options(argc, argv, o, help, [&o](const std::string& a, const apps::NextValue& value) {
-///     if (a != "--n") return false;
-///     o.n = std::stoi(value());
-///     return true;
-///   });
+///   CLI::App app{"what the app does", "asp"};
+///   apps::add_common_options(app, o);
+///   app.add_option("--n", o.n, "vertices")->check(strata::cli::positive_integer());
+///   return apps::parse_app(app, argc, argv, help);
 /// @endcode
-template <class Options, class Own>
-std::string parse_options(int argc, char** argv, Options& o, bool& help, Own&& own) {
-  help = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const NextValue value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::string("missing value for ") + a;
-      return argv[++i];
-    };
-    try {
-      if (a == "--check") {
-        o.check = true;
-      } else if (a == "--trace") {
-        o.trace = value();
-      } else if (a == "--backend") {
-        o.backend = value();
-      } else if (a == "-h" || a == "--help") {
-        help = true;
-      } else if (!own(a, value)) {
-        return "unknown argument '" + a + "'";
-      }
-    } catch (const std::string& e) {
-      return e;
-    } catch (const std::exception&) {
-      return "bad value for " + a;
-    }
+inline std::string parse_app(CLI::App& app, int argc, char** argv, std::string& help) {
+  help.clear();
+  strata::cli::strict_flags(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    help = app.help();
+  } catch (const CLI::ParseError& e) {
+    return strata::cli::describe(app, e);
   }
   return "";
 }

@@ -1,4 +1,4 @@
-// The strata side of every app's main(): option parsing with errors and usage
+// The strata side of every app's main(): option parsing (CLI11) with errors and --help
 // on rank 0 only, --backend (strata here; mpi/openmpi/mpich run the app's MPI
 // twin under mpirun instead), --trace (STRATA_TRACE must be set before the
 // Engine exists), the Engine, and errors turned into exit codes.
@@ -16,6 +16,7 @@
 
 #include "strata/detail/env.hpp"
 #include "strata/strata.hpp"
+#include "strata_cli.hpp"
 
 namespace apps {
 
@@ -32,27 +33,27 @@ inline bool is_rank0() {
 /// arguments. One rank per core is bound when N fits the cores. Returns only
 /// on error (the exit code to return); returns -1 when argv asks for no MPI backend.
 inline int exec_mpi_twin(const char* name, int argc, char** argv) {
-  std::string backend;
+  // Only --backend and --np here (the app's own parser reads the rest, and reports any error).
+  std::string backend, np_text;
+  CLI::App pre{"", name};
+  pre.allow_extras();
+  pre.set_help_flag();
+  pre.add_option("--backend", backend);
+  pre.add_option("--np", np_text);
+  try {
+    pre.parse(argc, argv);
+  } catch (const CLI::ParseError&) {
+    return -1;
+  }
+  const std::vector<std::string> rest = pre.remaining();
   int np = 2;
-  std::vector<std::string> rest;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--backend" || a == "--np") && i + 1 < argc) {
-      const std::string v = argv[++i];
-      if (a == "--backend") {
-        backend = v;
-      } else {
-        char* end = nullptr;
-        const long n = std::strtol(v.c_str(), &end, 10);
-        if (end == v.c_str() || *end != '\0' || n < 1 || n > 4096) {
-          if (is_rank0()) std::fprintf(stderr, "%s: error: bad --np '%s' (use a rank count >= 1)\n", name, v.c_str());
-          return 2;
-        }
-        np = static_cast<int>(n);
-      }
-      continue;
+  if (!np_text.empty()) {
+    long n = 0;
+    if (!strata::cli::detail::to_long(np_text, n) || n < 1 || n > 4096) {
+      if (is_rank0()) std::fprintf(stderr, "%s: error: bad --np '%s' (use a rank count >= 1)\n", name, np_text.c_str());
+      return 2;
     }
-    rest.push_back(a);
+    np = static_cast<int>(n);
   }
   const bool openmpi = backend == "mpi" || backend == "openmpi";
   if (!openmpi && backend != "mpich") return -1;
@@ -114,22 +115,24 @@ inline int exec_mpi_twin(const char* name, int argc, char** argv) {
 }
 
 /// @param name app name for messages ("asp", "fft3d")
-/// @param parse `std::string(int, char**, Options&, bool& help)`: empty string = parsed
-/// @param usage text printed with --help or after a parse error
+/// @param parse `std::string(int, char**, Options&, std::string& help)`: empty string = parsed;
+///        a non-empty @p help (the --help text) is printed and the app exits 0
 /// @param run `int(strata::Engine&, const Options&)`: the app's body, returns the exit code
 template <class Options, class Parse, class Run>
-int strata_app_main(const char* name, int argc, char** argv, Parse parse, const char* usage, Run run) {
+int strata_app_main(const char* name, int argc, char** argv, Parse parse, Run run) {
   const int twin_rc = exec_mpi_twin(name, argc, argv);
   if (twin_rc >= 0) return twin_rc;
   Options o;
-  bool help = false;
+  std::string help;
   const std::string err = parse(argc, argv, o, help);
-  if (!err.empty() || help) {
+  if (!err.empty() || !help.empty()) {
     if (is_rank0()) {
-      if (!err.empty()) std::fprintf(stderr, "%s: error: %s\n", name, err.c_str());
-      std::fputs(usage, stderr);
+      if (!err.empty())
+        std::fprintf(stderr, "%s: error: %s (see %s --help)\n", name, err.c_str(), name);
+      else
+        std::fputs(help.c_str(), stdout);
     }
-    return help ? 0 : 2;
+    return help.empty() ? 2 : 0;
   }
   if (!o.backend.empty() && o.backend != "strata") {
     if (is_rank0())

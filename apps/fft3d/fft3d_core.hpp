@@ -109,59 +109,52 @@ inline bool parse_grid(const std::string& s, Options& o) {
   return false;
 }
 
-/// Parses the command line; returns an error message or "" (sets help on -h).
-inline std::string parse(int argc, char** argv, Options& o, bool& help) {
-  const std::string err =
-      apps::parse_options(argc, argv, o, help, [&o](const std::string& a, const apps::NextValue& value) {
-        if (a == "--n" || a == "--grid") {
-          const std::string v = value();
-          if (!parse_grid(v, o)) throw "bad grid '" + v + "' (use N or N1xN2xN3)";
-        } else if (a == "--mode") {
-          o.mode = value();
-          if (o.mode != "blocking" && o.mode != "overlap" && o.mode != "pipelined" && o.mode != "then" &&
-              o.mode != "all")
-            throw "--mode must be blocking, overlap, pipelined, then or all (got '" + o.mode + "')";
-        } else if (a == "--decomp") {
-          o.decomp = value();
-          if (o.decomp != "slab" && o.decomp != "pencil")
-            throw "--decomp must be slab or pencil (got '" + o.decomp + "')";
-        } else if (a == "--pgrid") {
-          const std::string v = value();
-          char x = 0, extra = 0;
-          if (std::sscanf(v.c_str(), "%d%c%d%c", &o.pg1, &x, &o.pg2, &extra) != 3 || x != 'x' || o.pg1 < 1 || o.pg2 < 1)
-            throw "bad --pgrid '" + v + "' (use P1xP2, both >= 1)";
-        } else if (a == "--chunks") {
-          o.chunks = std::stoi(value());
-        } else if (a == "--iters") {
-          o.iters = std::stoi(value());
-        } else if (a == "--ref-max") {
-          o.ref_max = std::stoll(value());
-        } else if (a == "--measure") {
-          o.measure = true;
-        } else {
-          return false;
-        }
-        return true;
-      });
-  if (!err.empty()) return err;
-  if (o.n1 < 1 || o.n2 < 1 || o.n3 < 1) return "grid dimensions must be >= 1";
-  if (o.chunks < 1) return "--chunks must be >= 1";
-  if (o.iters < 1) return "--iters must be >= 1";
+/// Parses the command line; returns an error message or "" (fills @p help on -h).
+inline std::string parse(int argc, char** argv, Options& o, std::string& help) {
+  CLI::App app{
+      "Forward + inverse complex 3D FFT. slab: the rank count P must divide N1 and N2. pencil: a P1 x P2 "
+      "process grid (default: the most square one that fits), P1 must divide N1 and N2, P2 must divide "
+      "N2 and N3. --check: compare with a single-process FFTW 3D transform (grids up to --ref-max "
+      "points), the round trip and Parseval's identity.",
+      "fft3d"};
+  apps::add_common_options(app, o);
+  auto grid = CLI::Validator(
+      [](std::string& v) -> std::string {
+        Options t;
+        return parse_grid(v, t) ? "" : "expects N or N1xN2xN3, got '" + v + "'";
+      },
+      "N|N1xN2xN3");
+  app.add_option_function<std::string>(
+         "--grid,--n", [&o](const std::string& v) { parse_grid(v, o); }, "grid points (default 64x64x64)")
+      ->check(grid);
+  app.add_option("--decomp", o.decomp, "slab (default) or pencil")->check(strata::cli::one_of({"slab", "pencil"}));
+  app.add_option_function<std::string>(
+         "--pgrid",
+         [&o](const std::string& v) {
+           char x = 0, extra = 0;
+           std::sscanf(v.c_str(), "%d%c%d%c", &o.pg1, &x, &o.pg2, &extra);
+         },
+         "process grid of --decomp pencil (default: the most square one that fits)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            int a = 0, b = 0;
+            char x = 0, extra = 0;
+            const bool ok = std::sscanf(v.c_str(), "%d%c%d%c", &a, &x, &b, &extra) == 3 && x == 'x' && a >= 1 && b >= 1;
+            return ok ? "" : "expects P1xP2, both >= 1, got '" + v + "'";
+          },
+          "P1xP2"));
+  app.add_option("--mode", o.mode, "blocking, overlap, pipelined, then or all (= blocking, overlap, pipelined)")
+      ->check(strata::cli::one_of({"blocking", "overlap", "pipelined", "then", "all"}));
+  app.add_option("--chunks", o.chunks, "chunks of the pipelined and overlapped transposes (default 4)")
+      ->check(strata::cli::positive_integer());
+  app.add_option("--iters", o.iters, "forward + inverse transforms timed (default 3)")
+      ->check(strata::cli::positive_integer());
+  app.add_option("--ref-max", o.ref_max, "--check: largest grid (points) checked against FFTW 3D (default 2^21)");
+  app.add_flag("--measure", o.measure, "FFTW_MEASURE plans instead of FFTW_ESTIMATE");
+  const std::string err = apps::parse_app(app, argc, argv, help);
+  if (!err.empty() || !help.empty()) return err;
   if (o.pg1 > 0 && o.decomp != "pencil") return "--pgrid needs --decomp pencil";
   return "";
-}
-
-inline const char* usage() {
-  return "usage: fft3d [--grid N | N1xN2xN3] [--decomp slab|pencil] [--pgrid P1xP2]\n"
-         "             [--mode blocking|overlap|pipelined|then|all] [--chunks K] [--iters I] [--check]\n"
-         "             [--ref-max POINTS] [--measure] [--trace PREFIX] [--backend strata|mpi|openmpi|mpich [--np N]]\n"
-         "  Forward + inverse complex 3D FFT. slab: the rank count P must divide N1 and N2.\n"
-         "  pencil: a P1 x P2 process grid (default: the most square one that fits), P1 must divide\n"
-         "  N1 and N2, P2 must divide N2 and N3. --mode all = blocking, overlap, pipelined.\n"
-         "  --check: compare with a single-process FFTW 3D transform (grids up to --ref-max points,\n"
-         "  default 2^21), the round trip and Parseval's identity.\n"
-         "  --backend mpi|openmpi|mpich: run the MPI twin (fft3d-mpi / fft3d-mpich) under mpirun\n"
-         "  with --np ranks (default 2) instead; start it without strata-run.\n";
 }
 
 /// Deterministic input value at (i1, i2, i3), independent of the rank count.

@@ -82,14 +82,16 @@ int main(int argc, char** argv) {
   {
     MpiBackend b;
     fft3d::Options o;
-    bool help = false;
+    std::string help;
     const std::string err = fft3d::parse(argc, argv, o, help);
-    if (!err.empty() || help) {
+    if (!err.empty() || !help.empty()) {
       if (b.rank() == 0) {
-        if (!err.empty()) std::fprintf(stderr, STRATA_APP_PROG ": error: %s\n", err.c_str());
-        std::fputs(fft3d::usage(), stderr);
+        if (!err.empty())
+          std::fprintf(stderr, STRATA_APP_PROG ": error: %s (see " STRATA_APP_PROG " --help)\n", err.c_str());
+        else
+          std::fputs(help.c_str(), stdout);
       }
-      rc = help ? 0 : 2;
+      rc = help.empty() ? 2 : 0;
     } else if (!o.backend.empty() && o.backend != "mpi" && o.backend != STRATA_APP_MPI) {
       if (b.rank() == 0) std::fprintf(stderr, STRATA_APP_PROG ": error: this binary is the mpi backend\n");
       rc = 2;

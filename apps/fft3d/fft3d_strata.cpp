@@ -53,7 +53,7 @@ class StrataBackend {
 
 int main(int argc, char** argv) {
   return apps::strata_app_main<fft3d::Options>(
-      "fft3d", argc, argv, fft3d::parse, fft3d::usage(), [](strata::Engine& engine, const fft3d::Options& o) {
+      "fft3d", argc, argv, fft3d::parse, [](strata::Engine& engine, const fft3d::Options& o) {
         StrataBackend b(engine.world());
         return fft3d::main_with(b, o, "strata", std::to_string(engine.hierarchy().num_hosts()));
       });

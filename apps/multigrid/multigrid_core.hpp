@@ -56,39 +56,21 @@ struct Options {
   std::string backend;
 };
 
-inline std::string parse(int argc, char** argv, Options& o, bool& help) {
-  const std::string err =
-      apps::parse_options(argc, argv, o, help, [&o](const std::string& a, const apps::NextValue& value) {
-        if (a == "--n") {
-          o.n = std::stoi(value());
-        } else if (a == "--boxes") {
-          o.boxes = std::stoi(value());
-        } else if (a == "--levels") {
-          o.levels = std::stoi(value());
-        } else if (a == "--cycles") {
-          o.cycles = std::stoi(value());
-        } else if (a == "--nu") {
-          o.nu1 = o.nu2 = std::stoi(value());
-        } else {
-          return false;
-        }
-        return true;
-      });
-  if (!err.empty()) return err;
-  if (o.n < 2) return "--n must be >= 2";
-  if (o.boxes < 1) return "--boxes must be >= 1";
-  if (o.levels < 0 || o.levels > 20) return "--levels must be in [1, 20] (0 = automatic)";
-  if (o.cycles < 1) return "--cycles must be >= 1";
-  if (o.nu1 < 0 || o.nu1 > 50) return "--nu must be in [0, 50]";
-  return "";
-}
-
-inline const char* usage() {
-  return "usage: multigrid [--n N] [--boxes B] [--levels L] [--cycles C] [--nu S] [--check]\n"
-         "                 [--trace PREFIX] [--backend strata|mpi|mpich]\n"
-         "  V-cycles for -lap(u) = f on an N^3 cell-centred grid split into (ranks x B) boxes;\n"
-         "  the ranks and the boxes per rank must split N into equal boxes whose sides halve\n"
-         "  L-1 times. --check compares with a single-rank solve done in this process.\n";
+inline std::string parse(int argc, char** argv, Options& o, std::string& help) {
+  CLI::App app{
+      "V-cycles for -lap(u) = f on an N^3 cell-centred grid split into (ranks x B) boxes; the ranks and "
+      "the boxes per rank must split N into equal boxes whose sides halve L-1 times. --check compares "
+      "with a single-rank solve done in this process.",
+      "multigrid"};
+  apps::add_common_options(app, o);
+  app.add_option("--n", o.n, "global cells per dimension (default 64)")->check(strata::cli::integer_at_least(2));
+  app.add_option("--boxes", o.boxes, "boxes per rank (default 1)")->check(strata::cli::positive_integer());
+  app.add_option("--levels", o.levels, "multigrid levels, 0 = automatic (default)")->check(strata::cli::integer(0, 20));
+  app.add_option("--cycles", o.cycles, "V-cycles (default 8)")->check(strata::cli::positive_integer());
+  app.add_option_function<int>(
+         "--nu", [&o](int v) { o.nu1 = o.nu2 = v; }, "pre- and post-smoothing sweeps (default 2)")
+      ->check(strata::cli::integer(0, 50));
+  return apps::parse_app(app, argc, argv, help);
 }
 
 using Clock = std::chrono::steady_clock;

@@ -83,14 +83,16 @@ int main(int argc, char** argv) {
   {
     MpiBackend b;
     mg::Options o;
-    bool help = false;
+    std::string help;
     const std::string err = mg::parse(argc, argv, o, help);
-    if (!err.empty() || help) {
+    if (!err.empty() || !help.empty()) {
       if (b.rank() == 0) {
-        if (!err.empty()) std::fprintf(stderr, "multigrid-mpi: error: %s\n", err.c_str());
-        std::fputs(mg::usage(), stderr);
+        if (!err.empty())
+          std::fprintf(stderr, "multigrid-mpi: error: %s (see multigrid-mpi --help)\n", err.c_str());
+        else
+          std::fputs(help.c_str(), stdout);
       }
-      rc = help ? 0 : 2;
+      rc = help.empty() ? 2 : 0;
     } else if (!o.backend.empty() && o.backend != "mpi" && o.backend != "openmpi" && o.backend != "mpich") {
       if (b.rank() == 0) std::fprintf(stderr, "multigrid-mpi: error: this binary is an MPI backend\n");
       rc = 2;

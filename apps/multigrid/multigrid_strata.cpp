@@ -101,7 +101,7 @@ class StrataBackend {
 
 int main(int argc, char** argv) {
   return apps::strata_app_main<mg::Options>(
-      "multigrid", argc, argv, mg::parse, mg::usage(), [](strata::Engine& engine, const mg::Options& o) {
+      "multigrid", argc, argv, mg::parse, [](strata::Engine& engine, const mg::Options& o) {
         StrataBackend b(engine.world());
         return mg::main_with(b, o, "strata", std::to_string(engine.hierarchy().num_hosts()));
       });

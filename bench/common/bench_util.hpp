@@ -1,16 +1,20 @@
 // Shared by strata-bench and the MPI baselines: command-line parsing of sizes,
-// statistics, result records and JSON output. Header-only, no strata or MPI
-// dependency, so both sides measure and report the same way.
+// statistics, result records and their output formats (table, JSON through
+// nlohmann-json, the OSU micro-benchmarks layout, the nccl-tests layout with
+// bus bandwidth). Header-only, no strata or MPI dependency, so both sides
+// measure and report the same way.
 #pragma once
 
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -176,39 +180,142 @@ struct Record {
   bool check_ok = true;
 };
 
-inline std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o.push_back('\\');
-    o.push_back(c);
-  }
-  return o;
+/// @brief Bytes moved by one call as nccl-tests counts them: the whole
+/// vector for bcast, reduce, allreduce, reduce_scatter (as Record::bytes), the
+/// whole receive (allgather, gather) or send (alltoall, scatter) buffer, that
+/// is Record::bytes (one rank's block) x ranks, for the others.
+inline double nccl_bytes(const Record& r) {
+  const std::string& c = r.collective;
+  const bool per_block = c == "allgather" || c == "alltoall" || c == "gather" || c == "scatter";
+  return static_cast<double>(r.bytes) * (per_block ? r.ranks : 1);
 }
 
-inline void write_json(std::FILE* f, const std::vector<Record>& recs) {
-  std::fprintf(f, "[\n");
-  for (std::size_t i = 0; i < recs.size(); ++i) {
-    const Record& r = recs[i];
-    std::fprintf(f,
-                 "  {\"library\":\"%s\",\"collective\":\"%s\",\"variant\":\"%s\",\"bytes\":%zu,\"ranks\":%d,"
-                 "\"iters\":%d,\"min_us\":%.4f,\"median_us\":%.4f,\"max_us\":%.4f,\"bandwidth_MBps\":%.2f,"
-                 "\"checked\":%s,\"check_ok\":%s}%s\n",
-                 json_escape(r.library).c_str(), json_escape(r.collective).c_str(), json_escape(r.variant).c_str(),
-                 r.bytes, r.ranks, r.iters, r.min_us, r.median_us, r.max_us, r.bandwidth_MBps,
-                 r.checked ? "true" : "false", r.check_ok ? "true" : "false", i + 1 < recs.size() ? "," : "");
+/// @brief Bus bandwidth factor of nccl-tests: allreduce 2(n-1)/n; allgather,
+/// reduce_scatter, alltoall, gather, scatter (n-1)/n; bcast, reduce and any
+/// non-collective record (memcpy, transport) 1; barrier 0.
+inline double bus_factor(const std::string& coll, int n) {
+  const double dn = n > 0 ? static_cast<double>(n) : 1.0;
+  if (coll == "allreduce") return 2.0 * (dn - 1) / dn;
+  if (coll == "allgather" || coll == "reduce_scatter" || coll == "alltoall" || coll == "gather" || coll == "scatter")
+    return (dn - 1) / dn;
+  if (coll == "barrier") return 0.0;
+  return 1.0;
+}
+
+/// Algorithm bandwidth in GB/s (1e9 B/s): nccl_bytes() / median time.
+inline double algbw_GBps(const Record& r) { return r.median_us > 0 ? nccl_bytes(r) / (r.median_us * 1e3) : 0.0; }
+
+/// Bus bandwidth in GB/s: algbw_GBps() x bus_factor().
+inline double busbw_GBps(const Record& r) { return algbw_GBps(r) * bus_factor(r.collective, r.ranks); }
+
+/// The records as a JSON array (one object per record, bandwidths included).
+inline nlohmann::ordered_json to_json(const std::vector<Record>& recs) {
+  auto arr = nlohmann::ordered_json::array();
+  for (const Record& r : recs) {
+    arr.push_back({{"library", r.library},
+                   {"collective", r.collective},
+                   {"variant", r.variant},
+                   {"bytes", r.bytes},
+                   {"ranks", r.ranks},
+                   {"iters", r.iters},
+                   {"min_us", r.min_us},
+                   {"median_us", r.median_us},
+                   {"max_us", r.max_us},
+                   {"bandwidth_MBps", r.bandwidth_MBps},
+                   {"algbw_GBps", algbw_GBps(r)},
+                   {"busbw_GBps", busbw_GBps(r)},
+                   {"checked", r.checked},
+                   {"check_ok", r.check_ok}});
   }
+  return arr;
+}
+
+/// Writes the records as a JSON array, one record per line.
+inline void write_json(std::FILE* f, const std::vector<Record>& recs) {
+  const auto arr = to_json(recs);
+  std::fprintf(f, "[\n");
+  for (std::size_t i = 0; i < arr.size(); ++i)
+    std::fprintf(f, "  %s%s\n", arr[i].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str(),
+                 i + 1 < arr.size() ? "," : "");
   std::fprintf(f, "]\n");
 }
 
 inline void print_header(std::FILE* f) {
-  std::fprintf(f, "%-10s %-15s %-12s %10s %12s %12s %12s %12s %s\n", "library", "collective", "variant", "bytes",
-               "min_us", "median_us", "max_us", "MB/s", "check");
+  std::fprintf(f, "%-10s %-15s %-12s %10s %12s %12s %12s %12s %-6s %10s %10s\n", "library", "collective", "variant",
+               "bytes", "min_us", "median_us", "max_us", "MB/s", "check", "algbw_GB/s", "busbw_GB/s");
 }
 
 inline void print_record(std::FILE* f, const Record& r) {
-  std::fprintf(f, "%-10s %-15s %-12s %10zu %12.3f %12.3f %12.3f %12.1f %s\n", r.library.c_str(), r.collective.c_str(),
-               r.variant.c_str(), r.bytes, r.min_us, r.median_us, r.max_us, r.bandwidth_MBps,
-               r.checked ? (r.check_ok ? "ok" : "FAILED") : "-");
+  std::fprintf(f, "%-10s %-15s %-12s %10zu %12.3f %12.3f %12.3f %12.1f %-6s %10.3f %10.3f\n", r.library.c_str(),
+               r.collective.c_str(), r.variant.c_str(), r.bytes, r.min_us, r.median_us, r.max_us, r.bandwidth_MBps,
+               r.checked ? (r.check_ok ? "ok" : "FAILED") : "-", algbw_GBps(r), busbw_GBps(r));
+}
+
+/// @brief The records in the OSU micro-benchmarks layout (osu_allreduce and
+/// friends): per collective and variant a "# <library> <Collective> Latency
+/// Test" header, then "# Size  Avg Latency(us)" and, with @p full (OSU's -f),
+/// Min Latency(us), Max Latency(us) and Iterations. Avg Latency is
+/// Record::median_us (median over ranks of each rank's median), Min / Max are
+/// Record::min_us / max_us. Non-collective records (memcpy) are skipped.
+inline void print_osu(std::FILE* f, const std::vector<Record>& recs, bool full) {
+  std::string block;
+  for (const Record& r : recs) {
+    if (r.library == "memcpy") continue;
+    const std::string key = r.library + "/" + r.collective + "/" + r.variant;
+    if (key != block) {
+      block = key;
+      std::string name = r.collective;
+      bool up = true;
+      for (char& c : name) {
+        if (c == '_') {
+          c = ' ';
+          up = true;
+        } else if (up) {
+          c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+          up = false;
+        }
+      }
+      std::fprintf(f, "%s# %s %s Latency Test (%s, OSU micro-benchmarks layout)\n", &r == &recs.front() ? "" : "\n",
+                   r.library.c_str(), name.c_str(), r.variant.c_str());
+      std::fprintf(f, "# Datatype: float32. Ranks: %d.\n", r.ranks);
+      std::fprintf(f, "%-10s%18s", "# Size", "Avg Latency(us)");
+      if (full) std::fprintf(f, "%18s%18s%12s", "Min Latency(us)", "Max Latency(us)", "Iterations");
+      std::fprintf(f, "\n");
+    }
+    std::fprintf(f, "%-10zu%18.2f", r.bytes, r.median_us);
+    if (full) std::fprintf(f, "%18.2f%18.2f%12d", r.min_us, r.max_us, r.iters);
+    std::fprintf(f, "\n");
+  }
+  std::fflush(f);
+}
+
+/// @brief The records in the nccl-tests layout: size (nccl_bytes()), count
+/// (float32 elements), type, redop, root, time (Record::median_us), algbw,
+/// busbw (GB/s) and #wrong (0 or 1 with --check, N/A without). Non-collective
+/// records (memcpy) are skipped.
+inline void print_nccl(std::FILE* f, const std::vector<Record>& recs) {
+  std::string block;
+  for (const Record& r : recs) {
+    if (r.library == "memcpy") continue;
+    const std::string key = r.library + "/" + r.collective + "/" + r.variant;
+    if (key != block) {
+      block = key;
+      std::fprintf(f, "%s# %s %s (%s), %d ranks, nccl-tests layout\n", &r == &recs.front() ? "" : "#\n",
+                   r.library.c_str(), r.collective.c_str(), r.variant.c_str(), r.ranks);
+      std::fprintf(f, "#%12s %13s %9s %7s %7s %9s %8s %8s %7s\n", "size", "count", "type", "redop", "root", "time",
+                   "algbw", "busbw", "#wrong");
+      std::fprintf(f, "#%12s %13s %9s %7s %7s %9s %8s %8s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
+                   "(GB/s)");
+    }
+    const std::string& c = r.collective;
+    const bool reduces = c == "allreduce" || c == "reduce" || c == "reduce_scatter";
+    const bool rooted = c == "bcast" || c == "reduce" || c == "gather" || c == "scatter";
+    const double bytes = nccl_bytes(r);
+    std::fprintf(f, " %12.0f %13.0f %9s %7s %7d %9.2f %8.3f %8.3f %7s\n", bytes, bytes / 4, "float",
+                 reduces ? "sum" : "none", rooted ? 0 : -1, r.median_us, algbw_GBps(r), busbw_GBps(r),
+                 r.checked ? (r.check_ok ? "0" : "1") : "N/A");
+  }
+  std::fflush(f);
 }
 
 }  // namespace strata::bench

@@ -26,6 +26,7 @@
 
 #include "../common/bench_util.hpp"
 #include "strata/strata.hpp"
+#include "strata_cli.hpp"
 
 namespace {
 
@@ -33,16 +34,6 @@ using Clock = std::chrono::steady_clock;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
-double parse(const char* what, const char* s, double lo, double hi) {
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  if (end == s || *end != '\0' || !(v >= lo && v <= hi)) {
-    std::fprintf(stderr, "strata-idle: argument %s = '%s': expected a number in [%g, %g]\n", what, s, lo, hi);
-    std::exit(2);
-  }
-  return v;
 }
 
 /// The machine's floor for the wake-up phase: a thread blocked on a condition
@@ -77,12 +68,25 @@ double wake_floor_us(std::chrono::duration<double> quiet, int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3 || std::string(argv[1]) == "--help") {
-    std::fprintf(stderr, "usage: strata-run -n N [--hosts H] -- strata-idle SECONDS [ROUNDS]\n");
-    return argc < 2 || argc > 3 ? 2 : 0;
-  }
-  const double seconds = parse("SECONDS", argv[1], 0.1, 3600);
-  const int rounds = argc > 2 ? static_cast<int>(parse("ROUNDS", argv[2], 1, 1000)) : 5;
+  double seconds = 0;
+  int rounds = 5;
+  CLI::App app{
+      "An idle Engine's CPU use over SECONDS and its wake-up latency after a pause "
+      "(strata-run -n N [--hosts H] -- strata-idle SECONDS [ROUNDS])",
+      "strata-idle"};
+  app.add_option("seconds", seconds, "idle time of phase 1, seconds")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            return end != v.c_str() && *end == '\0' && x >= 0.1 && x <= 3600
+                       ? ""
+                       : "expects a number in [0.1, 3600], got '" + v + "'";
+          },
+          "SECONDS in [0.1, 3600]"));
+  app.add_option("rounds", rounds, "wake-up rounds of phase 2 (default 5)")->check(strata::cli::integer(1, 1000));
+  strata::cli::parse(app, argc, argv);
   try {
     strata::Engine engine;
     strata::Communicator& w = engine.world();

@@ -18,7 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "../common/bench_util.hpp"
+#include "common/bench_cli.hpp"
+#include "common/bench_util.hpp"
 
 namespace {
 
@@ -26,77 +27,49 @@ using strata::bench::pattern;
 
 using strata::bench::Record;
 
-struct Options {
-  std::vector<std::string> colls{"bcast", "reduce", "allreduce", "allgather", "alltoall", "reduce_scatter"};
-  std::vector<std::size_t> sizes = strata::bench::parse_sizes("8:16M");
+struct Options : strata::bench::CommonOptions {
+  std::vector<std::string> colls = strata::bench::default_colls();
   std::string mode = "blocking";  // blocking | nonblocking | persistent | overlap | stream
-  int iters = 0;
-  int warmup = -1;
-  bool check = false;
-  bool off_cache = false;
-  std::string json;
   std::string library = "mpi";
   int stream_len = 1000;
 };
 
-[[noreturn]] void usage_error(int rank, const std::string& msg) {
-  if (rank == 0) std::fprintf(stderr, "strata-mpi-bench: %s\n", msg.c_str());
-  MPI_Finalize();
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv, int rank) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(rank, "missing value for " + a);
-      return argv[++i];
-    };
-    try {
-      if (a == "--coll") {
-        const std::string v = value();
-        if (v != "all") {
-          o.colls.clear();
-          std::size_t s = 0;
-          while (s <= v.size()) {
-            const std::size_t c = v.find(',', s);
-            o.colls.push_back(v.substr(s, c == std::string::npos ? std::string::npos : c - s));
-            if (c == std::string::npos) break;
-            s = c + 1;
-          }
-        } else {
-          o.colls = {"bcast",          "reduce", "allreduce", "allgather", "alltoall",
-                     "reduce_scatter", "gather", "scatter",   "barrier"};
-        }
-      } else if (a == "--sizes") {
-        o.sizes = strata::bench::parse_sizes(value());
-      } else if (a == "--mode") {
-        o.mode = value();
-      } else if (a == "--iters") {
-        o.iters = std::stoi(value());
-      } else if (a == "--warmup") {
-        o.warmup = std::stoi(value());
-      } else if (a == "--check") {
-        o.check = true;
-      } else if (a == "--off-cache") {
-        o.off_cache = true;
-      } else if (a == "--json") {
-        o.json = value();
-      } else if (a == "--library") {
-        o.library = value();
-      } else if (a == "--stream-len") {
-        o.stream_len = std::stoi(value());
-      } else {
-        usage_error(rank, "unknown option '" + a + "'");
-      }
-    } catch (const std::invalid_argument& e) {
-      usage_error(rank, e.what());
+  std::string prog = argv[0];
+  prog = prog.substr(prog.rfind('/') + 1);  // strata-mpi-bench-openmpi | -mpich
+  CLI::App app{"The MPI baseline of strata-bench --coll (launch with this MPI's mpirun)", prog};
+  app.add_option_function<std::string>(
+      "--coll", [&o](const std::string& v) { o.colls = strata::bench::split_colls(v); },
+      "NAME[,NAME] or all (default: bcast reduce allreduce allgather alltoall reduce_scatter)");
+  strata::bench::add_common_options(app, o);
+  app.add_option("--mode", o.mode, "blocking (default), nonblocking, persistent, overlap or stream")
+      ->check(strata::cli::one_of({"blocking", "nonblocking", "persistent", "overlap", "stream"}));
+  app.add_option("--library", o.library, "library name in the records (default mpi)");
+  app.add_option("--stream-len", o.stream_len, "--mode stream: calls per stream (default 1000)")
+      ->check(strata::cli::positive_integer());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const bool help = dynamic_cast<const CLI::CallForHelp*>(&e) != nullptr;
+    if (rank == 0) {
+      if (help)
+        std::fputs(app.help().c_str(), stdout);
+      else
+        std::fprintf(stderr, "%s: error: %s (see %s --help)\n", app.get_name().c_str(),
+                     strata::cli::describe(app, e).c_str(), app.get_name().c_str());
     }
+    MPI_Finalize();
+    std::exit(help ? 0 : strata::cli::kExitUsage);
   }
-  if (o.mode != "blocking" && o.mode != "nonblocking" && o.mode != "persistent" && o.mode != "overlap" &&
-      o.mode != "stream")
-    usage_error(rank, "--mode must be blocking|nonblocking|persistent|overlap|stream, got '" + o.mode + "'");
+  if (o.sizes.empty()) o.sizes = strata::bench::parse_sizes("8:16M");
+  if ((o.format == "osu" || o.format == "nccl") && (o.mode == "overlap" || o.mode == "stream")) {
+    if (rank == 0)
+      std::fprintf(stderr, "%s: error: --format %s reports latencies, not --mode %s\n", app.get_name().c_str(),
+                   o.format.c_str(), o.mode.c_str());
+    MPI_Finalize();
+    std::exit(strata::cli::kExitUsage);
+  }
   return o;
 }
 
@@ -300,7 +273,7 @@ int main(int argc, char** argv) {
     std::string first(lib, static_cast<std::size_t>(len));
     first = first.substr(0, first.find('\n'));
     std::fprintf(stderr, "# %s, %d ranks, mode %s\n", first.c_str(), size, o.mode.c_str());
-    strata::bench::print_header(stdout);
+    if (o.format == "table") strata::bench::print_header(stdout);
   }
   Bench bench(o, rank, size);
   for (const std::string& coll : o.colls) {
@@ -389,24 +362,19 @@ int main(int argc, char** argv) {
             ts.push_back((MPI_Wtime() - t0) * 1e6 / k);
           }
           records.push_back(reduce_times(o, coll, kind, bytes, k, strata::bench::median(ts), false, true, rank, size));
-          if (rank == 0) strata::bench::print_record(stdout, records.back());
+          if (rank == 0 && o.format == "table") strata::bench::print_record(stdout, records.back());
         }
         continue;
       }
-      if (rank == 0) strata::bench::print_record(stdout, records.back());
+      if (rank == 0 && o.format == "table") strata::bench::print_record(stdout, records.back());
       std::fflush(stdout);
     }
   }
   bool all_ok = true;
   for (const Record& r : records) all_ok = all_ok && r.check_ok;
-  if (rank == 0 && !o.json.empty()) {
-    std::FILE* f = std::fopen(o.json.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "strata-mpi-bench: cannot write --json %s\n", o.json.c_str());
-    } else {
-      strata::bench::write_json(f, records);
-      std::fclose(f);
-    }
+  if (rank == 0) {
+    if (o.format != "table") strata::bench::print_records(o, records);
+    if (!strata::bench::write_json_file(o, records, "strata-mpi-bench")) all_ok = false;
   }
   MPI_Finalize();
   return all_ok ? 0 : 1;

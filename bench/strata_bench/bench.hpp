@@ -9,22 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "common/bench_cli.hpp"
 #include "common/bench_util.hpp"
 
 namespace strata::bench {
 
-/// @brief Command line of strata-bench (see main.cpp's usage text).
-struct Options {
+/// @brief Command line of strata-bench (see main.cpp's options); --sizes,
+/// --iters, --warmup, --off-cache, --check, --json, --format and -f are the
+/// CommonOptions it shares with strata-mpi-bench.
+struct Options : CommonOptions {
   std::string mode;                ///< transport | memcpy | idle | engine | coll
   std::vector<std::string> colls;  ///< --coll NAME[,NAME] or all
-  std::vector<std::size_t> sizes;  ///< --sizes, default per mode
-  int iters = 0;                   ///< --iters (0: sized to the message, iterations_for())
-  int warmup = -1;                 ///< --warmup (-1: max(2, iters / 10))
   int window = 8;                  ///< --window: outstanding puts in the bandwidth test
-  bool off_cache = false;          ///< --off-cache: rotate buffers through a region larger than the LLC
-  bool check = false;              ///< --check: verify transferred bytes
   bool with_memcpy = true;         ///< --no-memcpy skips the ceiling beside --transport
-  std::string json;                ///< --json FILE (written by rank 0)
   std::string backend;             ///< --backend shm|fabric (overrides STRATA_INTRA)
   std::string provider;            ///< --provider NAME (overrides STRATA_PROVIDER)
   int progress_threads = -1;       ///< --progress-threads N (-1: STRATA_PROGRESS_THREADS)

@@ -37,16 +37,6 @@ using Clock = std::chrono::steady_clock;
 
 double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
 
-const std::vector<std::string>& default_colls() {
-  static const std::vector<std::string> v{"bcast", "reduce", "allreduce", "allgather", "alltoall", "reduce_scatter"};
-  return v;
-}
-const std::vector<std::string>& all_colls() {
-  static const std::vector<std::string> v{"bcast",          "reduce", "allreduce", "allgather", "alltoall",
-                                          "reduce_scatter", "gather", "scatter",   "barrier"};
-  return v;
-}
-
 bool has_plan(const std::string& c) { return c == "bcast" || c == "reduce" || c == "allreduce" || c == "barrier"; }
 
 // Floats in a std::vector or in Engine::allocate memory (--shared-buffers).
@@ -255,7 +245,6 @@ int run_coll(const Options& o, std::vector<Record>& out) {
 
   std::vector<std::string> colls = o.colls;
   if (colls.empty()) colls = default_colls();
-  if (colls.size() == 1 && colls[0] == "all") colls = all_colls();
   for (const auto& c : colls) {
     if (std::find(all_colls().begin(), all_colls().end(), c) == all_colls().end()) {
       if (root)
@@ -294,7 +283,8 @@ int run_coll(const Options& o, std::vector<Record>& out) {
     }
     ranks.barrier();
   }
-  if (root) print_header(stdout);
+  const bool table = o.format == "table";  // other formats: main() prints the records at the end
+  if (root && table) print_header(stdout);
 
   CollBench bench(world, o, copts, o.shared_buffers ? &engine : nullptr);
   bool all_ok = true;
@@ -419,7 +409,7 @@ int run_coll(const Options& o, std::vector<Record>& out) {
           continue;
         }
         all_ok = all_ok && out.back().check_ok;
-        if (root) {
+        if (root && table) {
           print_record(stdout, out.back());
           std::fflush(stdout);
         }
@@ -437,7 +427,7 @@ int run_coll(const Options& o, std::vector<Record>& out) {
   }
 
   // Large messages as a fraction of the hot memcpy ceiling of the same run.
-  if (root && !hot_MBps.empty()) {
+  if (root && table && !hot_MBps.empty()) {
     std::fprintf(stdout, "# fraction of hot memcpy (bytes / slowest rank's time over memcpy bandwidth), >= 64 KiB\n");
     for (const Record& r : out) {
       if (r.library != "strata" || r.bytes < (std::size_t{64} << 10)) continue;

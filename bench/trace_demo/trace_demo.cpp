@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "strata/strata.hpp"
+#include "strata_cli.hpp"
 
 namespace {
 // Application work on a block: a few passes of arithmetic over it (its result is checked).
@@ -30,22 +31,13 @@ double work(const float* p, std::size_t n) {
 
 int main(int argc, char** argv) {
   int rounds = 4;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) {
-      char* end = nullptr;
-      const long v = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || v < 1 || v > 1000) {
-        std::fprintf(stderr, "strata-trace-demo: --rounds: expected 1..1000, got '%s'\n", argv[i]);
-        return 2;
-      }
-      rounds = static_cast<int>(v);
-    } else {
-      std::fprintf(stderr, "strata-trace-demo: unknown argument '%s' (usage: strata-trace-demo [--rounds R])\n",
-                   a.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{
+      "Loose collectives on two communicators and application work sharing one executor "
+      "(STRATA_TRACE=PREFIX strata-run -n N -- strata-trace-demo)",
+      "strata-trace-demo"};
+  app.add_option("--rounds", rounds, "rounds of allreduce + alltoall + continuation (default 4)")
+      ->check(strata::cli::integer(1, 1000));
+  strata::cli::parse(app, argc, argv);
   try {
     strata::Engine engine;
     strata::Communicator& world = engine.world();

@@ -5,16 +5,15 @@
 // Rank 0 prints the topology; then a round of messages: each rank in turn
 // broadcasts a 1 MiB block (verified everywhere), every rank contributes to an
 // allreduce checksum, and a burst of loose allreduces runs back to back.
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "strata/strata.hpp"
+#include "strata_cli.hpp"
 
 namespace {
 std::uint32_t pattern(int rank, std::size_t i) {
@@ -24,24 +23,14 @@ std::uint32_t pattern(int rank, std::size_t i) {
 
 int main(int argc, char** argv) {
   std::size_t bytes = 1 << 20;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--bytes") == 0 && i + 1 < argc) {
-      // Strict parse: the whole argument must be a positive decimal number (std::stoull threw outside
-      // any handler and accepted "12abc").
-      const char* text = argv[++i];
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long v = std::strtoull(text, &end, 10);
-      if (text[0] == '\0' || text[0] == '-' || *end != '\0' || errno == ERANGE || v == 0) {
-        std::fprintf(stderr, "strata-demo: --bytes expects a positive integer, got '%s'\n", text);
-        return 2;
-      }
-      bytes = static_cast<std::size_t>(v);
-    } else {
-      std::fprintf(stderr, "usage: strata-demo [--bytes N]\n");
-      return 2;
-    }
-  }
+  CLI::App app{
+      "strata-demo: topology, a round of verified broadcasts, an allreduce checksum and a burst of loose "
+      "allreduces (run under strata-run -n N)",
+      "strata-demo"};
+  app.add_option("--bytes", bytes, "bytes each rank broadcasts in turn")
+      ->check(strata::cli::positive_integer())
+      ->capture_default_str();
+  strata::cli::parse(app, argc, argv);
   try {
     strata::Engine engine;
     strata::Communicator& world = engine.world();

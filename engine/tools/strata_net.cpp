@@ -24,38 +24,11 @@
 #include <vector>
 
 #include "net/netcluster.hpp"
+#include "strata_cli.hpp"
 
 namespace {
 
-const char* const kUsage =
-    "usage: strata-net --hosts H [options] -- COMMAND [ARGS...]\n"
-    "  --hosts H          virtual hosts (network + UTS namespaces joined by a bridge), 1..200\n"
-    "  --rate RATE|none   shape every link in both directions to RATE (tc units: 10gbit; default none)\n"
-    "  --slots S          slots per host written to the hostfiles (default 1)\n"
-    "  --timeout S        kill COMMAND after S seconds (exit status 124)\n"
-    "  --check            print whether the emulated cluster can be built here (exit 0) or why not (exit 1)\n"
-    "COMMAND runs inside host 0 with these variables set:\n"
-    "  STRATA_NET_HOSTFILE     Open MPI hostfile (one 'ADDRESS slots=S' line per host)\n"
-    "  STRATA_NET_MPICH_HOSTS  MPICH hydra host file ('ADDRESS:S' lines)\n"
-    "  STRATA_NET_RSH          agent: $STRATA_NET_RSH [-opts] ADDRESS CMD... runs CMD inside that host\n"
-    "  STRATA_NET_HOSTS        the addresses, comma separated\n"
-    "  STRATA_NET_RATE_BPS     the link rate in bit/s (0 = unshaped)\n"
-    "On exit each host's link byte counters are printed (the proof that data crossed the links).\n";
-
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "strata-net: error: %s (see strata-net --help)\n", msg.c_str());
-  std::exit(2);
-}
-
-int parse_count(const std::string& opt, const std::string& v, int lo, int hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || errno != 0 || *end != '\0' || x < lo || x > hi)
-    usage_error(opt + " expects an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v +
-                "'");
-  return static_cast<int>(x);
-}
+[[noreturn]] void usage_error(const std::string& msg) { strata::cli::fail("strata-net", msg); }
 
 }  // namespace
 
@@ -63,43 +36,49 @@ int main(int argc, char** argv) {
   namespace net = strata::tools::net;
   int hosts = 0, slots = 1;
   double rate = 0, timeout = 0;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-') break;
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error("option " + a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--check") {
-      const std::string why = net::Cluster::unavailable_reason();
-      std::printf("%s\n", why.empty() ? "strata-net: available" : ("strata-net: unavailable: " + why).c_str());
-      return why.empty() ? 0 : 1;
-    } else if (a == "--hosts") {
-      hosts = parse_count(a, value(), 1, 200);
-    } else if (a == "--slots") {
-      slots = parse_count(a, value(), 1, 4096);
-    } else if (a == "--rate") {
-      try {
-        rate = net::parse_rate(value(), "--rate");
-      } catch (const std::exception& e) {
-        usage_error(e.what());
-      }
-    } else if (a == "--timeout") {
-      timeout = parse_count(a, value(), 1, 86400);
-    } else {
-      usage_error("unknown option '" + a + "'");
+  CLI::App app{
+      "Runs COMMAND in an emulated cluster of H virtual hosts:\n"
+      "  strata-net --hosts H [options] -- COMMAND [ARGS...]\n"
+      "COMMAND runs inside host 0 with these variables set:\n"
+      "  STRATA_NET_HOSTFILE     Open MPI hostfile (one 'ADDRESS slots=S' line per host)\n"
+      "  STRATA_NET_MPICH_HOSTS  MPICH hydra host file ('ADDRESS:S' lines)\n"
+      "  STRATA_NET_RSH          agent: $STRATA_NET_RSH [-opts] ADDRESS CMD... runs CMD inside that host\n"
+      "  STRATA_NET_HOSTS        the addresses, comma separated\n"
+      "  STRATA_NET_RATE_BPS     the link rate in bit/s (0 = unshaped)\n"
+      "On exit each host's link byte counters are printed (the proof that data crossed the links).",
+      "strata-net"};
+  std::string rate_text;
+  app.add_option("--hosts", hosts, "virtual hosts (network + UTS namespaces joined by a bridge)")
+      ->check(strata::cli::integer(1, 200));
+  app.add_option("--rate", rate_text, "shape every link in both directions to RATE (tc units: 10gbit; default none)")
+      ->type_name("RATE|none");
+  app.add_option("--slots", slots, "slots per host written to the hostfiles (default 1)")
+      ->check(strata::cli::integer(1, 4096));
+  int timeout_s = 0;
+  app.add_option("--timeout", timeout_s, "kill COMMAND after S seconds (exit status 124)")
+      ->check(strata::cli::integer(1, 86400));
+  app.add_flag_callback(
+      "--check",
+      [] {
+        const std::string why = net::Cluster::unavailable_reason();
+        std::printf("%s\n", why.empty() ? "strata-net: available" : ("strata-net: unavailable: " + why).c_str());
+        std::exit(why.empty() ? 0 : 1);
+      },
+      "print whether the emulated cluster can be built here (exit 0) or why not (exit 1)");
+  std::vector<std::string> command = strata::cli::parse_prefix(app, argc, argv);
+  timeout = timeout_s;
+  if (!rate_text.empty()) {
+    try {
+      rate = net::parse_rate(rate_text, "--rate");
+    } catch (const std::exception& e) {
+      usage_error(e.what());
     }
   }
   if (hosts == 0) usage_error("missing --hosts H");
-  if (i >= argc) usage_error("missing COMMAND");
+  if (command.empty()) usage_error("missing COMMAND");
+  std::vector<char*> command_argv;
+  for (auto& w : command) command_argv.push_back(w.data());
+  command_argv.push_back(nullptr);
 
   sigset_t handled, orig;
   sigemptyset(&handled);
@@ -147,8 +126,8 @@ int main(int argc, char** argv) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
       if (::getppid() != self || !cl.enter(0)) _exit(127);
       ::sigprocmask(SIG_SETMASK, &orig, nullptr);
-      ::execvp(argv[i], argv + i);
-      std::fprintf(stderr, "strata-net: cannot run %s: %s\n", argv[i], std::strerror(errno));
+      ::execvp(command_argv[0], command_argv.data());
+      std::fprintf(stderr, "strata-net: cannot run %s: %s\n", command_argv[0], std::strerror(errno));
       _exit(127);
     }
     ::setpgid(pid, pid);

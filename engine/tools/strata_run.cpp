@@ -40,6 +40,7 @@
 
 #include "net/netcluster.hpp"
 #include "strata/detail/rendezvous.hpp"
+#include "strata_cli.hpp"
 
 extern char** environ;
 
@@ -48,32 +49,9 @@ namespace {
 namespace rdv = strata::detail::rdv;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kExitUsage = 2;
 constexpr int kExitTimeout = 124;
 
-const char* const kUsage =
-    "usage: strata-run -n N [options] [--] PROGRAM [ARGS...]\n"
-    "  -n, --np N              number of ranks (>= 1)\n"
-    "  --hosts H               split the ranks into H virtual hosts, block placement (1 <= H <= N; default 1)\n"
-    "  --bind core|numa|none   pin each rank to a core / NUMA node, round-robin\n"
-    "                          (default: core if N <= cores, else none)\n"
-    "  --timeout S             terminate the job after S seconds (exit status 124)\n"
-    "  --grace S               seconds between SIGTERM and SIGKILL when terminating (default 3)\n"
-    "  --on-failure kill|continue\n"
-    "                          when a rank fails: terminate the others (default) or let them run on\n"
-    "  --tag-output            prefix every line of output with [rank]\n"
-    "  --topology SPEC         hwloc synthetic description or XML file, exported as STRATA_TOPOLOGY\n"
-    "  --net RATE|none         emulated cluster: each virtual host in its own network and UTS namespace,\n"
-    "                          linked through a bridge, every link shaped to RATE in both directions\n"
-    "                          (tc units: 10gbit, 25gbit; none = unshaped); needs root (docs/cluster.md)\n"
-    "  --net-stats             with --net: print the bytes each host's link carried at the end\n"
-    "  --net-check             print whether --net can work here (exit 0) or why not (exit 1)\n"
-    "  -h, --help              this text\n";
-
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "strata-run: error: %s (see strata-run --help)\n", msg.c_str());
-  std::exit(kExitUsage);
-}
+[[noreturn]] void usage_error(const std::string& msg) { strata::cli::fail("strata-run", msg); }
 
 struct Options {
   int n = 0;
@@ -151,77 +129,73 @@ std::string resolve_program(const std::string& prog) {
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  bool have_n = false;
-  int i = 1;
-  auto value = [&](const std::string& opt, const std::optional<std::string>& inline_v) -> std::string {
-    if (inline_v) return *inline_v;
-    if (i + 1 >= argc) usage_error("option " + opt + " needs a value");
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.empty() || a[0] != '-' || a == "-") break;  // the program
-    std::optional<std::string> inline_v;
-    if (a.rfind("--", 0) == 0) {
-      const auto eq = a.find('=');
-      if (eq != std::string::npos) {
-        inline_v = a.substr(eq + 1);
-        a = a.substr(0, eq);
-      }
-    }
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (a == "-n" || a == "--np") {
-      o.n = parse_int(a, value(a, inline_v));
-      have_n = true;
-    } else if (a == "--hosts") {
-      o.hosts = parse_int(a, value(a, inline_v));
-    } else if (a == "--bind") {
-      o.bind = value(a, inline_v);
-      if (o.bind != "core" && o.bind != "numa" && o.bind != "none")
-        usage_error("--bind expects core, numa or none, got '" + o.bind + "'");
-    } else if (a == "--timeout") {
-      o.timeout = parse_seconds(a, value(a, inline_v), false);
-    } else if (a == "--grace") {
-      o.grace = parse_seconds(a, value(a, inline_v), true);
-    } else if (a == "--tag-output") {
-      if (inline_v) usage_error("--tag-output takes no value");
-      o.tag_output = true;
-    } else if (a == "--net") {
-      try {
-        o.net_bps = strata::tools::net::parse_rate(value(a, inline_v), "--net");
-      } catch (const std::exception& e) {
-        usage_error(e.what());
-      }
-    } else if (a == "--net-stats") {
-      if (inline_v) usage_error("--net-stats takes no value");
-      o.net_stats = true;
-    } else if (a == "--net-check") {
-      const std::string why = strata::tools::net::Cluster::unavailable_reason();
-      std::printf("%s\n",
-                  why.empty() ? "strata-run: --net is available" : ("strata-run: --net unavailable: " + why).c_str());
-      std::exit(why.empty() ? 0 : 1);
-    } else if (a == "--topology") {
-      o.topology = value(a, inline_v);
-    } else if (a == "--on-failure") {
-      const std::string v = value(a, inline_v);
-      if (v != "kill" && v != "continue") usage_error("--on-failure expects kill or continue, got '" + v + "'");
-      o.kill_on_failure = v == "kill";
-    } else {
-      usage_error("unknown option '" + a + "'");
+  // CLI11 reads the syntax (--opt V, --opt=V, -h); the values are checked below with messages naming the option.
+  std::string n, hosts, bind, timeout, grace, net, on_failure;
+  CLI::App app{
+      "Launches N ranks of PROGRAM on this machine (one process each) and waits for them:\n"
+      "  strata-run -n N [options] [--] PROGRAM [ARGS...]",
+      "strata-run"};
+  app.get_formatter()->column_width(30);
+  app.add_option("-n,--np", n, "number of ranks (>= 1)")->type_name("N");
+  app.add_option("--hosts", hosts, "split the ranks into H virtual hosts, block placement (1 <= H <= N; default 1)")
+      ->type_name("H");
+  app.add_option("--bind", bind,
+                 "pin each rank to a core / NUMA node, round-robin (default: core if N <= cores, "
+                 "else none)")
+      ->type_name("core|numa|none");
+  app.add_option("--timeout", timeout, "terminate the job after S seconds (exit status 124)")->type_name("S");
+  app.add_option("--grace", grace, "seconds between SIGTERM and SIGKILL when terminating (default 3)")->type_name("S");
+  app.add_option("--on-failure", on_failure,
+                 "when a rank fails: terminate the others (kill, the default) or let them run on (continue)")
+      ->type_name("kill|continue");
+  app.add_flag("--tag-output", o.tag_output, "prefix every line of output with [rank]");
+  std::string topology;
+  app.add_option("--topology", topology, "hwloc synthetic description or XML file, exported as STRATA_TOPOLOGY")
+      ->type_name("SPEC");
+  app.add_option("--net", net,
+                 "emulated cluster: each virtual host in its own network and UTS namespace, linked through a "
+                 "bridge, every link shaped to RATE in both directions (tc units: 10gbit, 25gbit; none = "
+                 "unshaped); needs root (docs/cluster.md)")
+      ->type_name("RATE|none");
+  app.add_flag("--net-stats", o.net_stats, "with --net: print the bytes each host's link carried at the end");
+  app.add_flag_callback(
+      "--net-check",
+      [] {
+        const std::string why = strata::tools::net::Cluster::unavailable_reason();
+        std::printf("%s\n",
+                    why.empty() ? "strata-run: --net is available" : ("strata-run: --net unavailable: " + why).c_str());
+        std::exit(why.empty() ? 0 : 1);
+      },
+      "print whether --net can work here (exit 0) or why not (exit 1)");
+  o.argv = strata::cli::parse_prefix(app, argc, argv);
+  if (app.count("--topology") > 0) o.topology = topology;
+
+  if (n.empty()) usage_error("missing -n N (number of ranks)");
+  o.n = parse_int("-n", n);
+  if (!hosts.empty()) o.hosts = parse_int("--hosts", hosts);
+  if (!bind.empty()) {
+    o.bind = bind;
+    if (o.bind != "core" && o.bind != "numa" && o.bind != "none")
+      usage_error("--bind expects core, numa or none, got '" + o.bind + "'");
+  }
+  if (!timeout.empty()) o.timeout = parse_seconds("--timeout", timeout, false);
+  if (!grace.empty()) o.grace = parse_seconds("--grace", grace, true);
+  if (!net.empty()) {
+    try {
+      o.net_bps = strata::tools::net::parse_rate(net, "--net");
+    } catch (const std::exception& e) {
+      usage_error(e.what());
     }
   }
-  if (!have_n) usage_error("missing -n N (number of ranks)");
+  if (!on_failure.empty()) {
+    if (on_failure != "kill" && on_failure != "continue")
+      usage_error("--on-failure expects kill or continue, got '" + on_failure + "'");
+    o.kill_on_failure = on_failure == "kill";
+  }
   if (o.n < 1) usage_error("-n must be >= 1, got " + std::to_string(o.n));
   if (o.hosts < 1 || o.hosts > o.n)
     usage_error("--hosts must be in [1, n=" + std::to_string(o.n) + "], got " + std::to_string(o.hosts));
-  if (i >= argc) usage_error("missing program to run (strata-run -n N -- PROGRAM ARGS...)");
-  for (; i < argc; ++i) o.argv.emplace_back(argv[i]);
+  if (o.argv.empty()) usage_error("missing program to run (strata-run -n N -- PROGRAM ARGS...)");
   o.program = resolve_program(o.argv[0]);
   return o;
 }

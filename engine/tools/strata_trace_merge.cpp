@@ -5,62 +5,31 @@
 //
 // Usage: strata-trace-merge -o merged.json <prefix>.0.json <prefix>.1.json ...
 //        strata-trace-merge -o merged.json --prefix <prefix>   (finds <prefix>.<r>.json for r = 0, 1, ...)
-#include <cstdio>
+//
+// Every input line is parsed as JSON (nlohmann-json); a line that is not an
+// object is an error naming the file and line. Events are written one per line
+// with their keys in input order.
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
-namespace {
-
-int usage() {
-  std::cerr << "usage: strata-trace-merge -o OUT.json (--prefix PREFIX | FILE...)\n"
-               "  merges per-rank STRATA_TRACE files into one Chrome trace JSON\n";
-  return 2;
-}
-
-// Extracts the integer after "\"pid\":" (the rank) from one event line; -1 if absent.
-long pid_of(const std::string& line) {
-  const auto at = line.find("\"pid\":");
-  if (at == std::string::npos) return -1;
-  try {
-    return std::stol(line.substr(at + 6));
-  } catch (...) {
-    return -1;
-  }
-}
-
-}  // namespace
+#include "strata_cli.hpp"
 
 int main(int argc, char** argv) {
+  using Json = nlohmann::ordered_json;
   std::string out_path;
   std::string prefix;
   std::vector<std::string> inputs;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "-o" || a == "--prefix") && i + 1 == argc) {
-      std::cerr << "strata-trace-merge: option '" << a << "' needs a value\n";
-      return usage();
-    }
-    if (a == "-o" && i + 1 < argc) {
-      out_path = argv[++i];
-    } else if (a == "--prefix" && i + 1 < argc) {
-      prefix = argv[++i];
-    } else if (a == "-h" || a == "--help") {
-      usage();
-      return 0;
-    } else if (!a.empty() && a[0] == '-') {
-      std::cerr << "strata-trace-merge: unknown option '" << a << "'\n";
-      return usage();
-    } else {
-      inputs.push_back(a);
-    }
-  }
-  if (out_path.empty()) {
-    std::cerr << "strata-trace-merge: missing -o OUT.json\n";
-    return usage();
-  }
+  CLI::App app{"Merges per-rank STRATA_TRACE files (<prefix>.<rank>.json) into one Chrome trace JSON",
+               "strata-trace-merge"};
+  app.add_option("-o,--output", out_path, "merged Chrome trace JSON to write")->required();
+  app.add_option("--prefix", prefix, "find PREFIX.0.json, PREFIX.1.json, ... (stops at the first missing rank)");
+  app.add_option("files", inputs, "per-rank trace files");
+  strata::cli::parse(app, argc, argv);
+
   if (!prefix.empty()) {
     for (int r = 0;; ++r) {
       const std::string f = prefix + "." + std::to_string(r) + ".json";
@@ -68,10 +37,9 @@ int main(int argc, char** argv) {
       inputs.push_back(f);
     }
   }
-  if (inputs.empty()) {
-    std::cerr << "strata-trace-merge: no input files" << (prefix.empty() ? "" : " for prefix '" + prefix + "'") << "\n";
-    return usage();
-  }
+  if (inputs.empty())
+    strata::cli::fail("strata-trace-merge",
+                      "no input files" + (prefix.empty() ? std::string() : " for --prefix '" + prefix + "'"));
   std::ofstream out(out_path);
   if (!out) {
     std::cerr << "strata-trace-merge: cannot write '" << out_path << "'\n";
@@ -79,7 +47,7 @@ int main(int argc, char** argv) {
   }
   out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   bool first = true;
-  std::set<long> ranks;
+  std::set<long long> ranks;
   std::size_t events = 0;
   for (const std::string& path : inputs) {
     std::ifstream in(path);
@@ -92,23 +60,30 @@ int main(int argc, char** argv) {
     while (std::getline(in, line)) {
       ++lineno;
       if (line.empty()) continue;
-      if (line.front() != '{' || line.back() != '}') {
+      Json event = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!event.is_object()) {
         std::cerr << "strata-trace-merge: " << path << ":" << lineno << ": not a trace event object\n";
         return 1;
       }
-      const long pid = pid_of(line);
-      if (pid >= 0) ranks.insert(pid);
-      out << (first ? "" : ",\n") << line;
+      const auto pid = event.find("pid");
+      if (pid != event.end() && pid->is_number_integer() && pid->get<long long>() >= 0)
+        ranks.insert(pid->get<long long>());
+      out << (first ? "" : ",\n") << event.dump(-1, ' ', false, Json::error_handler_t::replace);
       first = false;
       ++events;
     }
   }
-  for (long r : ranks) {
-    out << (first ? "" : ",\n") << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r
-        << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+  for (long long r : ranks) {
+    const Json meta = {
+        {"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}};
+    out << (first ? "" : ",\n") << meta.dump();
     first = false;
   }
   out << "\n]}\n";
+  if (!out.flush()) {
+    std::cerr << "strata-trace-merge: cannot write '" << out_path << "'\n";
+    return 1;
+  }
   std::cout << "strata-trace-merge: " << events << " events from " << inputs.size() << " files (" << ranks.size()
             << " ranks) -> " << out_path << "\n";
   return 0;

@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,7 @@
 #include "strata/collectives/tuning.hpp"
 #include "strata/error.hpp"
 #include "strata/version.hpp"
+#include "strata_cli.hpp"
 
 extern char** environ;
 
@@ -225,17 +227,19 @@ class Tuner {
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
       throw std::runtime_error("measurement failed (" + cmd + "):\n" + tail(slurp(log), 2000));
     std::vector<Record> out;
-    const Value doc = strata::json::parse(slurp(json), json);
-    if (doc.type() != Value::Type::array) throw std::runtime_error(json + ": strata-bench wrote no JSON array");
-    for (const Value& r : doc.items()) {
+    // strata-bench's --json records (bench/common/bench_util.hpp), read with nlohmann-json.
+    const nlohmann::json doc = nlohmann::json::parse(slurp(json), nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_array()) throw std::runtime_error(json + ": strata-bench wrote no JSON array");
+    for (const nlohmann::json& r : doc) {
+      if (!r.is_object()) throw std::runtime_error(json + ": a record that is not a JSON object");
       Record x;
       auto str = [&r](const char* k) {
-        const Value* v = r.find(k);
-        return v != nullptr && v->type() == Value::Type::string ? v->as_string() : std::string();
+        const auto v = r.find(k);
+        return v != r.end() && v->is_string() ? v->get<std::string>() : std::string();
       };
       auto num = [&r](const char* k) {
-        const Value* v = r.find(k);
-        return v != nullptr && v->type() == Value::Type::number ? v->as_double() : 0.0;
+        const auto v = r.find(k);
+        return v != r.end() && v->is_number() ? v->get<double>() : 0.0;
       };
       x.library = str("library");
       x.collective = str("collective");
@@ -600,49 +604,31 @@ class Tuner {
   int nrun_ = 0;
 };
 
-void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: strata-tune [--quick | --smoke] [-o FILE] [--ranks N] [--verbose]\n"
-               "Measures this machine (memcpy, same-host data paths, executor cost) and searches the tuning\n"
-               "table's crossovers with real collectives on N ranks (default 2; strata-run + strata-bench from\n"
-               "this directory). Writes the table (docs/tuning.md) to FILE, default %s.\n"
-               "  --quick    under 30 s on 2 cores: fewer sizes and candidates\n"
-               "  (default)  full mode, under 5 minutes: more candidates and sizes, two rounds each\n"
-               "  --smoke    seconds: tiny sizes, one search, no second look (tests; the table is not worth using)\n"
-               "  --ranks N  ranks for the collective runs (run one per core for meaningful numbers)\n",
-               strata::coll::default_tuning_path().c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick") {
-      o.mode = Mode::quick;
-    } else if (a == "--smoke") {
-      o.mode = Mode::smoke;
-    } else if (a == "--full") {
-      o.mode = Mode::full;
-    } else if ((a == "-o" || a == "--output") && i + 1 < argc) {
-      o.out = argv[++i];
-    } else if (a == "--ranks" && i + 1 < argc) {
-      char* end = nullptr;
-      const long n = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || n < 2 || n > 64) die(std::string("--ranks '") + argv[i] + "': expected 2..64");
-      o.ranks = static_cast<int>(n);
-    } else if (a == "--verbose" || a == "-v") {
-      o.verbose = true;
-    } else if (a == "--help" || a == "-h") {
-      usage(stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "strata-tune: unknown argument '%s'\n", a.c_str());
-      usage(stderr);
-      return 2;
-    }
-  }
+  CLI::App app{
+      "Measures this machine (memcpy, same-host data paths, executor cost) and searches the tuning "
+      "table's crossovers with real collectives on N ranks (strata-run + strata-bench from this "
+      "directory). Writes the table (docs/tuning.md) to FILE, default " +
+          strata::coll::default_tuning_path() + ".",
+      "strata-tune"};
+  auto* quick = app.add_flag_callback(
+      "--quick", [&o] { o.mode = Mode::quick; }, "under 30 s on 2 cores: fewer sizes and candidates");
+  auto* smoke = app.add_flag_callback(
+      "--smoke", [&o] { o.mode = Mode::smoke; },
+      "seconds: tiny sizes, one search, no second look (tests; the table is not worth using)");
+  auto* full = app.add_flag_callback(
+      "--full", [&o] { o.mode = Mode::full; },
+      "the default, under 5 minutes: more candidates and sizes, two rounds each");
+  quick->excludes(smoke)->excludes(full);
+  smoke->excludes(full);
+  app.add_option("-o,--output", o.out, "tuning file to write");
+  app.add_option("--ranks", o.ranks, "ranks for the collective runs, 2..64 (run one per core for meaningful numbers)")
+      ->check(strata::cli::integer(2, 64));
+  app.add_flag("-v,--verbose", o.verbose, "print every measurement command");
+  strata::cli::parse(app, argc, argv);
   try {
     Tuner t(o);
     return t.run();

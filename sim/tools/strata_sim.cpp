@@ -14,6 +14,7 @@
 
 #include "comm.hpp"  // the engine's algorithm resolution (choose, parse_shape), so options mean the same
 #include "strata/sim/sim.hpp"
+#include "strata_cli.hpp"
 
 namespace {
 
@@ -22,41 +23,7 @@ using strata::Error;
 namespace coll = strata::coll;
 namespace sim = strata::sim;
 
-const char* kUsage =
-    "usage: strata-sim [options]\n"
-    "machine:\n"
-    "  --machine FILE          machine description (key = value lines, docs/simulator.md); flags override it\n"
-    "  --hosts H               hosts (default 1)\n"
-    "  --topology SPEC         hwloc synthetic topology of one host (default 'package:1 numa:1 core:4 pu:1')\n"
-    "  --ppn N                 ranks per host (default: one per core)\n"
-    "cost model (defaults in docs/simulator.md):\n"
-    "  --nic-gbit G  --nic-lat-us U  --msg-bytes B  --shm-lat-us U  --copy-gbs G  --copy-numa-gbs G\n"
-    "  --copy-package-gbs G  --numa-mem-gbs G  --reduce-gbs G  --node-us U  --progress-us U  --workers W\n"
-    "  (a bandwidth of 'inf' costs nothing per byte)\n"
-    "  --calibrate             measure memcpy and the float32 sum kernel here at --bytes, use them as copy_gbs and\n"
-    "                          reduce_gbs (noisy on a shared machine)\n"
-    "  --pure                  only NIC latency and bandwidth cost anything (closed-form checks); later flags "
-    "override\n"
-    "collective:\n"
-    "  --coll NAME             barrier | broadcast | reduce | allreduce | gather | scatter | allgather | alltoall |\n"
-    "                          reduce_scatter_block (default broadcast)\n"
-    "  --bytes N[K|M|G]        bytes per rank as the compiler counts them (Call::count x element size; default 1M)\n"
-    "  --root R                root rank (default 0)\n"
-    "  --algo NAME --tree SPEC --fragment SPEC --direction SPEC   as CollOptions / STRATA_ALGO_* (docs/algorithms.md)\n"
-    "  --strict                strict entry and exit synchronization (default loose)\n"
-    "  --slot-bytes N --credits N   window geometry (engine defaults 1M, 4)\n"
-    "  --calls K               K calls of the collective in a row (default 1), blocking unless --nonblocking\n"
-    "  --nonblocking           the K calls are made at once; the engine keeps `credits` in flight per rank\n"
-    "  --no-flags              peers use ready-to-receive signals instead of window flags (one host) and grants\n"
-    "output:\n"
-    "  --critical N            critical-path steps to print (default 12; 0 = none)\n"
-    "  --csv FILE              per-rank completion times (rank,host,numa,finish_us)\n"
-    "  --quiet                 one summary line only\n";
-
-[[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr, "strata-sim: %s\n%s", what.c_str(), kUsage);
-  std::exit(2);
-}
+[[noreturn]] void usage_error(const std::string& what) { strata::cli::fail("strata-sim", what); }
 
 std::uint64_t parse_bytes(const std::string& arg, const std::string& v) {
   char* end = nullptr;
@@ -73,15 +40,6 @@ std::uint64_t parse_bytes(const std::string& arg, const std::string& v) {
   else if (!suf.empty())
     usage_error("argument " + arg + " = '" + v + "': unknown suffix '" + suf + "' (K, M, G)");
   return x * mul;
-}
-
-int parse_int(const std::string& arg, const std::string& v, int lo, int hi) {
-  char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < lo || x > hi)
-    usage_error("argument " + arg + " = '" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
-                std::to_string(hi) + "]");
-  return static_cast<int>(x);
 }
 
 coll::Kind parse_kind(const std::string& s) {
@@ -164,8 +122,10 @@ int run(int argc, char** argv) {
   sim::MachineSpec m;
   sim::CostModel cost;
   // The machine file first, flags over it.
-  for (std::size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == "--machine") sim::load_machine_file(args[i + 1], &m, &cost);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--machine" && i + 1 < args.size()) sim::load_machine_file(args[i + 1], &m, &cost);
+    if (args[i].rfind("--machine=", 0) == 0) sim::load_machine_file(args[i].substr(10), &m, &cost);
+  }
   if (std::find(args.begin(), args.end(), "--pure") != args.end())
     cost = sim::CostModel::pure_network(cost.nic_bw, cost.nic_lat);
   std::string kind_name = "broadcast";
@@ -180,65 +140,106 @@ int run(int argc, char** argv) {
   bool quiet = false;
   bool calibrate = false;
   sim::Stream stream;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) usage_error("argument " + a + " needs a value");
-      return args[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (a == "--machine") {
-      value();
-    } else if (a == "--calibrate") {
-      calibrate = true;
-    } else if (a == "--pure") {
-    } else if (a == "--hosts") {
-      m.hosts = parse_int(a, value(), 1, 1 << 20);
-    } else if (a == "--topology") {
-      m.topology = value();
-    } else if (a == "--ppn") {
-      m.ranks_per_host = parse_int(a, value(), 1, 1 << 16);
-    } else if (a == "--coll") {
-      kind_name = value();
-    } else if (a == "--bytes") {
-      bytes = parse_bytes(a, value());
-    } else if (a == "--root") {
-      root = parse_int(a, value(), 0, 1 << 22);
-    } else if (a == "--algo") {
-      opts.algorithm = value();
-    } else if (a == "--tree") {
-      opts.tree = value();
-    } else if (a == "--fragment") {
-      opts.fragment = value();
-    } else if (a == "--direction") {
-      opts.direction = value();
-    } else if (a == "--strict") {
-      opts.sync = strata::Sync::strict();
-    } else if (a == "--slot-bytes") {
-      slot_bytes = parse_bytes(a, value());
-    } else if (a == "--credits") {
-      credits = parse_int(a, value(), 1, 64);
-    } else if (a == "--calls") {
-      stream.instances = parse_int(a, value(), 1, 4096);
-    } else if (a == "--nonblocking") {
-      stream.blocking = false;
-    } else if (a == "--no-flags") {
-      flags = false;
-    } else if (a == "--critical") {
-      critical = parse_int(a, value(), 0, 1 << 20);
-    } else if (a == "--csv") {
-      csv = value();
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else {
-      const auto it = std::find_if(kCostFlags.begin(), kCostFlags.end(), [&](const auto& f) { return f.first == a; });
-      if (it == kCostFlags.end()) usage_error("unknown argument '" + a + "'");
-      cost.set(it->second, value());
-    }
+  CLI::App app{"Simulates one collective (the engine's compiled plans) on a synthetic machine (docs/simulator.md)",
+               "strata-sim"};
+  app.get_formatter()->column_width(30);
+  const char* const machine = "Machine";
+  const char* const costs = "Cost model (defaults in docs/simulator.md; a bandwidth of 'inf' costs nothing per byte)";
+  const char* const call = "Collective";
+  const char* const output = "Output";
+  std::string machine_file;  // read before the other flags, above
+  app.add_option("--machine", machine_file,
+                 "machine description (key = value lines, docs/simulator.md); flags override it")
+      ->type_name("FILE")
+      ->group(machine);
+  app.add_option("--hosts", m.hosts, "hosts (default 1)")->check(strata::cli::integer(1, 1 << 20))->group(machine);
+  app.add_option("--topology", m.topology,
+                 "hwloc synthetic topology of one host (default 'package:1 numa:1 core:4 pu:1')")
+      ->group(machine);
+  app.add_option("--ppn", m.ranks_per_host, "ranks per host (default: one per core)")
+      ->check(strata::cli::integer(1, 1 << 16))
+      ->group(machine);
+  for (const auto& f : kCostFlags) {
+    const std::string flag = f.first, key = f.second;
+    app.add_option_function<std::string>(
+           flag,
+           [&cost, flag, key](const std::string& v) {
+             try {
+               cost.set(key, v);
+             } catch (const std::exception& e) {
+               std::string what = e.what();
+               if (what.rfind("strata-sim: ", 0) == 0) what = what.substr(12);
+               usage_error(flag + ": " + what);
+             }
+           },
+           "cost model: " + key)
+        ->group(costs);
   }
+  app.add_flag("--calibrate", calibrate,
+               "measure memcpy and the float32 sum kernel here at --bytes, use them as copy_gbs and reduce_gbs "
+               "(noisy on a shared machine)")
+      ->group(costs);
+  bool pure = false;  // applied before the other flags, above
+  app.add_flag("--pure", pure,
+               "only NIC latency and bandwidth cost anything (closed-form checks); cost flags override it")
+      ->group(costs);
+  app.add_option("--coll", kind_name,
+                 "barrier | broadcast | reduce | allreduce | gather | scatter | allgather | alltoall | "
+                 "reduce_scatter_block (default broadcast)")
+      ->group(call);
+  auto size = [](std::uint64_t& out) { return [&out](const std::string& v) { out = parse_bytes("size", v); }; };
+  auto size_check = CLI::Validator(
+      [](std::string& v) -> std::string {
+        char* end = nullptr;
+        std::strtoull(v.c_str(), &end, 10);
+        const std::string suf = end;
+        const bool ok = !v.empty() && end != v.c_str() && v[0] != '-' &&
+                        (suf.empty() || suf == "K" || suf == "k" || suf == "KiB" || suf == "M" || suf == "MiB" ||
+                         suf == "G" || suf == "GiB");
+        return ok ? "" : "expects a size N[K|M|G], got '" + v + "'";
+      },
+      "N[K|M|G]");
+  app.add_option_function<std::string>("--bytes", size(bytes),
+                                       "bytes per rank as the compiler counts them (Call::count x element size; "
+                                       "default 1M)")
+      ->check(size_check)
+      ->group(call);
+  app.add_option("--root", root, "root rank (default 0)")->check(strata::cli::integer(0, 1 << 22))->group(call);
+  app.add_option("--algo", opts.algorithm, "as CollOptions::algorithm / STRATA_ALGO_* (docs/algorithms.md)")
+      ->group(call);
+  app.add_option("--tree", opts.tree, "as CollOptions::tree")->group(call);
+  app.add_option("--fragment", opts.fragment, "as CollOptions::fragment")->group(call);
+  app.add_option("--direction", opts.direction, "as CollOptions::direction")->group(call);
+  app.add_flag_callback(
+         "--strict", [&opts] { opts.sync = strata::Sync::strict(); },
+         "strict entry and exit synchronization (default loose)")
+      ->group(call);
+  std::uint64_t slot = slot_bytes;
+  app.add_option_function<std::string>("--slot-bytes", size(slot), "window slot size (engine default 1M)")
+      ->check(size_check)
+      ->group(call);
+  app.add_option("--credits", credits, "window credits (engine default 4)")
+      ->check(strata::cli::integer(1, 64))
+      ->group(call);
+  app.add_option("--calls", stream.instances,
+                 "K calls of the collective in a row (default 1), blocking unless --nonblocking")
+      ->check(strata::cli::integer(1, 4096))
+      ->group(call);
+  app.add_flag_callback(
+         "--nonblocking", [&stream] { stream.blocking = false; },
+         "the K calls are made at once; the engine keeps `credits` in flight per rank")
+      ->group(call);
+  app.add_flag_callback(
+         "--no-flags", [&flags] { flags = false; },
+         "peers use ready-to-receive signals instead of window flags (one host) and grants")
+      ->group(call);
+  app.add_option("--critical", critical, "critical-path steps to print (default 12; 0 = none)")
+      ->check(strata::cli::integer(0, 1 << 20))
+      ->group(output);
+  app.add_option("--csv", csv, "per-rank completion times (rank,host,numa,finish_us)")->group(output);
+  app.add_flag("--quiet", quiet, "one summary line only")->group(output);
+  strata::cli::parse(app, argc, argv);
+  slot_bytes = static_cast<std::size_t>(slot);
   if (calibrate) {
     // Flags given after --calibrate do not override it: the measurement wins.
     // Working set: input, window slot and output of every rank of one host.
