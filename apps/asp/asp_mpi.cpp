@@ -55,14 +55,8 @@ int main(int argc, char** argv) {
     asp::Options o;
     std::string help;
     const std::string err = asp::parse(argc, argv, o, help);
-    if (!err.empty() || !help.empty()) {
-      if (b.rank() == 0) {
-        if (!err.empty())
-          std::fprintf(stderr, "asp-mpi: error: %s (see asp-mpi --help)\n", err.c_str());
-        else
-          std::fputs(help.c_str(), stdout);
-      }
-      rc = help.empty() ? 2 : 0;
+    if (apps::report_parse(b.rank() == 0, "asp-mpi", err, help, rc)) {
+      // error or --help: printed, rc set
     } else if (!o.backend.empty() && o.backend != "mpi") {
       if (b.rank() == 0) std::fprintf(stderr, "asp-mpi: error: this binary is the mpi backend\n");
       rc = 2;

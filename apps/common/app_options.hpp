@@ -3,6 +3,7 @@
 // (--check, --trace PREFIX, --backend NAME, -h/--help) and one error style.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 #include "strata_cli.hpp"
@@ -40,6 +41,21 @@ inline std::string parse_app(CLI::App& app, int argc, char** argv, std::string& 
     return strata::cli::describe(app, e);
   }
   return "";
+}
+
+/// After parse_app(): on an error or --help, prints it once (when @p root)
+/// as "PROG: error: MSG (see PROG --help)" or the help text, stores the exit
+/// status (2 or 0) in @p rc and returns true: the program should stop.
+inline bool report_parse(bool root, const char* prog, const std::string& err, const std::string& help, int& rc) {
+  if (err.empty() && help.empty()) return false;
+  if (root) {
+    if (!err.empty())
+      std::fprintf(stderr, "%s: error: %s (see %s --help)\n", prog, err.c_str(), prog);
+    else
+      std::fputs(help.c_str(), stdout);
+  }
+  rc = help.empty() ? 2 : 0;
+  return true;
 }
 
 }  // namespace apps

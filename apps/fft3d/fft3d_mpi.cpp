@@ -84,14 +84,8 @@ int main(int argc, char** argv) {
     fft3d::Options o;
     std::string help;
     const std::string err = fft3d::parse(argc, argv, o, help);
-    if (!err.empty() || !help.empty()) {
-      if (b.rank() == 0) {
-        if (!err.empty())
-          std::fprintf(stderr, STRATA_APP_PROG ": error: %s (see " STRATA_APP_PROG " --help)\n", err.c_str());
-        else
-          std::fputs(help.c_str(), stdout);
-      }
-      rc = help.empty() ? 2 : 0;
+    if (apps::report_parse(b.rank() == 0, STRATA_APP_PROG, err, help, rc)) {
+      // error or --help: printed, rc set
     } else if (!o.backend.empty() && o.backend != "mpi" && o.backend != STRATA_APP_MPI) {
       if (b.rank() == 0) std::fprintf(stderr, STRATA_APP_PROG ": error: this binary is the mpi backend\n");
       rc = 2;

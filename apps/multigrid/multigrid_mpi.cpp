@@ -85,14 +85,8 @@ int main(int argc, char** argv) {
     mg::Options o;
     std::string help;
     const std::string err = mg::parse(argc, argv, o, help);
-    if (!err.empty() || !help.empty()) {
-      if (b.rank() == 0) {
-        if (!err.empty())
-          std::fprintf(stderr, "multigrid-mpi: error: %s (see multigrid-mpi --help)\n", err.c_str());
-        else
-          std::fputs(help.c_str(), stdout);
-      }
-      rc = help.empty() ? 2 : 0;
+    if (apps::report_parse(b.rank() == 0, "multigrid-mpi", err, help, rc)) {
+      // error or --help: printed, rc set
     } else if (!o.backend.empty() && o.backend != "mpi" && o.backend != "openmpi" && o.backend != "mpich") {
       if (b.rank() == 0) std::fprintf(stderr, "multigrid-mpi: error: this binary is an MPI backend\n");
       rc = 2;
