@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resource soak (issue 18): creates and frees N communicators (dup + one
+# Resource soak: creates and frees N communicators (dup + one
 # allreduce), N windows and N shared allocations (Engine::allocate, 64 KiB)
 # on each rank count, printing RSS and the mapping count (/proc/self/maps
 # lines) ten times per run; a run fails when either grows beyond a small bound

@@ -1,5 +1,5 @@
 // asp: Floyd-Warshall all-pairs shortest paths with one row broadcast per step
-// (seed 001's ASP application). The algorithm is written once against a small
+// (Ma et al.'s ASP application). The algorithm is written once against a small
 // communication backend (strata or MPI, see asp_strata.cpp / asp_mpi.cpp):
 //
 //   struct Backend {

@@ -171,7 +171,7 @@ struct Record {
   std::string library;     ///< "strata", "openmpi", "mpich", "memcpy"
   std::string collective;  ///< "allreduce", ...
   std::string variant;     ///< "blocking", "nonblocking", "persistent", algorithm name, ...
-  std::size_t bytes = 0;   ///< message size as documented in docs/benchmarks.md
+  std::size_t bytes = 0;   ///< message size as documented in bench/README.md
   int ranks = 0;
   int iters = 0;
   double min_us = 0, median_us = 0, max_us = 0;  ///< over ranks of each rank's median per-op time

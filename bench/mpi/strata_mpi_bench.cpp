@@ -5,7 +5,7 @@
 // (strata-mpi-bench-openmpi, strata-mpi-bench-mpich); launch with that MPI's
 // own mpirun.
 //
-// Size convention (docs/benchmarks.md): bcast, reduce, allreduce and
+// Size convention (bench/README.md): bcast, reduce, allreduce and
 // reduce_scatter take the whole vector's bytes; gather, scatter, allgather and
 // alltoall take the bytes of one rank's block. Reductions are float sums.
 #include <mpi.h>

@@ -4,11 +4,11 @@
 Usage: sim_scale.py --sim build/bin/strata-sim [--machines sim/machines] [--quick] > out.md
 
 Prints markdown tables:
-  1. hierarchical vs flat (single-level binomial) trees, 3072 ranks, broadcast (seed 000, fig. 11)
-  2. fragmentation at 4096 ranks (seed 000, fig. 10)
-  3. loose vs strict synchronization, streams of calls (seed 004)
-  4. flat vs tree at the host level as the host count grows (seed 004)
-  5. the best host-level radix as the host count grows (seed 004)
+  1. hierarchical vs flat (single-level binomial) trees, 3072 ranks, broadcast (Mallón et al., fig. 11)
+  2. fragmentation at 4096 ranks (Mallón et al., fig. 10)
+  3. loose vs strict synchronization, streams of calls (Nishtala and Yelick)
+  4. flat vs tree at the host level as the host count grows (Nishtala and Yelick)
+  5. the best host-level radix as the host count grows (Nishtala and Yelick)
 Every number is a simulated time (us) of the real compiled plans; see docs/simulator.md
 for the model and its limits.
 """
@@ -83,7 +83,7 @@ def main():
         print(f"| {name} | " + " | ".join(cells) + " |")
     print()
 
-    # 3. Loose vs strict (seed 004): 32 calls in a row.
+    # 3. Loose vs strict (Nishtala and Yelick): 32 calls in a row.
     print("## 3. Loose vs strict synchronization: 32 calls in a row, us per call\n")
     hosts3 = [1, 16] if a.quick else [1, 16, 64]
     print("`sim/machines/cluster200g.machine` (32 ranks per host). Blocking loop and nonblocking "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# strata-sim speed target (issue 16): a 4096-rank 16 MiB broadcast (128 hosts x
+# strata-sim speed target: a 4096-rank 16 MiB broadcast (128 hosts x
 # 2 packages x 2 NUMA x 8 cores), compiled and simulated in under a minute.
 # Usage: bash bench/scripts/sim_speed.sh [build-dir]   (exit 1 when over budget)
 set -euo pipefail

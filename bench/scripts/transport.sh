@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds Release and measures the transport (issue 3's benchmark) on 2 ranks
+# Builds Release and measures the transport (the transport benchmark) on 2 ranks
 # pinned one per core: put_with_signal / get latency and put bandwidth for
 # every backend (strata shm; libfabric with tcp;ofi_rxm and shm) in both
 # progress modes (ProgressServer thread, inline), each beside the memcpy

@@ -38,13 +38,13 @@ and deflates bandwidths, and results under load are pessimistic.
 
 ## Engine overhead
 
-(placeholder: `strata-bench --engine`, issue 4: executor ns per node for a
+(placeholder: `strata-bench --engine`: executor ns per node for a
 chain, a fan-out/fan-in and a layered random DAG beside bare oneTBB; one tiny
 collective-shaped instance end to end.)
 
 ## Collectives vs Open MPI and MPICH
 
-(placeholder: `bench/compare`, issue 7: strata time / best MPI time per size
+(placeholder: `bench/compare`: strata time / best MPI time per size
 and collective, plots, overlap and loose-vs-strict streams.)
 
 ## Applications

@@ -13,7 +13,7 @@
 //   --stream K         K back-to-back calls issued without waiting, then all
 //                      waited for: loose vs Sync::strict() (and blocking).
 //
-// Size convention (as strata-mpi-bench, docs/benchmarks.md): bcast, reduce,
+// Size convention (as strata-mpi-bench, bench/README.md): bcast, reduce,
 // allreduce and reduce_scatter take the whole vector's bytes; gather, scatter,
 // allgather and alltoall take the bytes of one rank's block. float32 sums.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// --engine: what the engine costs beyond the work it schedules (issue 4).
+// --engine: what the engine costs beyond the work it schedules.
 //
 // 1. Executor overhead in ns per node for a long chain, a wide fan-out/fan-in
 //    and a layered random DAG (width 64, two random predecessors per node),

@@ -21,7 +21,7 @@
 //    g, straight into recv) and signals DONE(g) back. Gather always pushes.
 //  - flat: the root exchanges with every rank directly. Gather: the root's
 //    window slot is split into n-1 equal areas, one per non-root.
-//  - ring: flat plus seed 000's token (3.2): non-roots move their block in the
+//  - ring: flat plus Mallón et al.'s token (3.2): non-roots move their block in the
 //    order root+1, ..., root-1; the token passes before the copy if the rank
 //    shares the root's host or its block is small, else after all but the last
 //    threshold bytes.

@@ -18,7 +18,7 @@
 
 namespace strata::coll::cc::steps {
 
-constexpr std::size_t kMaxOutstandingPuts = 128;  // seed 002 throttled at 128
+constexpr std::size_t kMaxOutstandingPuts = 128;  // Chaimov et al. throttled at 128
 constexpr std::size_t kMaxRegions = 1024;
 
 // Local buffer accesses, for read-after-write / write-after-read / write-after-write edges.

@@ -19,7 +19,7 @@
 // Local buffers are tracked per byte range (read after write, write after
 // read, write after write), which orders forwarding (ring, Bruck, recursive
 // doubling) and reuse of working buffers (Bruck alltoall) without barriers.
-// A rank keeps at most kMaxOutstandingPuts puts in flight (seed 002; for
+// A rank keeps at most kMaxOutstandingPuts puts in flight (Chaimov et al.; for
 // alltoall(v) Algorithm::max_outstanding, STRATA_ALLTOALL_MAX_OUTSTANDING).
 // The emitter itself lives in compile_steps.hpp (shared with the schedule
 // allreduces of compile_allreduce.cpp). Besides the step schedules: the pull
@@ -563,7 +563,7 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
     }
   }
   // Application work in the graph: a compute node per source block that runs
-  // as soon as every node writing that block of recv is done (issue 4's hook).
+  // as soon as every node writing that block of recv is done (the on_block hook).
   if (c.on_block) {
     for (std::size_t r = 0; r < nn; ++r) {
       if (rb[r] == 0) continue;

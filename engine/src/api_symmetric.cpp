@@ -95,7 +95,7 @@ coll::Algorithm resolve(coll::Kind kind, const CollOptions& o, const CommImpl& i
 }
 
 // STRATA_ALLTOALL_MAX_OUTSTANDING: remote operations (puts / gets) an
-// alltoall(v) keeps in flight per rank; default 128 (seed 002). Read once.
+// alltoall(v) keeps in flight per rank; default 128 (Chaimov et al.). Read once.
 std::size_t alltoall_max_outstanding() {
   static const std::size_t v = [] {
     const std::string s = env_or("", "STRATA_ALLTOALL_MAX_OUTSTANDING");

@@ -1,4 +1,4 @@
-// stream_rank: issue 6's stream test. Two threads per rank, each on its own
+// stream_rank: the stream test. Two threads per rank, each on its own
 // communicator (dups of the world), issue N mixed small and medium loose
 // collectives back to back without waiting (bounded only by how many result
 // buffers the test keeps: up to --window outstanding per thread); every result

@@ -295,7 +295,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SymmetricSim,
                            return "n" + std::to_string(i.param.n) + "_slot" + std::to_string(i.param.slot);
                          });
 
-// ---------------------------------------------------------------- large blocks (issue 7)
+// ---------------------------------------------------------------- large blocks
 // From 1 MiB messages the own block is copied fragment by fragment after the
 // puts of the same bytes (128 KiB fragments), and from 12 MiB of send + recv
 // per rank the copies into recv are streaming (non-temporal stores). Sizes
@@ -443,7 +443,7 @@ TEST_P(LargeSim, SplitOwnCopyAndStreamingMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Ranks, LargeSim, ::testing::Values(1, 2, 3, 5),
                          [](const ::testing::TestParamInfo<int>& i) { return "n" + std::to_string(i.param); });
 
-// ---------------------------------------------------------------- issue 6: allreduce algorithms, hier /
+// ---------------------------------------------------------------- allreduce algorithms, hier /
 // numa-ring allgather, pull and in-place alltoall(v), in-place reduce-scatter, over n = 1..12 ranks placed
 // on hosts (blocks or cyclic) with 2 NUMA regions each, executed over the fake transport.
 

@@ -1,4 +1,4 @@
-// rel_rank: one rank of the reliability tests (tests/reliability, issue 18),
+// rel_rank: one rank of the reliability tests (tests/reliability),
 // run under strata-run. One mode per run:
 //   --queue       rank 0 posts 12 nonblocking 32-byte allreduces on A, then
 //                 waits on a barrier on B; rank 1 waits on B first, then posts

@@ -1,4 +1,4 @@
-// Reliability regressions of issue 18 over real processes: rel_rank under
+// Reliability regressions over real processes: rel_rank under
 // strata-run (hard timeout).
 #include <gtest/gtest.h>
 

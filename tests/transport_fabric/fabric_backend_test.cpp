@@ -1,4 +1,4 @@
-// Multi-process tests of the libfabric backend (issue 3).
+// Multi-process tests of the libfabric backend.
 //
 // Each test starts N processes of fabric_rank (one rank each) that meet through
 // a unix-socket rendezvous served by this process, waits for them with a

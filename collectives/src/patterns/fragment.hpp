@@ -1,9 +1,9 @@
-// Fragmentation of a message for pipelining (seed 000, seed 001).
+// Fragmentation of a message for pipelining (Mallón et al., Ma et al.).
 //
 //  - none:   one fragment [0, len).
-//  - fixed:  fragments of `size` bytes, the last one shorter (seed 000: 32 KiB;
-//            seed 001: 16 KiB for medium, 512 KiB for large messages).
-//  - halves: seed 000's "dynamic" mode: a message longer than `threshold`
+//  - fixed:  fragments of `size` bytes, the last one shorter (Mallón et al.: 32 KiB;
+//            Ma et al.: 16 KiB for medium, 512 KiB for large messages).
+//  - halves: Mallón et al.'s "dynamic" mode: a message longer than `threshold`
 //            bytes (default 8 KiB) is split into two halves, otherwise sent
 //            whole. It is not recursive: the paper splits "in two halves,
 //            instead of message_size/chunk_size messages". Seed 000 offers it

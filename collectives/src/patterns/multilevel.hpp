@@ -1,4 +1,4 @@
-// Multilevel (hierarchy-aware) trees, seed 000: a tree among host leaders, a
+// Multilevel (hierarchy-aware) trees, Mallón et al.: a tree among host leaders, a
 // tree among the NUMA leaders of each host rooted at its host leader, and a
 // tree among the ranks of each NUMA region rooted at its NUMA leader. Each
 // level has its own shape. Kept independent of strata::Hierarchy: the input is
@@ -61,7 +61,7 @@ struct MultilevelTree {
 /// @brief Builds the three-level tree for @p places (one per rank) rooted at @p root.
 ///
 /// Host leaders are ordered by rank and the host-level tree is rotated so the
-/// root's host leader is its root (virtual ranks among leaders, seed 000's
+/// root's host leader is its root (virtual ranks among leaders, Mallón et al.'s
 /// fixed tree). Children are in send order: host-level children first, then
 /// NUMA-level, then core-level (farthest, widest subtrees first).
 /// Throws std::invalid_argument for empty @p places or a root out of range.

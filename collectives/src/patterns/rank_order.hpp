@@ -1,5 +1,5 @@
 // Rank-ordered reduction over a tree, for non-commutative (but associative)
-// operations (seed 000 3.1): the result must be x0 op x1 op ... op x(n-1).
+// operations (Mallón et al. 3.1): the result must be x0 op x1 op ... op x(n-1).
 //
 // Every rank combines its own value with the partial results of its children's
 // subtrees. If the subtree of every non-root rank covers a contiguous interval
@@ -18,7 +18,7 @@
 //    placement); cyclic placements generally do not qualify.
 // When a tree does not qualify, plan_rank_order_reduce falls back to the same
 // shape rooted at rank 0 followed by one extra hop 0 -> root (the same extra
-// copy seed 000 pays for a root that is not the tree root).
+// copy Mallón et al. pays for a root that is not the tree root).
 #pragma once
 
 #include <vector>

@@ -1,6 +1,6 @@
 // Step schedules of the symmetric collectives: ring, recursive doubling,
 // recursive halving, Bruck, pairwise (rotated) exchange, and the token ring of
-// scatter / gather (seed 000 3.2).
+// scatter / gather (Mallón et al. 3.2).
 //
 // Each builder returns one rank's steps. Steps are globally aligned: every rank
 // of a group gets the same number of steps and step i of rank a that sends to b
@@ -138,13 +138,13 @@ void bruck_allgather(int rank, int n, Schedule& out);
 /// (r-d) mod n; afterwards position i holds the block from source (r-i) mod n.
 void bruck_alltoall(int rank, int n, Schedule& out);
 
-/// @brief Pairwise alltoall with rotated start (seed 001 Fig. 3): n-1 steps; at
+/// @brief Pairwise alltoall with rotated start (Ma et al. Fig. 3): n-1 steps; at
 /// step s (1..n-1) rank r sends send-block (r+s) mod n to rank (r+s) mod n and
 /// receives receive-block (r-s) mod n from (r-s) mod n, so each rank sends and
 /// receives one block at a time. The own block r is a local copy, not a step.
 void pairwise_alltoall(int rank, int n, Schedule& out);
 
-/// @brief One rank's place in the token ring of scatter / gather (seed 000 3.2).
+/// @brief One rank's place in the token ring of scatter / gather (Mallón et al. 3.2).
 struct TokenRingRole {
   int position = -1;    ///< order of this rank's copy (0 = first), -1 for the root (local copy only)
   int token_from = -1;  ///< rank the token comes from, -1 if it starts with the token (or is the root)

@@ -8,13 +8,13 @@
 //    positions i below that digit (every position for the root), j = 1..k-1.
 //    In every round each holder sends to k-1 new ranks, so a broadcast needs
 //    ceil(log_k n) rounds. Radix 2 is the binomial tree.
-//  - radix 1 is defined as the chain (seed 004: "a radix 1 k-nomial tree is a
+//  - radix 1 is defined as the chain (Nishtala and Yelick: "a radix 1 k-nomial tree is a
 //    chain"): parent v-1, child v+1.
 //  - binary: the complete binary tree (heap shape: every level full except the
 //    last, filled from the left), labelled in pre-order so that, like the
 //    k-nomial trees, every subtree covers a contiguous range of virtual ranks.
 //
-// Children are stored in *send order*, widest branch first (seed 000: "the
+// Children are stored in *send order*, widest branch first (Mallón et al.: "the
 // communication starts towards the deepest branch"). For the k-nomial tree
 // that is the highest digit position (largest stride k^i) first and, within a
 // position, j ascending; when n is not a power of k the first child's subtree
@@ -97,7 +97,7 @@ class Tree {
   [[nodiscard]] int depth(int rank) const { return depth_[static_cast<std::size_t>(rank)]; }
   /// Step at which @p rank receives in a broadcast where every rank, once it
   /// has the data, sends to its children one at a time in send order, one step
-  /// per send (seed 000's model). 0 for the root.
+  /// per send (Mallón et al.'s model). 0 for the root.
   [[nodiscard]] int arrival(int rank) const { return arrival_[static_cast<std::size_t>(rank)]; }
   /// Number of ranks in the subtree of @p rank (itself included).
   [[nodiscard]] int subtree_size(int rank) const { return sub_[static_cast<std::size_t>(rank)]; }

@@ -1,4 +1,4 @@
-// libfabric RMA backend (issue 3). See docs/fabric.md for the design.
+// libfabric RMA backend. See docs/fabric.md for the design.
 //
 // One RDM endpoint, one CQ (FI_CQ_FORMAT_DATA, FI_WAIT_FD when available), one
 // AV table. All libfabric calls happen under one mutex (domain threading
