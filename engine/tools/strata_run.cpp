@@ -685,6 +685,8 @@ class Launcher {
       }
       if (fds[0].revents & POLLIN) on_signals();
       server_->handle(fds, server_first);
+      for (const std::string& v : server_->take_violations())
+        std::fprintf(stderr, "strata-run: %s; disconnected it\n", v.c_str());
       for (std::size_t k = 0; k < polled.size(); ++k) {
         if (fds[pipes_first + k].revents != 0) on_pipe(*polled[k]);
       }
