@@ -10,21 +10,26 @@
 // the expected result of every call locally.
 //
 //   --ref N       N calls in total (summed over batches), each result checked
-//                 against the local reference, including that the gaps of
-//                 v-variant receive buffers and non-root buffers stay untouched.
-//                 Prints "REF rank R: C calls checked, M mismatches" and
-//                 "chaos_rank: ref OK" (exit 0) or the first mismatches (exit 1).
-//   --chaos DIR   runs batches until a call fails (a rank is killed or stopped
-//                 by scripts/chaos.sh, or kills itself: --self-kill CALL). Every
-//                 rank writes its pid to DIR/pid.R first. On the first error a
-//                 survivor stops posting, waits for every pending future (each
-//                 must fail with peer_dead or timeout naming one rank, or
-//                 succeed), then joins a final world barrier, which must fail
-//                 too, reads the kill time (DIR/kill, CLOCK_REALTIME ns, written
-//                 by whoever kills) and prints
-//                 "CHAOS rank R: E errors naming rank V, 0 other, last error T s after the kill"
-//                 then writes DIR/done.R and leaves without the engine's
-//                 shutdown barrier (a member is dead).
+//                 byte for byte against the local reference, including that the
+//                 one-element gaps of v-variant receive buffers stay untouched.
+//                 Prints "REF rank R: C calls checked, M mismatches, E errors"
+//                 and "chaos_rank: ref OK" (exit 0), or the first mismatches
+//                 (exit 1). CHAOS_CORRUPT=K flips a byte of call K's result.
+//   --chaos DIR   runs batches (each starting with a world call) until the
+//                 survivors agree to stop (a rank is killed or stopped by
+//                 scripts/chaos.sh, or kills itself: CHAOS_VICTIM=R with
+//                 --self-kill CALL). Every rank writes its pid to DIR/pid.R once
+//                 its communicators exist. A survivor records every error (it
+//                 must be peer_dead or timeout naming one rank), writes the
+//                 batch of its first one to DIR/err.R, and runs on to the
+//                 largest such batch of all survivors (so calls on a split
+//                 without the victim are posted by all its members or none);
+//                 then a final world barrier, which must fail too. It reads the
+//                 kill time (DIR/kill, CLOCK_REALTIME ns, written by whoever
+//                 kills) and prints
+//                 "CHAOS rank R: E errors naming rank V, O other, ..., last error T s after the kill"
+//                 writes DIR/done.R, waits for the other survivors' done files
+//                 and leaves without the engine's shutdown barrier (a member is dead).
 #include <signal.h>
 #include <unistd.h>
 
@@ -517,6 +522,7 @@ class Runner {
   }
 
   strata::Communicator& world() { return comms_[0]; }
+  int comm_size(int i) { return comms_[static_cast<std::size_t>(i)].size(); }
 
  private:
   strata::Engine& engine_;
@@ -598,9 +604,9 @@ int chaos_mode(strata::Engine& engine, const std::string& dir, std::uint64_t see
       write_file(dir + "/shm_prefix", "strata-" + rdv::shm_job_tag(id, secret.data(), secret.size()) + "-\n");
     if (jd != nullptr) write_file(dir + "/job_dir", std::string(jd) + "\n");
   }
-  write_file(dir + "/pid." + std::to_string(me), std::to_string(::getpid()) + "\n");
   const int n = engine.size();
-  Runner run(engine, seed);
+  Runner run(engine, seed);  // dup and splits: blocking, before the driver may kill
+  write_file(dir + "/pid." + std::to_string(me), std::to_string(::getpid()) + "\n");
   long calls = 0, batch_no = 0, stop_after = -1;
   int errors = 0, others = 0, named = -1;
   std::int64_t last_error_ns = 0;
@@ -678,7 +684,23 @@ int chaos_mode(strata::Engine& engine, const std::string& dir, std::uint64_t see
     };
     if (err_here) note_err();
     std::vector<char> settled(posted.size(), 0);
+    const auto t_batch = std::chrono::steady_clock::now();
+    bool told = false;
     for (std::size_t left = posted.size(); left > 0;) {
+      if (!told && std::chrono::steady_clock::now() - t_batch > std::chrono::seconds(15)) {
+        // Longer than STRATA_TIMEOUT + 1 s can explain: say which calls still wait.
+        told = true;
+        for (std::size_t i = 0; i < posted.size(); ++i)
+          if (settled[i] == 0) {
+            const Call& c = posted[i]->c;
+            std::printf(
+                "CHAOS rank %d: STILL PENDING after 15 s: batch %ld call %zu %s on comm %d (size %d), count "
+                "%zu, %s, %s\n",
+                me, batch_no, i, kind_name(c.kind), c.comm, run.comm_size(c.comm), c.count,
+                c.in_place ? "in place" : "not in place", c.strict ? "strict" : "loose");
+          }
+        std::fflush(stdout);
+      }
       for (std::size_t i = 0; i < posted.size(); ++i) {
         if (settled[i] != 0 || !posted[i]->f->wait_for(std::chrono::milliseconds(2))) continue;
         settled[i] = 1;
