@@ -737,7 +737,12 @@ int chaos_mode(strata::Engine& engine, const std::string& dir, std::uint64_t see
   }
   // The world includes the dead member: a final barrier must fail too.
   try {
-    run.world().barrier().get();
+    strata::Future<void> fb = run.world().barrier();
+    if (!fb.wait_for(std::chrono::seconds(15))) {
+      std::printf("CHAOS rank %d: STILL PENDING after 15 s: the final world barrier (batch %ld)\n", me, batch_no);
+      std::fflush(stdout);
+    }
+    fb.get();
     std::printf("CHAOS rank %d: OTHER: the final world barrier succeeded\n", me);
     ++others;
   } catch (const strata::Error& e) {

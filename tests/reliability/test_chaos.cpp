@@ -61,4 +61,20 @@ TEST(Chaos, ShortRounds) {
   std::printf("%s", r.out.c_str());
 }
 
+// A rank SIGSTOPped (alive, answering nobody): strata-run reports it dead to
+// the others once it has been stopped for STRATA_TIMEOUT, so every survivor's
+// futures fail naming it within STRATA_TIMEOUT + 1 s (before, they waited
+// until the rank was killed: a survivor waiting to receive from it, or for its
+// fast-path entry, has nothing in flight that could time out).
+TEST(Chaos, StoppedRankIsReportedAfterStrataTimeout) {
+  const std::string cmd = std::string("env STRATA_BUILD_DIR=") + STRATA_BINARY_DIR +
+                          " CHAOS_SEED=5151 CHAOS_METHODS='stop' CHAOS_CONFIGS='-n 3;-n 2 --hosts 2' "
+                          "timeout 100 bash " STRATA_SOURCE_DIR "/scripts/chaos.sh 2";
+  const launch::ProcessResult r = launch::run_command(cmd);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(count(r.out, "chaos: OK"), 1) << r.out;
+  EXPECT_EQ(count(r.out, "naming it: OK"), 2) << r.out;
+  std::printf("%s", r.out.c_str());
+}
+
 }  // namespace
