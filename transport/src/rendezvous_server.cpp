@@ -309,7 +309,31 @@ struct Server::Impl {
         if (errno == EINTR) continue;
         return;  // EAGAIN or a transient error; poll will tell us again
       }
-      const auto pending = std::count_if(conns.begin(), conns.end(), [](const auto& c) { return c->rank < 0; });
+      auto pending = std::count_if(conns.begin(), conns.end(), [](const auto& c) { return c->fd >= 0 && c->rank < 0; });
+      if (static_cast<std::size_t>(pending) >= kMaxPending) {
+        // Full. Drop the waiting connections whose clients already left, then
+        // the oldest silent one (nothing to read: a real rank sends its hello
+        // as soon as it connects), so that silent connections cannot lock
+        // the ranks out for the authentication window. With none silent, the
+        // new connection is refused.
+        Conn* oldest = nullptr;
+        for (auto& c : conns) {
+          if (c->fd < 0 || c->rank >= 0) continue;
+          std::byte b{};
+          const ssize_t n = ::recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            drop(*c);
+          } else if (n < 0 && c->parser.buffered() == 0 &&
+                     (oldest == nullptr || c->auth_deadline < oldest->auth_deadline)) {
+            oldest = c.get();
+          }
+        }
+        pending = std::count_if(conns.begin(), conns.end(), [](const auto& c) { return c->fd >= 0 && c->rank < 0; });
+        if (static_cast<std::size_t>(pending) >= kMaxPending && oldest != nullptr) {
+          reject(*oldest);
+          --pending;
+        }
+      }
       if (static_cast<std::size_t>(pending) >= kMaxPending) {
         ++rejected;
         ::close(fd);
