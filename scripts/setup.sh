@@ -28,7 +28,7 @@ done
 
 pkgs=(build-essential cmake ninja-build pkg-config clang-format
       libtbb-dev libfabric-dev libfabric-bin libhwloc-dev hwloc libspdlog-dev libfmt-dev libgtest-dev
-      libfftw3-dev libcli11-dev nlohmann-json3-dev libpmix-dev libopenmpi-dev openmpi-bin iproute2 python3)
+      libfftw3-dev libcli11-dev nlohmann-json3-dev libpmix-dev libopenmpi-dev openmpi-bin iproute2 procps python3)
 if [ "$want_mpi" = 1 ]; then
   pkgs+=(libmpich-dev mpich gnuplot-nox)
 fi

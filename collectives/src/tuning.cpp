@@ -2,6 +2,7 @@
 #include "strata/collectives/tuning.hpp"
 #include "strata/detail/env.hpp"
 
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -267,6 +268,19 @@ TuningFile parse_tuning(const std::string& text, const std::string& where) {
 }
 
 TuningFile read_tuning_file(const std::string& path) {
+  // stat first: a FIFO would block the open, a device (/dev/zero) never end.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      throw Error(Errc::invalid_argument, "tuning file " + path +
+                                              ": not a regular file (a JSON file is expected); STRATA_TUNING=off "
+                                              "ignores it");
+    constexpr long long kMaxBytes = 16LL << 20;  // strata-tune writes a few KiB
+    if (st.st_size > kMaxBytes)
+      throw Error(Errc::invalid_argument, "tuning file " + path + ": " + std::to_string(st.st_size) +
+                                              " bytes, more than the limit of " + std::to_string(kMaxBytes) +
+                                              "; STRATA_TUNING=off ignores it");
+  }
   bool ok = false;
   const std::string text = slurp(path, &ok);
   if (!ok)

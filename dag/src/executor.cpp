@@ -900,7 +900,7 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
                                         std::to_string(im.tp.rank()) + " of " + std::to_string(im.tp.size())};
   for (int peer : p.peers())
     if (im.dead[static_cast<std::size_t>(peer)].load())
-      return {Errc::peer_dead, who() + ": peer " + std::to_string(peer) + " is dead"};
+      return {Errc::peer_dead, who() + ": peer rank " + std::to_string(peer) + " is dead"};
 
   // One block: Instance, node states, buffer bindings, scratch.
   const std::size_t n = p.size();

@@ -539,9 +539,20 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       return f;
     }
     std::uint32_t seq = 0;
+    Status dead;
     {
       std::lock_guard<std::mutex> lk(mu);
-      seq = next_seq++;
+      dead = broken;
+      if (dead.is_ok()) seq = next_seq++;
+    }
+    if (!dead.is_ok()) {
+      // A member died: fail at once. Queued behind a window slot, the call
+      // would wait for an instance that member_died() failed but that still
+      // holds the slot (it waits for a survivor that gave up): forever.
+      Promise<void> failed(core->fctx);
+      Future<void> f = failed.get_future();
+      failed.set_error(dead);
+      return f;
     }
     const int slot = static_cast<int>(seq % static_cast<std::uint32_t>(group.credits));
     // Binary key: the call's fields as raw bytes, gathered in a stack buffer

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "net/netcluster.hpp"
+#include "strata/detail/env.hpp"
 #include "strata/detail/rendezvous.hpp"
 #include "strata_cli.hpp"
 
@@ -254,6 +255,9 @@ struct Rank {
   pid_t pid = -1;
   bool alive = false;
   int status = 0;
+  std::optional<Clock::time_point> stopped_since;  // stopped by a signal (SIGSTOP, SIGTSTP, ...)
+  int stop_signal = 0;
+  bool stop_reported = false;  // reported dead to the others after STRATA_TIMEOUT stopped
 };
 
 struct OutPipe {
@@ -559,14 +563,68 @@ class Launcher {
   void reap() {
     for (;;) {
       int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
       if (pid <= 0) return;
       const auto it = by_pid_.find(pid);
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        if (it == by_pid_.end()) continue;  // an adopted orphan: nothing to do
+        Rank& rk = ranks_[static_cast<std::size_t>(it->second)];
+        if (WIFSTOPPED(status)) {
+          if (!rk.stopped_since) rk.stopped_since = Clock::now();
+          rk.stop_signal = WSTOPSIG(status);
+        } else {
+          rk.stopped_since.reset();
+        }
+        continue;
+      }
       if (it != by_pid_.end()) {
         on_exit(it->second, status);
         by_pid_.erase(it);
       }  // else: an adopted orphan, now reaped
     }
+  }
+
+  /// STRATA_TIMEOUT (ms) of the ranks, as they read it from the environment
+  /// they inherit (default 30000; a malformed value is the ranks' error).
+  static long stop_limit_ms() {
+    const char* v = strata::detail::env::get("STRATA_TIMEOUT");
+    if (v == nullptr) return 30000;
+    char* end = nullptr;
+    const long ms = std::strtol(v, &end, 10);
+    return end != nullptr && *end == '\0' && ms > 0 ? ms : 30000;
+  }
+
+  /// A rank stopped by a signal for longer than STRATA_TIMEOUT answers nobody:
+  /// its peers would wait for it (a stopped process is neither dead nor
+  /// silent to the transport when nothing is in flight to it). Report it like
+  /// a failed rank: the others get a death event and fail what needs it.
+  /// Returns the milliseconds until the next such deadline (-1: none).
+  int check_stopped(Clock::time_point now) {
+    int next = -1;
+    const long limit = stop_limit_ms();
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      Rank& rk = ranks_[r];
+      if (!rk.alive || !rk.stopped_since || rk.stop_reported) continue;
+      const auto due = *rk.stopped_since + std::chrono::milliseconds(limit);
+      if (now < due) {
+        const int t = ms_until(due, now);
+        if (next < 0 || t < next) next = t;
+        continue;
+      }
+      rk.stop_reported = true;
+      const std::string why = "was stopped by signal " + signal_name(rk.stop_signal) +
+                              " for more than STRATA_TIMEOUT=" + std::to_string(limit) + " ms";
+      std::fprintf(stderr, "strata-run: rank %zu (pid %d) %s; reporting it dead to the other ranks\n", r,
+                   static_cast<int>(rk.pid), why.c_str());
+      server_->rank_exited(static_cast<int>(r), true, why);
+      if (terminating_) continue;
+      if (exit_code_ == 0) exit_code_ = 128 + rk.stop_signal;
+      if (opt_.kill_on_failure && alive_ > 0) {
+        std::fprintf(stderr, "strata-run: terminating the other %d rank(s)\n", alive_ - 1);
+        start_termination(SIGTERM);
+      }
+    }
+    return next;
   }
 
   void on_signals() {
@@ -647,8 +705,9 @@ class Launcher {
         fds.push_back(pollfd{p.fd, POLLIN, 0});
         polled.push_back(&p);
       }
+      const int stop_t = check_stopped(now);
       int timeout = server_->timeout_ms();
-      for (int t : {ms_until(job_deadline_, now), ms_until(kill_deadline_, now),
+      for (int t : {stop_t, ms_until(job_deadline_, now), ms_until(kill_deadline_, now),
                     alive_ == 0 ? ms_until(drain_deadline, now) : -1}) {
         if (t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
       }
@@ -659,6 +718,8 @@ class Launcher {
       }
       if (fds[0].revents & POLLIN) on_signals();
       server_->handle(fds, server_first);
+      for (const std::string& v : server_->take_violations())
+        std::fprintf(stderr, "strata-run: %s; disconnected it\n", v.c_str());
       for (std::size_t k = 0; k < polled.size(); ++k) {
         if (fds[pipes_first + k].revents != 0) on_pipe(*polled[k]);
       }

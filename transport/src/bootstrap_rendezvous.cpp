@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -152,18 +153,32 @@ class RendezvousBootstrap final : public Bootstrap {
     }
     const auto hello =
         rdv::frame(rdv::Type::hello, static_cast<std::uint32_t>(job_.rank), secret_.data(), secret_.size());
-    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    // The welcome comes at once from a live launcher; STRATA_BOOTSTRAP_TIMEOUT
+    // shortens the wait.
+    const double wait_s = timeout_s_ > 0 ? std::min(timeout_s_, 30.0) : 30.0;
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
     bool ok = rdv::write_all(fd_, hello.data(), hello.size(), deadline);
+    std::string why = ok ? "" : std::string("cannot send the hello: ") + std::strerror(errno);
     rdv::Message m;
     while (ok) {
       const int got = parser_.next(m);
-      if (got != 0) {
-        ok = got > 0 && m.header.type == rdv::Type::welcome;
+      if (got < 0) {
+        why = "malformed reply from strata-run (" + parser_.error() + ")";
+        ok = false;
+        break;
+      }
+      if (got > 0) {
+        ok = m.header.type == rdv::Type::welcome && m.header.arg == static_cast<std::uint32_t>(job_.rank);
+        if (!ok)
+          why = "unexpected reply to the hello from strata-run ('" + rdv::type_name(m.header.type) + "' for rank " +
+                std::to_string(m.header.arg) + ")";
         break;
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       pollfd p{fd_, POLLIN, 0};
       if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) == 0) {
+        why = "no welcome from strata-run within " + std::to_string(wait_s) + " s";
         ok = false;
         break;
       }
@@ -171,6 +186,9 @@ class RendezvousBootstrap final : public Bootstrap {
       const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
+        why =
+            "the strata-run rendezvous refused this rank (wrong STRATA_JOB_SECRET, rank already connected, or "
+            "the rank's process already ended)";
         ok = false;
         break;
       }
@@ -178,9 +196,7 @@ class RendezvousBootstrap final : public Bootstrap {
     }
     if (!ok) {
       ::close(fd_);
-      throw Error(Errc::bootstrap_error,
-                  me + ": the strata-run rendezvous refused this rank (wrong STRATA_JOB_SECRET, " +
-                      "rank already connected, or the rank's process already ended)");
+      throw Error(Errc::bootstrap_error, me + ": " + why);
     }
   }
 
@@ -192,7 +208,7 @@ class RendezvousBootstrap final : public Bootstrap {
       int got = 0;
       while ((got = parser_.next(m)) > 0) dispatch(m);
       if (got < 0) {
-        why = "malformed message from strata-run";
+        why = "malformed message from strata-run (" + parser_.error() + ")";
         break;
       }
       const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
@@ -212,6 +228,10 @@ class RendezvousBootstrap final : public Bootstrap {
   void dispatch(rdv::Message& m) {
     std::lock_guard<std::mutex> lock(mu_);
     if (m.header.type == rdv::Type::rank_dead) {
+      // A rank outside the job (or this one) is not a peer: ignore it.
+      if (m.header.arg >= static_cast<std::uint32_t>(job_.size) ||
+          m.header.arg == static_cast<std::uint32_t>(job_.rank))
+        return;
       dead_.push_back(static_cast<int>(m.header.arg));
       const std::uint64_t one = 1;
       [[maybe_unused]] const ssize_t w = ::write(efd_, &one, sizeof one);

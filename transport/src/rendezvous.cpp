@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "strata/detail/rendezvous.hpp"
 
@@ -48,6 +50,41 @@ bool decode_header(const std::byte* data, Header& out) noexcept {
   return true;
 }
 
+std::string header_problem(const std::byte* data) {
+  char buf[96];
+  if (get32(data) != kMagic) {
+    std::snprintf(buf, sizeof buf, "bad magic 0x%08x (expected 0x%08x, \"STRD\")", get32(data), kMagic);
+    return buf;
+  }
+  const std::uint32_t t = get32(data + 4);
+  if (t < static_cast<std::uint32_t>(Type::hello) || t > static_cast<std::uint32_t>(Type::rank_dead))
+    return "unknown message type " + std::to_string(t);
+  const std::uint64_t len = get64(data + 16);
+  if (len > kMaxPayload)
+    return "payload of " + std::to_string(len) + " bytes is over the limit of " + std::to_string(kMaxPayload);
+  return {};
+}
+
+std::string type_name(Type t) {
+  switch (t) {
+    case Type::hello:
+      return "hello";
+    case Type::welcome:
+      return "welcome";
+    case Type::allgather:
+      return "allgather";
+    case Type::barrier:
+      return "barrier";
+    case Type::result:
+      return "result";
+    case Type::failed:
+      return "failed";
+    case Type::rank_dead:
+      return "rank_dead";
+  }
+  return "type " + std::to_string(static_cast<std::uint32_t>(t));
+}
+
 std::vector<std::byte> frame(Type type, std::uint32_t arg, const void* data, std::size_t len) {
   std::vector<std::byte> out(kHeaderSize + len);
   const auto h = encode_header(Header{type, arg, len});
@@ -65,6 +102,16 @@ void Parser::feed(const std::byte* data, std::size_t len) {
     pos_ = 0;
   }
   buf_.insert(buf_.end(), data, data + len);
+}
+
+int Parser::peek(Header& out) const noexcept {
+  if (buffered() < kHeaderSize) return 0;
+  return decode_header(buf_.data() + pos_, out) ? 1 : -1;
+}
+
+std::string Parser::error() const {
+  if (buffered() < kHeaderSize) return "incomplete header";
+  return header_problem(buf_.data() + pos_);
 }
 
 int Parser::next(Message& out) {

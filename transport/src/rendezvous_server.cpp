@@ -43,6 +43,7 @@ struct Server::Impl {
   std::uint64_t exits = 0;
   std::vector<std::pair<int, std::string>> deaths;  // failed ranks, replayed to late joiners
   int rejected = 0;
+  std::vector<std::string> violations;  // not yet taken by the launcher
 
   // The open collective round (at most one: clients block until it completes).
   bool open = false;
@@ -90,6 +91,57 @@ struct Server::Impl {
     drop(c);
   }
 
+  /// An authenticated rank broke the protocol: disconnect it and treat it as
+  /// gone (the open round and later ones fail naming it; no reconnection).
+  void violate(Conn& c, const std::string& why) {
+    if (c.rank < 0) {
+      reject(c);
+      return;
+    }
+    const int r = c.rank;
+    const auto i = static_cast<std::size_t>(r);
+    violations.push_back("rank " + std::to_string(r) + " broke the rendezvous protocol: " + why);
+    drop(c);
+    if (!exited[i]) {
+      exited[i] = 1;
+      exit_why[i] = "was disconnected by strata-run for breaking the rendezvous protocol (" + why + ")";
+      exit_seq[i] = ++exits;
+    }
+    check_round();
+  }
+
+  /// Checks the header of the next message of an authenticated rank as soon
+  /// as it is buffered: a length that will be refused is refused before its
+  /// payload is buffered. False when @p c was disconnected.
+  bool screen_header(Conn& c) {
+    Header h;
+    const int got = c.parser.peek(h);
+    if (got == 0) return true;
+    if (got < 0) {
+      violate(c, "malformed header: " + c.parser.error());
+      return false;
+    }
+    const std::uint64_t limit = kMaxPayload / static_cast<std::uint64_t>(size);
+    if (h.type == Type::allgather && h.len > limit) {
+      violate(c, "allgather blob of " + std::to_string(h.len) + " bytes is over the per-rank limit of " +
+                     std::to_string(limit));
+      return false;
+    }
+    if (h.type == Type::barrier && h.len != 0) {
+      violate(c, "barrier with a payload of " + std::to_string(h.len) + " bytes");
+      return false;
+    }
+    if (h.type == Type::hello) {
+      violate(c, "second hello");
+      return false;
+    }
+    if (h.type != Type::allgather && h.type != Type::barrier) {
+      violate(c, "sent a '" + type_name(h.type) + "' message, which only strata-run sends");
+      return false;
+    }
+    return true;
+  }
+
   void reset_round() {
     open = false;
     count = 0;
@@ -120,8 +172,9 @@ struct Server::Impl {
 
   void contribute(Conn& c, Type t, std::uint32_t round, std::vector<std::byte> body) {
     const auto i = static_cast<std::size_t>(c.rank);
-    if (open && joined[i]) {  // protocol violation: two calls at once
-      drop(c);
+    if (open && joined[i]) {
+      violate(c, std::string("sent a second contribution (") + name(t) + " round " + std::to_string(round) +
+                     ") before the open " + name(kind) + " round " + std::to_string(round_of[i]) + " completed");
       return;
     }
     if (open && kind != t) {
@@ -185,9 +238,9 @@ struct Server::Impl {
       case Type::barrier:
         contribute(c, m.header.type, m.header.arg, std::move(m.body));
         break;
-      default:
-        drop(c);
-        break;  // clients send nothing else once authenticated
+      default:  // screened by screen_header(); kept for safety
+        violate(c, "sent a '" + type_name(m.header.type) + "' message");
+        break;
     }
   }
 
@@ -202,12 +255,37 @@ struct Server::Impl {
           reject(c);
           return;
         }
+        if (c.rank < 0) {
+          // Refuse a first header that cannot be a hello at once, not after
+          // the authentication window.
+          Header h;
+          const int got = c.parser.peek(h);
+          if (got < 0 || (got > 0 && (h.type != Type::hello || h.len != kSecretSize))) {
+            reject(c);
+            return;
+          }
+        }
+        if (c.rank >= 0 && !screen_header(c)) return;
         if (static_cast<std::size_t>(n) < sizeof buf) break;
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      drop(c);  // EOF or error
+      // EOF or error. Between messages an authenticated rank may come back (a
+      // second bootstrap in the same process); inside a message it cannot.
+      if (c.rank >= 0 && c.parser.buffered() > 0) {
+        Message m;
+        while (c.parser.next(m) > 0) {
+          on_message(c, m);
+          if (c.fd < 0) return;
+        }
+        if (c.parser.buffered() > 0) {
+          violate(c, "closed the connection inside a message (" + std::to_string(c.parser.buffered()) +
+                         " bytes of it received)");
+          return;
+        }
+      }
+      drop(c);
       return;
     }
     Message m;
@@ -215,15 +293,12 @@ struct Server::Impl {
       const int got = c.parser.next(m);
       if (got == 0) break;
       if (got < 0) {
-        if (c.rank < 0) {
-          reject(c);
-        } else {
-          drop(c);
-        }
+        violate(c, "malformed header: " + c.parser.error());  // reject() before authentication
         return;
       }
       on_message(c, m);
       if (c.fd < 0) return;
+      if (c.rank >= 0 && !screen_header(c)) return;
     }
   }
 
@@ -234,7 +309,31 @@ struct Server::Impl {
         if (errno == EINTR) continue;
         return;  // EAGAIN or a transient error; poll will tell us again
       }
-      const auto pending = std::count_if(conns.begin(), conns.end(), [](const auto& c) { return c->rank < 0; });
+      auto pending = std::count_if(conns.begin(), conns.end(), [](const auto& c) { return c->fd >= 0 && c->rank < 0; });
+      if (static_cast<std::size_t>(pending) >= kMaxPending) {
+        // Full. Drop the waiting connections whose clients already left, then
+        // the oldest silent one (nothing to read: a real rank sends its hello
+        // as soon as it connects), so that silent connections cannot lock
+        // the ranks out for the authentication window. With none silent, the
+        // new connection is refused.
+        Conn* oldest = nullptr;
+        for (auto& c : conns) {
+          if (c->fd < 0 || c->rank >= 0) continue;
+          std::byte b{};
+          const ssize_t n = ::recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            drop(*c);
+          } else if (n < 0 && c->parser.buffered() == 0 &&
+                     (oldest == nullptr || c->auth_deadline < oldest->auth_deadline)) {
+            oldest = c.get();
+          }
+        }
+        pending = std::count_if(conns.begin(), conns.end(), [](const auto& c) { return c->fd >= 0 && c->rank < 0; });
+        if (static_cast<std::size_t>(pending) >= kMaxPending && oldest != nullptr) {
+          reject(*oldest);
+          --pending;
+        }
+      }
       if (static_cast<std::size_t>(pending) >= kMaxPending) {
         ++rejected;
         ::close(fd);
@@ -314,9 +413,11 @@ void Server::rank_exited(int rank, bool failed, const std::string& why) {
   auto& im = *impl_;
   if (rank < 0 || rank >= im.size) return;
   const auto i = static_cast<std::size_t>(rank);
-  im.exited[i] = 1;
-  im.exit_why[i] = why;
-  im.exit_seq[i] = ++im.exits;
+  if (!im.exited[i]) {  // else disconnected for a protocol violation: that reason stays
+    im.exited[i] = 1;
+    im.exit_why[i] = why;
+    im.exit_seq[i] = ++im.exits;
+  }
   if (failed) {
     const std::string msg = "rank " + std::to_string(rank) + " " + why;
     im.deaths.emplace_back(rank, msg);
@@ -330,5 +431,11 @@ void Server::rank_exited(int rank, bool failed, const std::string& why) {
 }
 
 int Server::rejected() const noexcept { return impl_->rejected; }
+
+std::vector<std::string> Server::take_violations() {
+  std::vector<std::string> out;
+  out.swap(impl_->violations);
+  return out;
+}
 
 }  // namespace strata::detail::rdv

@@ -5,12 +5,15 @@
 // of cores: a core's NUMA region is the NUMA node whose cpuset includes the
 // core's cpuset.
 #include <hwloc.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -64,6 +67,34 @@ SpecKind classify(const std::string& spec) {
                                           "'package:2 numa:2 core:4 pu:1', or the path of an hwloc XML file)");
 }
 
+/// Largest number of processing units a synthetic description may describe:
+/// hwloc builds every object of it (a description of 10^10 PUs ran for
+/// minutes and grew without bound before this check).
+constexpr unsigned long long kMaxSyntheticPus = 65536;
+/// Largest XML file accepted (real machines' exports are a few hundred KiB).
+constexpr long long kMaxXmlBytes = 64LL << 20;
+
+/// Product of the arities in a synthetic description ("package:2 core:4" ->
+/// 8; bare "2 4" -> 8), saturated at kMaxSyntheticPus + 1.
+unsigned long long synthetic_leaves(const std::string& spec) {
+  std::istringstream is(spec);
+  std::string tok;
+  unsigned long long product = 1;
+  while (is >> tok) {
+    const std::size_t colon = tok.find(':');
+    const std::string num = colon == std::string::npos ? tok : tok.substr(colon + 1);
+    if (num.empty() || std::isdigit(static_cast<unsigned char>(num[0])) == 0) continue;
+    unsigned long long v = 0;
+    for (char c : num) {
+      if (std::isdigit(static_cast<unsigned char>(c)) == 0) break;
+      v = std::min<unsigned long long>(v * 10 + static_cast<unsigned>(c - '0'), kMaxSyntheticPus + 1);
+    }
+    if (v == 0) continue;  // hwloc rejects it with its own message
+    product = std::min<unsigned long long>(product * v, kMaxSyntheticPus + 1);
+  }
+  return product;
+}
+
 struct CoreInfo {
   int package = 0;
   int numa = 0;
@@ -101,9 +132,20 @@ Machine::Machine(const std::string& spec) : impl_(std::make_unique<Impl>()) {
   m.kind = classify(spec);
   synthetic_ = m.kind == SpecKind::synthetic;
   if (m.kind == SpecKind::xml) {
+    // stat first: opening a FIFO or a device would block or never end.
+    struct stat st {};
+    if (::stat(spec.c_str(), &st) != 0)
+      bad_spec(spec, "not a synthetic description, and no readable XML file at that path");
+    if (!S_ISREG(st.st_mode)) bad_spec(spec, "the path is not a regular file (an XML file is expected)");
+    if (st.st_size > kMaxXmlBytes)
+      bad_spec(spec, "the XML file has " + std::to_string(st.st_size) + " bytes, more than the limit of " +
+                         std::to_string(kMaxXmlBytes));
     std::ifstream probe(spec);
     if (!probe) bad_spec(spec, "not a synthetic description, and no readable XML file at that path");
   }
+  if (m.kind == SpecKind::synthetic && synthetic_leaves(spec) > kMaxSyntheticPus)
+    bad_spec(spec, "the description has more than " + std::to_string(kMaxSyntheticPus) +
+                       " processing units (the product of its arities)");
 
   if (hwloc_topology_init(&m.topo) != 0) {
     m.topo = nullptr;

@@ -88,6 +88,16 @@ std::array<std::byte, kHeaderSize> encode_header(const Header& h) noexcept;
 /// @param out receives the header
 bool decode_header(const std::byte* data, Header& out) noexcept;
 
+/// @brief Why decode_header() refuses @p data ("bad magic 0x...", "unknown
+/// message type 9", "payload of N bytes is over the 1 GiB limit"), or "" if it
+/// accepts it.
+/// @param data at least kHeaderSize bytes
+std::string header_problem(const std::byte* data);
+
+/// @brief Printable name of a message type ("hello", ...; "type N" if unknown).
+/// @param t the type
+std::string type_name(Type t);
+
 /// @brief A complete message: header plus payload.
 struct Message {
   Header header;                ///< decoded header
@@ -112,6 +122,13 @@ class Parser {
   int next(Message& out);
   /// @brief Bytes received but not yet consumed.
   [[nodiscard]] std::size_t buffered() const noexcept { return buf_.size() - pos_; }
+  /// @brief Decodes the header of the next message once its kHeaderSize bytes
+  /// are buffered, before its payload arrived (so a receiver can refuse a
+  /// length it will not accept without buffering the payload).
+  /// @return 1 with @p out set, 0 if fewer bytes are buffered, -1 if malformed
+  int peek(Header& out) const noexcept;
+  /// @brief After next() or peek() returned -1: what was wrong (header_problem()).
+  [[nodiscard]] std::string error() const;
 
  private:
   std::vector<std::byte> buf_;
@@ -226,6 +243,16 @@ class Server {
 
   /// @brief Number of connections dropped for failing authentication.
   [[nodiscard]] int rejected() const noexcept;
+
+  /// @brief Protocol violations by authenticated ranks since the last call,
+  /// one line each ("rank 1 broke the rendezvous protocol: ..."). Such a rank
+  /// is disconnected and treated as gone: the open collective and every later
+  /// one fail on the other ranks with the same reason, and it cannot
+  /// reconnect. A violation is a malformed header, a message only strata-run
+  /// sends, a second hello, a second contribution to the open round, a
+  /// barrier with a payload, an allgather blob over kMaxPayload / size, or a
+  /// connection closed in the middle of a message.
+  [[nodiscard]] std::vector<std::string> take_violations();
 
  private:
   struct Impl;
