@@ -21,9 +21,11 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "strata/collectives/compile.hpp"
 #include "strata/collectives/tuning.hpp"
 #include "strata/detail/build_config.hpp"
+
 #include "strata/detail/env.hpp"
 #include "strata/transport/bootstrap.hpp"
 #include "strata/transport/topology.hpp"
@@ -87,30 +89,6 @@ std::vector<std::pair<std::string, std::string>> strata_environment() {
     vars[name] = is_secret_name(name) ? "(hidden, " + std::to_string(value.size()) + " chars)" : value;
   }
   return {vars.begin(), vars.end()};
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_ints(const std::vector<int>& v) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
-  return out + "]";
 }
 
 std::string list(const std::vector<int>& v) {
@@ -253,47 +231,40 @@ void print_text(const strata::JobInfo& job, const strata::Hierarchy& hier, const
 void print_json(const strata::JobInfo& job, const strata::Hierarchy& hier, const std::vector<HostMachine>& machines,
                 const std::vector<Provider>& providers, const std::string& fabric_error,
                 const std::vector<std::pair<std::string, std::string>>& env) {
-  std::ostringstream os;
-  os << "{\n  \"ranks\": " << hier.size() << ",\n  \"hosts\": " << hier.num_hosts()
-     << ",\n  \"launcher\": " << json_string(job.launcher) << ",\n  \"job_id\": " << json_string(job.job_id)
-     << ",\n  \"bind\": " << json_string(job.bind) << ",\n  \"machines\": [";
-  for (std::size_t i = 0; i < machines.size(); ++i) {
-    os << (i ? "," : "") << "\n    {\"host\": " << machines[i].host
-       << ", \"summary\": " << json_string(machines[i].summary) << ", \"source\": " << json_string(machines[i].source)
-       << "}";
-  }
-  os << "\n  ],\n  \"places\": [";
-  for (const strata::RankPlace& p : hier.places()) {
-    os << (p.rank ? "," : "") << "\n    {\"rank\": " << p.rank << ", \"host\": " << p.host
-       << ", \"package\": " << p.package << ", \"numa\": " << p.numa << ", \"core\": " << p.core << ", \"pu\": " << p.pu
-       << "}";
-  }
-  os << "\n  ],\n  \"leaders\": {\"host\": " << json_ints(hier.leaders(strata::Level::host))
-     << ", \"package\": " << json_ints(hier.leaders(strata::Level::package))
-     << ", \"numa\": " << json_ints(hier.leaders(strata::Level::numa)) << "},\n  \"providers\": [";
-  for (std::size_t i = 0; i < providers.size(); ++i) {
-    os << (i ? "," : "") << "\n    {\"provider\": " << json_string(providers[i].name) << ", \"fabrics\": [";
-    for (std::size_t f = 0; f < providers[i].fabrics.size(); ++f) {
-      os << (f ? ", " : "") << json_string(providers[i].fabrics[f]);
-    }
-    os << "]}";
-  }
-  os << "\n  ],\n  \"fabric_error\": " << json_string(fabric_error) << ",\n  \"environment\": {";
-  for (std::size_t i = 0; i < env.size(); ++i) {
-    os << (i ? ", " : "") << json_string(env[i].first) << ": " << json_string(env[i].second);
-  }
+  using Json = nlohmann::ordered_json;
+  Json doc;
+  doc["ranks"] = hier.size();
+  doc["hosts"] = hier.num_hosts();
+  doc["launcher"] = job.launcher;
+  doc["job_id"] = job.job_id;
+  doc["bind"] = job.bind;
+  doc["machines"] = Json::array();
+  for (const HostMachine& m : machines)
+    doc["machines"].push_back({{"host", m.host}, {"summary", m.summary}, {"source", m.source}});
+  doc["places"] = Json::array();
+  for (const strata::RankPlace& p : hier.places())
+    doc["places"].push_back(
+        {{"rank", p.rank}, {"host", p.host}, {"package", p.package}, {"numa", p.numa}, {"core", p.core}, {"pu", p.pu}});
+  doc["leaders"] = {{"host", hier.leaders(strata::Level::host)},
+                    {"package", hier.leaders(strata::Level::package)},
+                    {"numa", hier.leaders(strata::Level::numa)}};
+  doc["providers"] = Json::array();
+  for (const Provider& p : providers) doc["providers"].push_back({{"provider", p.name}, {"fabrics", p.fabrics}});
+  doc["fabric_error"] = fabric_error;
+  doc["environment"] = Json::object();
+  for (const auto& [name, value] : env) doc["environment"][name] = value;
   const TuningView tv = tuning_view();
-  os << "},\n  \"tuning\": {\"path\": " << json_string(tv.choice.path)
-     << ", \"origin\": " << json_string(tv.choice.origin) << ", \"note\": " << json_string(tv.choice.note)
-     << ", \"error\": " << json_string(tv.error)
-     << ", \"default_location\": " << json_string(strata::coll::default_tuning_path()) << ", \"decisions\": {";
-  bool first = true;
-  for (const strata::coll::TuningField& f : strata::coll::tuning_fields()) {
-    os << (first ? "" : ", ") << json_string(f.name) << ": " << tv.choice.table.*f.member;
-    first = false;
-  }
-  os << "}}\n}\n";
-  std::fputs(os.str().c_str(), stdout);
+  Json decisions = Json::object();
+  for (const strata::coll::TuningField& f : strata::coll::tuning_fields())
+    decisions[f.name] = tv.choice.table.*f.member;
+  doc["tuning"] = {{"path", tv.choice.path},
+                   {"origin", tv.choice.origin},
+                   {"note", tv.choice.note},
+                   {"error", tv.error},
+                   {"default_location", strata::coll::default_tuning_path()},
+                   {"decisions", decisions}};
+  // Invalid UTF-8 in an environment value is replaced, not an exception.
+  std::puts(doc.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
 void print_version() {
