@@ -1,12 +1,15 @@
 // strata-info as a process: alone and under strata-run (STRATA_BIN from CTest).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "../common/launch.hpp"
 
@@ -110,13 +113,25 @@ TEST(StrataInfo, UnderStrataRunFourRanksOnTwoVirtualHosts) {
       run_command(bin() + "/strata-run -n 4 --hosts 2 --timeout 60 --topology 'package:2 core:2 pu:1' -- " + bin() +
                   "/strata-info --json");
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("\"ranks\": 4"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"hosts\": 2"), std::string::npos) << r.out;
+  // Rank 0 prints one JSON document; launcher lines may surround it.
+  const std::size_t a = r.out.find("{\n");
+  const std::size_t b = r.out.find("\n}", a);
+  ASSERT_TRUE(a != std::string::npos && b != std::string::npos) << r.out;
+  const nlohmann::json doc = nlohmann::json::parse(r.out.substr(a, b + 2 - a), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << r.out;
+  EXPECT_EQ(doc["ranks"], 4) << r.out;
+  EXPECT_EQ(doc["hosts"], 2) << r.out;
   // Block placement: host 0 = ranks 0,1 (cores 0,1, package 0); host 1 = ranks 2,3.
-  EXPECT_NE(r.out.find("\"leaders\": {\"host\": [0,2], \"package\": [0,2], \"numa\": [0,2]}"), std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("{\"rank\": 3, \"host\": 1, \"package\": 0, \"numa\": 0, \"core\": 1"), std::string::npos)
-      << r.out;
+  const std::vector<int> leaders{0, 2};
+  EXPECT_EQ(doc["leaders"]["host"].get<std::vector<int>>(), leaders) << r.out;
+  EXPECT_EQ(doc["leaders"]["package"].get<std::vector<int>>(), leaders) << r.out;
+  EXPECT_EQ(doc["leaders"]["numa"].get<std::vector<int>>(), leaders) << r.out;
+  const nlohmann::json& p3 = doc["places"][3];
+  EXPECT_EQ(p3["rank"], 3);
+  EXPECT_EQ(p3["host"], 1);
+  EXPECT_EQ(p3["package"], 0);
+  EXPECT_EQ(p3["numa"], 0);
+  EXPECT_EQ(p3["core"], 1);
 }
 
 }  // namespace
