@@ -230,7 +230,13 @@ bool ProgressServer::spin_phase(const std::function<bool()>& done, std::chrono::
 
 long ProgressServer::block_waiter(int fd, std::chrono::microseconds timeout) {
   if (stop_.load(std::memory_order_relaxed) || inline_mode()) return -1;
-  if (!t_.wait_for_event_or(fd, std::max(std::chrono::microseconds(0), std::min(timeout, opts_.max_block)))) return -1;
+  // Counted as a waiter: a server that handles events then yields its core
+  // (serve()), which the woken waiter may be queued behind.
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  const bool ok =
+      t_.wait_for_event_or(fd, std::max(std::chrono::microseconds(0), std::min(timeout, opts_.max_block)));
+  waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  if (!ok) return -1;
   // One look ourselves: the message that woke us is handled here, in parallel
   // with a server that woke too (it steps aside while we poll).
   pollers_.fetch_add(1, std::memory_order_seq_cst);
