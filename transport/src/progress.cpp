@@ -233,8 +233,7 @@ long ProgressServer::block_waiter(int fd, std::chrono::microseconds timeout) {
   // Counted as a waiter: a server that handles events then yields its core
   // (serve()), which the woken waiter may be queued behind.
   waiters_.fetch_add(1, std::memory_order_seq_cst);
-  const bool ok =
-      t_.wait_for_event_or(fd, std::max(std::chrono::microseconds(0), std::min(timeout, opts_.max_block)));
+  const bool ok = t_.wait_for_event_or(fd, std::max(std::chrono::microseconds(0), std::min(timeout, opts_.max_block)));
   waiters_.fetch_sub(1, std::memory_order_seq_cst);
   if (!ok) return -1;
   // One look ourselves: the message that woke us is handled here, in parallel
