@@ -25,7 +25,7 @@ bool is_gather(coll::Kind k) { return k == coll::Kind::gather || k == coll::Kind
 // needs the counts on every rank first). choose() parses tree shapes,
 // fragmentation and direction; it does not know flat / ring, so the name is
 // resolved here (and pull, which needs the tree, refused for them).
-coll::Algorithm rooted_algorithm(const CommImpl& impl, coll::Kind kind, const CollOptions& o) {
+coll::Algorithm rooted_algorithm_uncached(const CommImpl& impl, coll::Kind kind, const CollOptions& o) {
   const std::string cname = upper(coll::to_string(kind));
   std::string algo = env_or(o.algorithm, "STRATA_ALGO_" + cname);
   const bool automatic = algo.empty() || algo == "auto";
@@ -45,6 +45,11 @@ coll::Algorithm rooted_algorithm(const CommImpl& impl, coll::Kind kind, const Co
         "argument 'direction': pull needs a tree algorithm (tree | single), not '" + algo +
             "' (the root of flat / ring pushes every block)");
   return a;
+}
+
+// rooted_algorithm_uncached() through the per-thread memo.
+coll::Algorithm rooted_algorithm(const CommImpl& impl, coll::Kind kind, const CollOptions& o) {
+  return memo_algorithm(kind, o, impl.rank(), [&] { return rooted_algorithm_uncached(impl, kind, o); });
 }
 
 bool uses_tree(const coll::Algorithm& a) { return a.name != "flat" && a.name != "ring"; }

@@ -69,7 +69,7 @@ const char* family(coll::Kind k) {
 // Resolves the algorithm: CollOptions::algorithm, STRATA_ALGO_<COLL>, STRATA_ALGO_<FAMILY>.
 // Tree names ("tree", "single", "hierarchical", "auto") mean automatic (options are often
 // shared between calls). Fragmentation options go through choose().
-coll::Algorithm resolve(coll::Kind kind, const CollOptions& o, const CommImpl& impl) {
+coll::Algorithm resolve_uncached(coll::Kind kind, const CollOptions& o, const CommImpl& impl) {
   std::string name = env_or(o.algorithm, "STRATA_ALGO_" + upper(coll::to_string(kind)));
   name = env_or(name, "STRATA_ALGO_" + upper(family(kind)));
   if (name == "tree" || name == "single" || name == "hierarchical" || name == "auto") name.clear();
@@ -92,6 +92,11 @@ coll::Algorithm resolve(coll::Kind kind, const CollOptions& o, const CommImpl& i
   coll::Algorithm a = choose(kind, tree_opts, impl.rank());
   a.name = name.empty() ? "auto" : name;
   return a;
+}
+
+// resolve_uncached() through the per-thread memo (the communicator's rank is part of the key).
+coll::Algorithm resolve(coll::Kind kind, const CollOptions& o, const CommImpl& impl) {
+  return memo_algorithm(kind, o, impl.rank(), [&] { return resolve_uncached(kind, o, impl); });
 }
 
 // STRATA_ALLTOALL_MAX_OUTSTANDING: remote operations (puts / gets) an

@@ -877,11 +877,14 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
   return a;
 }
 
-// choose() with a small per-thread memo: the environment is read once per
-// process, so (kind, the four option strings, rank) determine the result.
-// Parsing it on every call cost ~0.3 us of a small collective (perf).
-// Errors are not memoized (they throw again).
-inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o, int rank = -1) {
+// A small per-thread memo of algorithm resolutions: the environment is read
+// once per process, so (kind, the four option strings, rank) determine the
+// result of @p uncached. Resolving by parsing on every call cost 0.3-1 us of
+// a small collective (string building and registry lookups, perf). Each
+// distinct @p F (one lambda per call site) has its own memo. Errors are not
+// memoized (they throw again).
+template <class F>
+coll::Algorithm memo_algorithm(coll::Kind kind, const CollOptions& o, int rank, F&& uncached) {
   struct Entry {
     coll::Kind kind;
     int rank;
@@ -895,7 +898,7 @@ inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o, int rank = 
     if (e.kind == kind && e.rank == rank && e.algorithm == o.algorithm && e.tree == o.tree &&
         e.fragment == o.fragment && e.direction == o.direction)
       return e.result;
-  coll::Algorithm a = choose_uncached(kind, o, rank);
+  coll::Algorithm a = uncached();
   Entry e{kind, rank, o.algorithm, o.tree, o.fragment, o.direction, a};
   if (memo.size() < kEntries) {
     memo.push_back(std::move(e));
@@ -904,6 +907,11 @@ inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o, int rank = 
     next = (next + 1) % kEntries;
   }
   return a;
+}
+
+// choose_uncached() through the memo.
+inline coll::Algorithm choose(coll::Kind kind, const CollOptions& o, int rank = -1) {
+  return memo_algorithm(kind, o, rank, [&] { return choose_uncached(kind, o, rank); });
 }
 
 // Whether STRATA_ALGO_<COLL> or STRATA_ALGO_<FAMILY> names an algorithm for @p kind (read once).
