@@ -53,6 +53,16 @@ const std::vector<TuningField>& tuning_fields() {
        "fragment size when halves of a message exceed a window region"},
       {"gather_token_bytes", &Tuning::gather_token_bytes, 64, kGiB, 1,
        "ring gather/scatter: token hand-off split threshold"},
+      {"bcast_single_copy_min_bytes", &Tuning::bcast_single_copy_min_bytes, 0, 1024 * kGiB, 1,
+       "one host: broadcasts of at least this many bytes are read straight out of the root's buffer (single copy, "
+       "CMA) ..."},
+      {"bcast_single_copy_max_bytes", &Tuning::bcast_single_copy_max_bytes, 0, 1024 * kGiB, 1,
+       "... up to this many bytes (0: never)"},
+      {"sym_single_copy_min_bytes", &Tuning::sym_single_copy_min_bytes, 0, 1024 * kGiB, 1,
+       "one host: allgather(v) / alltoall blocks of at least this many bytes are read straight out of their owner's "
+       "buffer (single copy, CMA) ..."},
+      {"sym_single_copy_max_bytes", &Tuning::sym_single_copy_max_bytes, 0, 1024 * kGiB, 1,
+       "... up to this many bytes (0: never)"},
       {"fastpath_bytes", &Tuning::fastpath_bytes, 0, 1u << 20, 1,
        "engine: small-message fast path up to this contribution per rank (STRATA_FASTPATH_BYTES overrides)"},
       {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,
