@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -192,11 +193,13 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     bool draining = false;
     int released = 0;
     std::deque<std::function<bool()>> pending;
+    // The promise of the instance started in this slot and not finished (a
+    // slot runs one instance at a time; engine shutdown and a member's death
+    // fail it if the executor could not drain it), and its sequence number.
+    std::optional<Promise<void>> live;
+    std::uint32_t live_seq = 0;
   };
   std::vector<Slot> slots;
-  // Promises of the instances started and not finished (engine shutdown fails
-  // them if the executor could not drain them).
-  std::unordered_map<std::uint32_t, Promise<void>> inflight;
 
   // Set (under mu) when a member died: every unfinished, queued and later
   // plan-path call fails with it (a survivor may wait for a live member that
@@ -223,17 +226,18 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // Engine shutdown: fails every queued and unfinished call with @p why.
   void fail_all(const Status& why) {
     std::vector<std::function<bool()>> queued;
-    std::unordered_map<std::uint32_t, Promise<void>> live;
+    std::vector<Promise<void>> live;
     {
       std::lock_guard<std::mutex> lk(mu);
       for (Slot& sl : slots) {
         for (auto& f : sl.pending) queued.push_back(std::move(f));
         sl.pending.clear();
+        if (sl.live) live.push_back(std::move(*sl.live));
+        sl.live.reset();
       }
-      live.swap(inflight);
     }
     for (auto& f : queued) f();  // the engine is no longer alive: each fails its promise
-    for (auto& kv : live) kv.second.set_error(why);
+    for (auto& p : live) p.set_error(why);
     if (fast) fast->fail(why);
   }
   std::unordered_map<std::string, std::shared_ptr<const dag::Plan>> cache;
@@ -501,12 +505,15 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   }
 
   // Frees a slot: starts the next queued instance for it, if any.
-  void release(std::size_t slot) {
+  // @p finished: the slot's instance with this sequence number ended (its
+  // promise leaves the slot under the same lock).
+  void release(std::size_t slot, std::optional<std::uint32_t> finished = std::nullopt) {
     // Iterative: an instance that completes (or fails) inside its own start
     // releases the slot again from the same stack; the active loop picks that
     // up instead of recursing (a long queue failing at once must not overflow).
     std::unique_lock<std::mutex> lk(mu);
     Slot& sl = slots[slot];
+    if (finished && sl.live && sl.live_seq == *finished) sl.live.reset();
     ++sl.released;
     if (sl.draining) return;
     sl.draining = true;
@@ -622,10 +629,17 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     auto start = [this, plan, send, recv, slot_base, seq, promise, peer_keys]() mutable -> bool {
       // Queued starts may run while the engine shuts down (the executor's
       // drain completes the instance ahead of them): fail them, never start.
+      const auto slot_index = static_cast<std::size_t>(seq % static_cast<std::uint32_t>(group.credits));
       Status alive_st = core->check_alive(plan->name().c_str());
       if (alive_st.is_ok()) {
+        // One lock: a member's death (broken), and the promise parked in the
+        // slot for fail_all (the slot is this call's until it releases it).
         std::lock_guard<std::mutex> lk(mu);
-        alive_st = broken;  // a member died
+        alive_st = broken;
+        if (alive_st.is_ok()) {
+          slots[slot_index].live = promise;
+          slots[slot_index].live_seq = seq;
+        }
       }
       if (!alive_st.is_ok()) {
         promise.set_error(alive_st);
@@ -642,25 +656,16 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       // fulfils the future: a waiter woken by the future may drop the last
       // handle at once (regression: heap corruption at exit, 1 run in ~30).
       std::shared_ptr<CommImpl> self = shared_from_this();
-      const auto slot_index = static_cast<std::size_t>(seq % static_cast<std::uint32_t>(group.credits));
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        inflight.emplace(seq, promise);
-      }
       // Sequence numbers travel modulo 2^28 (the executor's and the signals' width).
       const Status st = core->exec->start(plan, b, id, seq & dag::kSeqMask,
                                           [self, slot_index, seq, promise](const Status& s) mutable {
-                                            {
-                                              std::lock_guard<std::mutex> lk(self->mu);
-                                              self->inflight.erase(seq);
-                                            }
-                                            self->release(slot_index);
+                                            self->release(slot_index, seq);
                                             promise.set(s);
                                           });
       if (!st.is_ok()) {
         {
           std::lock_guard<std::mutex> lk(mu);
-          inflight.erase(seq);
+          if (slots[slot_index].live_seq == seq) slots[slot_index].live.reset();
         }
         promise.set_error(st);
         return false;
