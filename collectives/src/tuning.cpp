@@ -53,12 +53,42 @@ const std::vector<TuningField>& tuning_fields() {
        "fragment size when halves of a message exceed a window region"},
       {"gather_token_bytes", &Tuning::gather_token_bytes, 64, kGiB, 1,
        "ring gather/scatter: token hand-off split threshold"},
+      {"broadcast_tree_host", &Tuning::broadcast_tree_host, 0, 64, 1,
+       "broadcast: tree among the hosts (0 flat, 1 chain, k k-nomial radix k)"},
+      {"broadcast_tree_numa", &Tuning::broadcast_tree_numa, 0, 64, 1,
+       "broadcast: tree among one host's NUMA regions (0 flat, 1 chain, k k-nomial)"},
+      {"broadcast_tree_core", &Tuning::broadcast_tree_core, 0, 64, 1,
+       "broadcast: tree among one NUMA region's ranks (0 flat, 1 chain, k k-nomial)"},
+      {"broadcast_pull_host", &Tuning::broadcast_pull_host, 0, 1, 1,
+       "broadcast: edges between hosts pull (1) or push (0)"},
+      {"broadcast_pull_numa", &Tuning::broadcast_pull_numa, 0, 1, 1,
+       "broadcast: edges between NUMA regions of a host pull (1) or push (0)"},
+      {"broadcast_pull_core", &Tuning::broadcast_pull_core, 0, 1, 1,
+       "broadcast: edges inside a NUMA region pull (1) or push (0)"},
+      {"reduce_tree_host", &Tuning::reduce_tree_host, 0, 64, 1,
+       "reduce: tree among the hosts (0 flat, 1 chain, k k-nomial radix k)"},
+      {"reduce_tree_numa", &Tuning::reduce_tree_numa, 0, 64, 1,
+       "reduce: tree among one host's NUMA regions (0 flat, 1 chain, k k-nomial)"},
+      {"reduce_tree_core", &Tuning::reduce_tree_core, 0, 64, 1,
+       "reduce: tree among one NUMA region's ranks (0 flat, 1 chain, k k-nomial)"},
+      {"allreduce_tree_host", &Tuning::allreduce_tree_host, 0, 64, 1,
+       "tree allreduce: tree among the hosts (0 flat, 1 chain, k k-nomial radix k)"},
+      {"allreduce_tree_numa", &Tuning::allreduce_tree_numa, 0, 64, 1,
+       "tree allreduce: tree among one host's NUMA regions (0 flat, 1 chain, k k-nomial)"},
+      {"allreduce_tree_core", &Tuning::allreduce_tree_core, 0, 64, 1,
+       "tree allreduce: tree among one NUMA region's ranks (0 flat, 1 chain, k k-nomial)"},
       {"fastpath_bytes", &Tuning::fastpath_bytes, 0, 1u << 20, 1,
        "engine: small-message fast path up to this contribution per rank (STRATA_FASTPATH_BYTES overrides)"},
       {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,
        "engine: copies and reductions up to this run inline, not as a task (STRATA_INLINE_BYTES overrides)"},
   };
   return f;
+}
+
+const TuningField* tuning_field(const std::string& name) {
+  for (const TuningField& f : tuning_fields())
+    if (name == f.name) return &f;
+  return nullptr;
 }
 
 bool Tuning::operator==(const Tuning& o) const noexcept {
