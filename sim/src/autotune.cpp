@@ -31,6 +31,17 @@ std::string size_name(std::uint64_t b) {
   return std::to_string(b);
 }
 
+// A JSON number, or "infeasible" for an infinite time / score (JSON has no infinity).
+Value num(double x) { return std::isfinite(x) ? Value::number(x) : Value::string("infeasible"); }
+
+// t / ref, with infeasible (infinite) times: inf / inf and x / 0 count as 1
+// (no candidate can do better there), x / inf as 0, inf / x as inf.
+double ratio(double t, double ref) {
+  if (std::isinf(ref)) return std::isinf(t) ? 1.0 : 0.0;
+  if (ref <= 0) return 1.0;
+  return t / ref;
+}
+
 bool reduces(Kind k) { return k == Kind::reduce || k == Kind::allreduce; }
 
 // One evaluation point of a search: a collective (with an explicit algorithm
@@ -91,7 +102,14 @@ class Tuner {
     for (coll::Direction d : {a.dir_host, a.dir_numa, a.dir_core}) key += d == coll::Direction::pull ? "P" : "p";
     const auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    const double s = simulated_seconds(g, c, reduced ? small_places_ : places_, cost_);
+    double s = std::numeric_limits<double>::infinity();
+    try {
+      s = simulated_seconds(g, c, reduced ? small_places_ : places_, cost_);
+    } catch (const Error& e) {
+      // A candidate the compiler refuses (e.g. too many fragments) is
+      // infeasible at this point: infinite time, never chosen.
+      if (failures_.size() < 32) failures_.push_back(point_name(p) + " " + std::to_string(p.bytes) + " B: " + e.what());
+    }
     ++sims_;
     memo_.emplace(key, s);
     return s;
@@ -118,7 +136,7 @@ class Tuner {
     std::size_t icur = 0;
     for (std::size_t i = 0; i < cand.size(); ++i) {
       double lg = 0;
-      for (std::size_t j = 0; j < pts.size(); ++j) lg += std::log(best[j] > 0 ? times[i][j] / best[j] : 1.0);
+      for (std::size_t j = 0; j < pts.size(); ++j) lg += std::log(ratio(times[i][j], best[j]));
       score[i] = std::exp(lg / static_cast<double>(pts.size()));
       if (cand[i] == cur) icur = i;
     }
@@ -126,8 +144,7 @@ class Tuner {
     // (a value that wins on the mean by losing at one size is refused).
     std::vector<double> worst(cand.size(), 0.0);
     for (std::size_t i = 0; i < cand.size(); ++i)
-      for (std::size_t j = 0; j < pts.size(); ++j)
-        worst[i] = std::max(worst[i], times[icur][j] > 0 ? times[i][j] / times[icur][j] : 1.0);
+      for (std::size_t j = 0; j < pts.size(); ++j) worst[i] = std::max(worst[i], ratio(times[i][j], times[icur][j]));
     std::size_t ibest = icur;  // the current value stays on a tie
     for (std::size_t i = 0; i < cand.size(); ++i)
       if (worst[i] <= 1 + o_.max_loss && score[i] < score[ibest] * (1 - 1e-9)) ibest = i;
@@ -155,10 +172,10 @@ class Tuner {
     for (std::size_t i = 0; i < cand.size(); ++i) {
       Value c = Value::object();
       c.set("value", Value::integer(cand[i]));
-      c.set("score", Value::number(score[i]));
-      c.set("worst_vs_previous", Value::number(worst[i]));
+      c.set("score", num(score[i]));
+      c.set("worst_vs_previous", num(worst[i]));
       Value us = Value::array();
-      for (double s : times[i]) us.push(Value::number(s * 1e6));
+      for (double s : times[i]) us.push(num(s * 1e6));
       c.set("us", std::move(us));
       cs.push(std::move(c));
     }
@@ -184,7 +201,7 @@ class Tuner {
       double lg = 0;
       for (std::size_t j = 0; j < sizes.size(); ++j) {
         const std::size_t a = sizes[j] <= rd_max ? 0 : sizes[j] < ring_min ? 1 : 2;
-        lg += std::log(best[j] > 0 ? t[a][j] / best[j] : 1.0);
+        lg += std::log(ratio(t[a][j], best[j]));
       }
       return std::exp(lg / static_cast<double>(sizes.size()));
     };
@@ -223,15 +240,15 @@ class Tuner {
     Value r = Value::object();
     r.set("rd_max_bytes", Value::integer(rd));
     r.set("ring_min_bytes", Value::integer(ring));
-    r.set("score", Value::number(sbest));
-    r.set("previous_score", Value::number(s0));
+    r.set("score", num(sbest));
+    r.set("previous_score", num(s0));
     r.set("hosts", Value::integer(static_cast<std::uint64_t>(small_m_.hosts)));
     r.set("ranks", Value::integer(static_cast<std::uint64_t>(small_.size())));
     Value per = Value::array();
     for (std::size_t j = 0; j < sizes.size(); ++j) {
       Value e = Value::object();
       e.set("bytes", Value::integer(sizes[j]));
-      for (std::size_t a = 0; a < algos.size(); ++a) e.set(algos[a] + "_us", Value::number(t[a][j] * 1e6));
+      for (std::size_t a = 0; a < algos.size(); ++a) e.set(algos[a] + "_us", num(t[a][j] * 1e6));
       per.push(std::move(e));
     }
     r.set("per_size", std::move(per));
@@ -293,7 +310,7 @@ class Tuner {
       changed |= search("reduce_tree_host", host, red, &searches);
       changed |= search("reduce_tree_numa", inner, red, &searches);
       changed |= search("reduce_tree_core", inner, red, &searches);
-      crossovers(ar_sizes, &searches);
+      if (!o_.quick) crossovers(ar_sizes, &searches);  // quick: once, at the end
       changed |= search("pipeline_fragment", frag, frag_pts, &searches);
       changed |= search("allreduce_tree_host", host, artree, &searches);
       changed |= search("allreduce_tree_numa", inner, artree, &searches);
@@ -323,8 +340,8 @@ class Tuner {
       Value e = Value::object();
       e.set("collective", Value::string(p.collective));
       e.set("bytes", Value::integer(p.bytes));
-      e.set("default_us", Value::number(p.default_us));
-      e.set("tuned_us", Value::number(p.tuned_us));
+      e.set("default_us", num(p.default_us));
+      e.set("tuned_us", num(p.tuned_us));
       cv.push(std::move(e));
     }
 
@@ -358,12 +375,15 @@ class Tuner {
                                     "geometric mean over the points of time / best candidate's time; lowest score "
                                     "among the candidates nowhere more than max_loss slower than the previous "
                                     "value wins, the previous value on a tie"));
-    meas.set("max_loss", Value::number(o_.max_loss));
+    meas.set("max_loss", num(o_.max_loss));
     meas.set("searches", std::move(searches));
     meas.set("comparison", std::move(cv));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    meas.set("seconds", Value::number(secs));
+    meas.set("seconds", num(secs));
     meas.set("simulations", Value::integer(sims_));
+    Value fails = Value::array();
+    for (const std::string& e : failures_) fails.push(Value::string(e));
+    meas.set("infeasible", std::move(fails));
     f.measurements = std::move(meas);
     res.simulations = sims_;
     return res;
@@ -380,6 +400,7 @@ class Tuner {
   coll::Group small_;
   Tuning table_;
   std::map<std::string, double> memo_;
+  std::vector<std::string> failures_;  // infeasible points (compiler errors), the first 32
   std::uint64_t sims_ = 0;
 };
 

@@ -275,7 +275,7 @@ int run(int argc, char** argv) {
     usage_error("--root " + std::to_string(root) + " is outside the machine's " + std::to_string(n) + " ranks");
   coll::Group g = sim::world_group(places, slot_bytes, credits, flags);
   if (tuning_file.empty()) {
-    const char* env = std::getenv("STRATA_TUNING");
+    const char* env = strata::detail::env::get("STRATA_TUNING");
     if (env != nullptr && *env != '\0' && std::string(env) != "off") tuning_file = env;
   }
   if (!tuning_file.empty()) {
