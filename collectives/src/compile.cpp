@@ -565,6 +565,14 @@ std::shared_ptr<const dag::Plan> compile_allreduce_tree(const Group& g, const Ca
 
 }  // namespace
 
+namespace {
+std::string single_copy_unavailable() {
+  return "algorithm 'single-copy' needs a communicator whose members share this host, window flags and a CMA path "
+         "to every member (process_vm_readv; not under STRATA_SINGLE_COPY=off), and no on_block callback or "
+         "persistent plan";
+}
+}  // namespace
+
 std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int slot) {
   // Tree shapes / directions left to the tuning table: resolve them on a copy.
   if (call.algo.tree_from_table || call.algo.direction_from_table) {
@@ -590,6 +598,9 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
     case Kind::barrier:
       return compile_barrier(g, c, slot);
     case Kind::broadcast:
+      if (single_copy(g, c, c.count * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype))))
+        return compile_broadcast_single(g, c, slot);
+      if (c.algo.name == "single-copy") fail(Errc::unsupported, g, c, single_copy_unavailable());
       return compile_broadcast(g, c, slot);
     case Kind::reduce:
       return compile_reduce(g, c, slot);
@@ -602,10 +613,28 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
     case Kind::scatterv:
       return compile_scatter(g, c, slot);
     case Kind::allgather:
-    case Kind::allgatherv:
+    case Kind::allgatherv: {
+      std::uint64_t total = 0;  // the mean block decides (allgatherv's blocks may differ)
+      const std::size_t es = dag::datatype_size(c.dtype);
+      if (c.kind == Kind::allgatherv && c.counts.size() == static_cast<std::size_t>(g.size()) &&
+          c.displs.size() == c.counts.size()) {
+        for (std::size_t cnt : c.counts) total += cnt * es;
+      } else {
+        total = c.count * es * static_cast<std::uint64_t>(g.size());
+      }
+      if (single_copy(g, c, total / static_cast<std::uint64_t>(std::max(1, g.size()))))
+        return compile_allgather_single(g, c, slot);
+      if (c.algo.name == "single-copy") fail(Errc::unsupported, g, c, single_copy_unavailable());
       return compile_allgather(g, c, slot);
+    }
     case Kind::alltoall:
     case Kind::alltoallv:
+      if (c.kind == Kind::alltoall && !c.in_place && single_copy(g, c, c.count * dag::datatype_size(c.dtype)))
+        return compile_alltoall_single(g, c, slot);
+      if (c.algo.name == "single-copy") {
+        if (g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
+        return compile_alltoall_single(g, c, slot);  // explains what it needs
+      }
       return compile_alltoall(g, c, slot);
     case Kind::reduce_scatter:
     case Kind::reduce_scatter_block:

@@ -148,6 +148,8 @@ class Ctx {
 
   PlanBuilder& b() { return b_; }
   const Group& g() const { return g_; }
+  /// The instance's window slot (its credit slot).
+  std::uint32_t slot() const { return slot_; }
   const Call& c() const { return c_; }
   std::size_t esize() const { return esize_; }
   int me() const { return g_.rank; }
@@ -371,6 +373,14 @@ std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, 
 std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Call& c, int slot);
+// compile_single_copy.cpp (docs/algorithms.md, "Single copy"): whether a call
+// with blocks of `block` bytes reads them straight out of the owners' user
+// buffers (one-host communicator with Group::publish_word, automatic or
+// "single-copy" algorithm, block >= single_copy_min_bytes), and the plans.
+bool single_copy(const Group& g, const Call& c, std::uint64_t block);
+std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_alltoall_single(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const Call& c, int slot);
 // compile_allreduce.cpp: whether the call's allreduce algorithm is the tree of
 // compile.cpp (automatic selection included), and the schedule-based ones.
 bool allreduce_is_tree(const Call& c);

@@ -77,6 +77,16 @@ const std::vector<TuningField>& tuning_fields() {
        "tree allreduce: tree among one host's NUMA regions (0 flat, 1 chain, k k-nomial)"},
       {"allreduce_tree_core", &Tuning::allreduce_tree_core, 0, 64, 1,
        "tree allreduce: tree among one NUMA region's ranks (0 flat, 1 chain, k k-nomial)"},
+      {"bcast_single_copy_min_bytes", &Tuning::bcast_single_copy_min_bytes, 0, 1024 * kGiB, 1,
+       "one host: broadcasts of at least this many bytes are read straight out of the root's buffer (single copy, "
+       "CMA) ..."},
+      {"bcast_single_copy_max_bytes", &Tuning::bcast_single_copy_max_bytes, 0, 1024 * kGiB, 1,
+       "... up to this many bytes (0: never)"},
+      {"sym_single_copy_min_bytes", &Tuning::sym_single_copy_min_bytes, 0, 1024 * kGiB, 1,
+       "one host: allgather(v) / alltoall blocks of at least this many bytes are read straight out of their owner's "
+       "buffer (single copy, CMA) ..."},
+      {"sym_single_copy_max_bytes", &Tuning::sym_single_copy_max_bytes, 0, 1024 * kGiB, 1,
+       "... up to this many bytes (0: never)"},
       {"fastpath_bytes", &Tuning::fastpath_bytes, 0, 1u << 20, 1,
        "engine: small-message fast path up to this contribution per rank (STRATA_FASTPATH_BYTES overrides)"},
       {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,

@@ -425,6 +425,24 @@ struct Executor::Impl {
       case NodeKind::flag_set:
         set_flag(in, nd);
         return true;
+      case NodeKind::publish:
+        publish(in, id, nd);
+        return true;
+      case NodeKind::read_peer: {
+        if (nd.dst.len == 0) return true;
+        if (in->flags == nullptr || in->flags[nd.peer] == nullptr) {
+          fail(in, Status(Errc::invalid_argument, p.describe(id) + ": flag words of rank " + std::to_string(nd.peer) +
+                                                      " are not mapped here (read_peer)"));
+          return true;
+        }
+        // The flag_wait before this node acquired the publication; the words hold the owner's address.
+        const std::atomic<std::uint32_t>* w = in->flags[nd.peer] + nd.slot + 2 + 2 * nd.src.buf.id;
+        const std::uint64_t base = std::uint64_t{w[0].load(std::memory_order_relaxed)} |
+                                   std::uint64_t{w[1].load(std::memory_order_relaxed)} << 32;
+        const Status rs = tp.read_peer(nd.peer, addr(in, id, 2, nd.dst), base + nd.src.offset, nd.dst.len);
+        if (!rs) fail(in, Status(rs.code(), p.describe(id) + ": " + rs.message()));
+        return true;
+      }
       case NodeKind::flag_wait:
         if (flag_ready(in, nd)) return true;  // the peer was on time: one load, nothing else
         if (nd.granted) {
@@ -488,6 +506,19 @@ struct Executor::Impl {
       if (w.load(std::memory_order_relaxed) == 0 || w.exchange(0, std::memory_order_acq_rel) == 0) continue;
       if (opts.nudge_payload != 0) (void)tp.signal(r, opts.nudge_payload, opts.nudge_context);
     }
+  }
+
+  // publish: the addresses of the two regions, then the flag (set_flag's release orders them).
+  void publish(Instance* in, NodeId id, const Node& nd) {
+    if (in->flags == nullptr || in->flags[tp.rank()] == nullptr) return;  // no peer can read them
+    std::atomic<std::uint32_t>* blk = in->flags[tp.rank()];
+    const std::uint64_t a = nd.src.len > 0 ? reinterpret_cast<std::uintptr_t>(addr(in, id, 0, nd.src)) : 0;
+    const std::uint64_t b = nd.src2.len > 0 ? reinterpret_cast<std::uintptr_t>(addr(in, id, 1, nd.src2)) : 0;
+    blk[nd.slot + 2].store(static_cast<std::uint32_t>(a), std::memory_order_relaxed);
+    blk[nd.slot + 3].store(static_cast<std::uint32_t>(a >> 32), std::memory_order_relaxed);
+    blk[nd.slot + 4].store(static_cast<std::uint32_t>(b), std::memory_order_relaxed);
+    blk[nd.slot + 5].store(static_cast<std::uint32_t>(b >> 32), std::memory_order_relaxed);
+    set_flag(in, nd);
   }
 
   // Half-range "at or after" on flag values (seq + 1 modulo 2^28).
@@ -585,6 +616,7 @@ struct Executor::Impl {
         return false;
       case NodeKind::copy:
       case NodeKind::reduce:
+      case NodeKind::read_peer:
         return nd.dst.len <= opts.inline_bytes;
       default:
         return true;
@@ -964,7 +996,7 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
       return b.flags != nullptr && static_cast<std::size_t>(r) < b.nflags && b.flags[r] != nullptr;
     };
     for (const Node& nd : p.nodes())
-      if (nd.kind == NodeKind::flag_wait && !mapped(nd.peer))
+      if ((nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::read_peer) && !mapped(nd.peer))
         return {Errc::invalid_argument,
                 who() + ": flag words of rank " + std::to_string(nd.peer) + " are not mapped here (flag_wait)"};
   }

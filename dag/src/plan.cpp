@@ -33,6 +33,10 @@ const char* to_string(NodeKind k) noexcept {
       return "flag_wait";
     case NodeKind::flag_set:
       return "flag_set";
+    case NodeKind::publish:
+      return "publish";
+    case NodeKind::read_peer:
+      return "read_peer";
   }
   return "?";
 }
@@ -249,6 +253,26 @@ NodeId PlanBuilder::flag_set(std::uint32_t flag, std::vector<NodeId> deps, std::
   n.deps = std::move(deps);
   return add(std::move(n));
 }
+NodeId PlanBuilder::publish(std::uint32_t flag, const Region& a, const Region& b, std::vector<NodeId> deps) {
+  Node n;
+  n.kind = NodeKind::publish;
+  n.slot = flag;
+  n.src = a;
+  n.src2 = b;
+  n.deps = std::move(deps);
+  return add(std::move(n));
+}
+NodeId PlanBuilder::read_peer(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset,
+                              const Region& dst, std::vector<NodeId> deps) {
+  Node n;
+  n.kind = NodeKind::read_peer;
+  n.peer = peer;
+  n.slot = flag;
+  n.src = dag::peer(peer, which, offset, dst.len);
+  n.dst = dst;
+  n.deps = std::move(deps);
+  return add(std::move(n));
+}
 NodeId PlanBuilder::compute(ComputeFn fn, const Region& region, std::vector<NodeId> deps) {
   Node n;
   n.kind = NodeKind::compute;
@@ -335,6 +359,8 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
     if (nd.peer >= 0 && nd.peer != p.rank_) p.peers_.push_back(nd.peer);
     if (nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::flag_set)
       p.flag_words_ = std::max(p.flag_words_, nd.slot + 1);
+    if (nd.kind == NodeKind::publish || nd.kind == NodeKind::read_peer)
+      p.flag_words_ = std::max(p.flag_words_, nd.slot + kPublishWords);
   }
   std::sort(p.slot_sparse_.begin(), p.slot_sparse_.end());
   for (int e : extra_peers_)
@@ -388,7 +414,7 @@ Status validate(const Plan& p, bool require_output_coverage) {
       if (d == i) return bad(p, i, "depends on itself");
     }
     const bool remote = nd.kind == NodeKind::put || nd.kind == NodeKind::get || nd.kind == NodeKind::put_with_signal ||
-                        nd.kind == NodeKind::signal || nd.kind == NodeKind::flag_wait;
+                        nd.kind == NodeKind::signal || nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::read_peer;
     if (remote && (nd.peer < 0 || nd.peer >= p.nranks()))
       return bad(p, i, "peer " + std::to_string(nd.peer) + " outside [0, " + std::to_string(p.nranks()) + ")");
     if ((nd.kind == NodeKind::signal || nd.kind == NodeKind::put_with_signal || nd.kind == NodeKind::wait) &&
@@ -451,9 +477,29 @@ Status validate(const Plan& p, bool require_output_coverage) {
         slot_owner[nd.slot] = i;
         break;
       case NodeKind::flag_wait:
+        // Lag 0 waits for the peer's same instance (a publication or a
+        // reads-done flag of the single-copy protocol).
         if (nd.peer == p.rank()) return bad(p, i, "waits on its own flag");
-        if (nd.count == 0) return bad(p, i, "lag 0 (a flag_wait waits for an earlier instance)");
         break;
+      case NodeKind::publish:
+        if (nd.src.len > 0 && !(st = check_region(p, i, nd.src, "first published region", true))) return st;
+        if (nd.src2.len > 0 && !(st = check_region(p, i, nd.src2, "second published region", true))) return st;
+        break;
+      case NodeKind::read_peer: {
+        if (nd.peer == p.rank()) return bad(p, i, "reads its own memory");
+        if (nd.src.buf.kind != BufferKind::peer || nd.src.buf.peer != nd.peer || nd.src.buf.id > 1)
+          return bad(
+              p, i,
+              "source " + region_str(nd.src) + " is not region 0 or 1 published by rank " + std::to_string(nd.peer));
+        if (!(st = check_region(p, i, nd.dst, "destination", true))) return st;
+        if (nd.src.len != nd.dst.len) return bad(p, i, "source and destination lengths differ");
+        bool waits = false;
+        for (NodeId d : nd.deps)
+          waits = waits || (nodes[d].kind == NodeKind::flag_wait && nodes[d].peer == nd.peer &&
+                            nodes[d].slot == nd.slot && nodes[d].count == 0);
+        if (!waits) return bad(p, i, "does not depend on a flag_wait (lag 0) on the peer's publication");
+        break;
+      }
       case NodeKind::flag_set:
         for (std::int32_t r : nd.grants)
           if (r < 0 || r >= p.nranks() || r == p.rank())
@@ -466,7 +512,8 @@ Status validate(const Plan& p, bool require_output_coverage) {
         if (nd.src.len > 0 && !(st = check_region(p, i, nd.src, "region", true))) return st;
         break;
     }
-    if ((nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce || nd.kind == NodeKind::get) &&
+    if ((nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce || nd.kind == NodeKind::get ||
+         nd.kind == NodeKind::read_peer) &&
         nd.dst.buf.kind == BufferKind::input)
       return bad(p, i, "writes to user input " + region_str(nd.dst));
   }
@@ -500,7 +547,9 @@ Status validate(const Plan& p, bool require_output_coverage) {
       std::vector<std::pair<std::uint64_t, std::uint64_t>> iv;
       for (const Node& nd : nodes) {
         const Region* w = nullptr;
-        if (nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce || nd.kind == NodeKind::get) w = &nd.dst;
+        if (nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce || nd.kind == NodeKind::get ||
+            nd.kind == NodeKind::read_peer)
+          w = &nd.dst;
         if (nd.kind == NodeKind::wait && nd.src.len > 0) w = &nd.src;
         if (w != nullptr && same_buffer(w->buf, d.ref)) iv.emplace_back(w->offset, w->offset + w->len);
       }
@@ -584,6 +633,7 @@ void dot_nodes(std::ostream& os, const Plan& p, const std::string& prefix) {
       case NodeKind::put:
       case NodeKind::get:
       case NodeKind::put_with_signal:
+      case NodeKind::read_peer:
         text += "\\n" + region_str(nd.src) + " -> " + region_str(nd.dst);
         break;
       case NodeKind::reduce:

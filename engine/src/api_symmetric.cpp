@@ -28,9 +28,9 @@ const char* algo_names(coll::Kind k) {
   switch (k) {
     case coll::Kind::allgather:
     case coll::Kind::allgatherv:
-      return "ring | rd | bruck | hier | numa-ring";
+      return "ring | rd | bruck | hier | numa-ring | single-copy";
     case coll::Kind::alltoall:
-      return "pairwise | bruck | pull";
+      return "pairwise | bruck | pull | single-copy";
     case coll::Kind::alltoallv:
       return "pairwise | pull";
     default:
@@ -42,9 +42,9 @@ bool known_algo(coll::Kind k, const std::string& a) {
   switch (k) {
     case coll::Kind::allgather:
     case coll::Kind::allgatherv:
-      return a == "ring" || a == "rd" || a == "bruck" || a == "hier" || a == "numa-ring";
+      return a == "ring" || a == "rd" || a == "bruck" || a == "hier" || a == "numa-ring" || a == "single-copy";
     case coll::Kind::alltoall:
-      return a == "pairwise" || a == "bruck" || a == "pull";
+      return a == "pairwise" || a == "bruck" || a == "pull" || a == "single-copy";
     case coll::Kind::alltoallv:
       return a == "pairwise" || a == "pull";
     default:

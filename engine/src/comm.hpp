@@ -288,8 +288,15 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   [[nodiscard]] std::uint32_t flag_wake_word() const {
     return static_cast<std::uint32_t>((static_cast<std::size_t>(group.credits) + 15) / 16 * 16);
   }
+  // Then the single-copy publication records: dag::kPublishWords per credit
+  // slot (publish / read_peer nodes; Group::publish_word).
+  [[nodiscard]] std::uint32_t publish_word() const {
+    const std::size_t w = flag_wake_word() + 1 + static_cast<std::size_t>(group.world_size);
+    return static_cast<std::uint32_t>((w + dag::kPublishWords - 1) / dag::kPublishWords * dag::kPublishWords);
+  }
   [[nodiscard]] std::size_t flag_area_bytes() const {
-    const std::size_t words = flag_wake_word() + 1 + static_cast<std::size_t>(group.world_size);
+    const std::size_t words =
+        publish_word() + static_cast<std::size_t>(dag::kPublishWords) * static_cast<std::size_t>(group.credits);
     return (words * sizeof(std::uint32_t) + 63) / 64 * 64;
   }
 
@@ -339,14 +346,31 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       grants_bound = true;
       ok = 2;
     }
-    // One agreement for both: 0 = no flags, 1 = flags, 2 = flags and grants.
+    // Single copy: every member on this host, each readable from here
+    // (Transport::read_peer: CMA), unless STRATA_SINGLE_COPY=off.
+    static const bool single_on = [] {
+      const char* v = strata::detail::env::get("STRATA_SINGLE_COPY");
+      const std::string s = v == nullptr ? "on" : v;
+      if (s != "on" && s != "off" && s != "always")
+        throw Error(Errc::invalid_argument, "STRATA_SINGLE_COPY='" + s + "': expected on, off or always");
+      return s != "off";
+    }();
+    if (ok == 1 && !remote && single_on && size() > 1) {
+      bool readable = true;
+      for (int r = 0; r < size() && readable; ++r)
+        readable = r == rank() || core->transport->can_read_peer(group.world[static_cast<std::size_t>(r)]);
+      if (readable) ok = 3;
+    }
+    // One agreement for all: 0 = no flags, 1 = flags, 2 = flags and grants
+    // (members on other hosts), 3 = flags and single copy (one host).
     ok = agree_min(ok);
     std::lock_guard<std::mutex> lk(mu);
     group.flags = ok != 0;
     group.grants = ok == 2;
+    group.publish_word = ok == 3 ? publish_word() : 0;
     cache.clear();  // plans compiled before (the agreement itself) use signals only
-    detail::logger().debug("comm {}: window flags {}, grants {}", id, group.flags ? "on" : "off",
-                           group.grants ? "on" : "off");
+    detail::logger().debug("comm {}: window flags {}, grants {}, single copy {}", id, group.flags ? "on" : "off",
+                           group.grants ? "on" : "off", group.publish_word != 0 ? "on" : "off");
   }
 
   // Collective, internal: the minimum of @p mine over the members (an
@@ -574,8 +598,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       put(c.op);
       put(c.root);
       put(static_cast<std::uint8_t>(c.in_place | c.entry_all << 1 | c.exit_all << 2 | c.direct << 3 |
-                                    c.algo.hierarchical << 4 | c.algo.tree_from_table << 5 |
-                                    c.algo.direction_from_table << 6));
+                                    c.algo.hierarchical << 4 | c.fast_ok << 5 | c.algo.tree_from_table << 6 |
+                                    c.algo.direction_from_table << 7));
       for (const coll::Shape& sh : {c.algo.host, c.algo.numa, c.algo.core, c.algo.single}) {
         put(sh.kind);
         put(sh.radix);
@@ -811,9 +835,12 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
   } else if (algo == "single" || algo == "flat-tree") {
     a.name = "single";
     a.hierarchical = false;
+  } else if (algo == "single-copy" && kind == coll::Kind::broadcast) {
+    a.name = "single-copy";  // docs/algorithms.md, "Single copy"
   } else {
-    throw Error(Errc::invalid_argument, std::string(coll::to_string(kind)) + ": algorithm '" + algo +
-                                            "' unknown (tree | single); see docs/algorithms.md");
+    throw Error(Errc::invalid_argument,
+                std::string(coll::to_string(kind)) + ": algorithm '" + algo + "' unknown (tree | single" +
+                    (kind == coll::Kind::broadcast ? " | single-copy" : "") + "); see docs/algorithms.md");
   }
   std::string tree = env_or(o.tree, "STRATA_TREE_" + cname);
   tree = env_or(tree, "STRATA_TREE");

@@ -432,7 +432,14 @@ void init_tuning(detail::EngineCore& core) {
   } else {
     detail::logger().debug("tuning: table from {} ({})", c.path, c.origin);
   }
-  core.tuning = std::make_shared<const coll::Tuning>(c.table);
+  coll::Tuning table = c.table;
+  // STRATA_SINGLE_COPY=always wins over the table's single-copy windows (every
+  // rank reads the same job environment; =off is applied per communicator).
+  if (strata::detail::env::is("STRATA_SINGLE_COPY", "always")) {
+    table.bcast_single_copy_min_bytes = table.sym_single_copy_min_bytes = 0;
+    table.bcast_single_copy_max_bytes = table.sym_single_copy_max_bytes = std::uint64_t{1} << 40;
+  }
+  core.tuning = std::make_shared<const coll::Tuning>(table);
   core.tuning_choice = std::move(c);
   if (!core.fast_cfg.bytes_from_env) core.fast_cfg.bytes = static_cast<std::size_t>(core.tuning->fastpath_bytes);
 }

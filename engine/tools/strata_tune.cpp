@@ -397,6 +397,11 @@ class Tuner {
          {"allreduce", "bcast", "reduce"},
          q ? std::vector<std::uint64_t>{512, 2 * K, 8 * K} : std::vector<std::uint64_t>{512, 2 * K, 8 * K, 32 * K},
          "small-message fast path vs compiled plans (a larger limit also spreads the small entries)"},
+        {"sym_single_copy_max_bytes",
+         {0, std::uint64_t{1} << 40},
+         {"allgather", "alltoall"},
+         q ? std::vector<std::uint64_t>{64 * K, 1 * M} : std::vector<std::uint64_t>{64 * K, 256 * K, 1 * M, 4 * M},
+         "one host: single copy (CMA reads from the owner's buffer) vs two copies through the window"},
     };
     if (!q) {
       s.push_back({"sym_large_fragment",
@@ -404,6 +409,11 @@ class Tuner {
                    {"allgather", "alltoall"},
                    {2 * M, 8 * M},
                    "allgather / alltoall large messages: fragment size"});
+      s.push_back({"bcast_single_copy_max_bytes",
+                   {0, 256 * K, 1 * M, std::uint64_t{1} << 40},
+                   {"bcast"},
+                   {64 * K, 256 * K, 1 * M, 4 * M},
+                   "one host: broadcast read out of the root's buffer (CMA) vs the pipelined window tree"});
       s.push_back({"inline_bytes",
                    {64 * K, 8 * M},
                    {"bcast", "allreduce"},
@@ -593,6 +603,9 @@ class Tuner {
         return "needs at least 5 ranks (one per core) to measure: default kept";
       if (f == "allreduce_hier_rd_max_bytes") return "needs several hosts: default kept";
       if (f == "sym_large_message") return "not searched (tied to sym_large_fragment): default kept";
+      if (f.find("_tree_") != std::string::npos || f.find("_pull_") != std::string::npos)
+        return "tree shapes need several hosts (strata-tune --simulate searches them for a simulated machine): "
+               "default kept";
       if (f == "fallback_fragment" || f == "gather_token_bytes") return "not searched (rare paths): default kept";
       return "searched only in full mode: default kept";
     };

@@ -298,6 +298,7 @@ class Engine {
           cn.bytes = nd.src.len;
           break;
         case NodeKind::get:
+        case NodeKind::read_peer:
           cn.bytes = nd.dst.len;
           break;
         default:
@@ -498,7 +499,9 @@ class Engine {
       case NodeKind::copy:
       case NodeKind::compute:
       case NodeKind::flag_wait:
-      case NodeKind::flag_set: {
+      case NodeKind::flag_set:
+      case NodeKind::publish:
+      case NodeKind::read_peer: {  // a CMA read: one copy on this rank's core (the engine's single-copy plans)
         double s = 0;
         const double e = cpu_op(r, t, c_.copy_bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
         start_[g] = s;

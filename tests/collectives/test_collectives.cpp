@@ -49,7 +49,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"-n 8 --topology 'package:2 numa:2 core:2 pu:1'",
                            "--quick --direction host:pull,numa:push,core:pull --fragment fixed:4096"},
                       Case{"-n 5 --hosts 2", "--quick --algo single --direction single:pull --fragment halves:8192"},
-                      Case{"-n 3", "--quick", "STRATA_DIRECTION=pull STRATA_DIRECTION_REDUCE=push"}),
+                      Case{"-n 3", "--quick", "STRATA_DIRECTION=pull STRATA_DIRECTION_REDUCE=push"},
+                      // Single copy (publish / read_peer nodes, CMA) for every automatic broadcast,
+                      // allgather(v) and alltoall of any size, on one host; and beside a second host
+                      // (no single copy there: the agreement falls back to the window protocol).
+                      Case{"-n 3", "", "STRATA_SINGLE_COPY=always"},
+                      Case{"-n 2", "--quick", "STRATA_SINGLE_COPY=always"},
+                      Case{"-n 4 --hosts 2", "--quick", "STRATA_SINGLE_COPY=always"}),
     [](const ::testing::TestParamInfo<Case>& pi) {
       std::string name = std::to_string(pi.index) + "_" + pi.param.launcher + "_" + pi.param.args;
       for (char& ch : name)

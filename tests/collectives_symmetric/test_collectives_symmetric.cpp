@@ -56,7 +56,44 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"n3_max_outstanding2", "STRATA_ALLTOALL_MAX_OUTSTANDING=2", "-n 3", "--quick"},
                       Case{"n1_large", "", "-n 1", "--large"}, Case{"n2_large", "", "-n 2", "--large"},
                       Case{"n3_large", "", "-n 3", "--large"}, Case{"n5_large", "", "-n 5", "--large"},
-                      Case{"n3_hosts2_large", "", "-n 3 --hosts 2", "--large"}),
+                      Case{"n3_hosts2_large", "", "-n 3 --hosts 2", "--large"},
+                      // Single copy (publish / read_peer nodes over CMA) for every automatic
+                      // allgather(v) and alltoall above the fast path; beside a second host the
+                      // communicator agrees on the window protocol instead.
+                      Case{"n3_single_copy", "STRATA_SINGLE_COPY=always", "-n 3", ""},
+                      Case{"n2_single_copy_large", "STRATA_SINGLE_COPY=always", "-n 2", "--large"},
+                      Case{"n4_hosts2_single_copy", "STRATA_SINGLE_COPY=always", "-n 4 --hosts 2", "--quick"}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+}  // namespace
+
+namespace {
+
+// The single-copy cases above must really run single-copy plans (a fallback
+// to the window protocol would pass them too): the engine logs each compiled
+// plan's algorithm. On one host with STRATA_SINGLE_COPY=always the plans of
+// allgather(v) and alltoall above the fast path are "single-copy"; with =off
+// none is; across two virtual hosts none is (the agreement needs one host).
+int single_copy_plans(const std::string& env, const std::string& launcher) {
+  std::string out;
+  EXPECT_EQ(run(env + " STRATA_LOG_LEVEL=info", launcher, "--quick", &out), 0) << out;
+  int n = 0;
+  for (std::size_t at = out.find("algorithm single-copy"); at != std::string::npos;
+       at = out.find("algorithm single-copy", at + 1))
+    ++n;
+  return n;
+}
+
+TEST(SingleCopy, PlansAreSingleCopyOnOneHostOnlyWhenEnabled) {
+  EXPECT_GT(single_copy_plans("STRATA_SINGLE_COPY=always", "-n 3"), 0);
+  EXPECT_EQ(single_copy_plans("STRATA_SINGLE_COPY=off", "-n 3"), 0);
+  EXPECT_EQ(single_copy_plans("STRATA_SINGLE_COPY=always", "-n 4 --hosts 2"), 0);
+}
+
+TEST(SingleCopy, BadSettingIsAnErrorNamingTheVariable) {
+  std::string out;
+  EXPECT_NE(run("STRATA_SINGLE_COPY=sometimes", "-n 2", "--quick", &out), 0);
+  EXPECT_NE(out.find("STRATA_SINGLE_COPY='sometimes'"), std::string::npos) << out;
+}
 
 }  // namespace

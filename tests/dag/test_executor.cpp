@@ -666,13 +666,102 @@ TEST(Executor, FlagWaitNeedsThePeersFlagsAndADeadPeerFailsAParkedWait) {
   EXPECT_NE(st.message().find("flag words of rank 1 are not mapped"), std::string::npos) << st.message();
   EXPECT_FALSE(d.done());
   expect_parked_wait_fails_when_peer_dies(c, plan, fb.bind(nullptr, nullptr));
-  // Validation: a flag_wait on its own flag or with lag 0 is refused.
+  // Validation: a flag_wait on its own flag is refused (lag 0, the peer's
+  // same instance, is the single-copy protocol's and allowed).
   PlanBuilder bad("bad", 0, 2);
   bad.flag_wait(0, 0, 1);
   EXPECT_THROW(bad.build(), strata::Error);
-  PlanBuilder bad2("bad2", 0, 2);
-  bad2.flag_wait(1, 0, 0);
-  EXPECT_THROW(bad2.build(), strata::Error);
+}
+
+// ---------------------------------------------------------------- single copy
+// publish / read_peer: rank 1 publishes its buffer's address; rank 0 waits for
+// the publication (flag_wait lag 0), reads the bytes straight out of rank 1's
+// buffer (Transport::read_peer: a memcpy on the fake transport, CMA on shm)
+// and says so on its reads-done word, which rank 1's instance waits for.
+TEST(Executor, PublishAndReadPeerCopyOnceAndTheOwnerWaitsForTheReader) {
+  Cluster c(2);
+  FlagBlocks fb;  // words 0..7: rank 1's publication record at word 0 (reads-done at 1)
+  PlanBuilder b1("owner", 1, 2);
+  b1.input(0, 16);
+  b1.require_output_coverage(false);
+  const NodeId pub = b1.publish(0, in(0, 0, 16), Region{});
+  b1.flag_wait(0, 1, 0, {pub});  // rank 0's reads-done for this instance
+  auto p1 = b1.build();
+  EXPECT_EQ(p1->flag_words(), kPublishWords);
+  PlanBuilder b0("reader", 0, 2);
+  b0.output(0, 16);
+  const NodeId fw = b0.flag_wait(1, 0, 0);
+  const NodeId rd = b0.read_peer(1, 0, 0, 4, out(0, 0, 12), {fw});
+  b0.copy(out(0, 0, 4), out(0, 12, 4), {rd});  // and something after it
+  b0.flag_set(1, {rd});
+  auto p0 = b0.build();
+  char src[16] = "ABCDEFGHIJKLMNO";
+  char dst[16] = {};
+  Done d0, d1;
+  // The reader first: nothing published yet, it parks.
+  ASSERT_TRUE(c.ex[0]->start(p0, fb.bind(nullptr, dst), 0, 4, d0.fn()).is_ok());
+  EXPECT_FALSE(d0.done());
+  EXPECT_EQ(dst[0], 0);
+  // The owner publishes (seq 4 + 1) and waits for the reader.
+  ASSERT_TRUE(c.ex[1]->start(p1, fb.bind(src, nullptr), 0, 4, d1.fn()).is_ok());
+  EXPECT_EQ(fb.blk[1][0].load(), 5u);
+  const auto at = std::uint64_t{fb.blk[1][2].load()} | std::uint64_t{fb.blk[1][3].load()} << 32;
+  EXPECT_EQ(at, reinterpret_cast<std::uintptr_t>(src));
+  ASSERT_TRUE(c.pump([&] {
+    c.ex[0]->poll();
+    c.ex[1]->poll();
+    return d0.done() && d1.done();
+  }));
+  EXPECT_TRUE(d0.status.is_ok()) << d0.status.message();
+  EXPECT_TRUE(d1.status.is_ok()) << d1.status.message();
+  EXPECT_EQ(dst[11], '\0');
+  EXPECT_EQ(std::string(dst, 11), std::string("EFGHIJKLMNO"));
+  EXPECT_EQ(std::string(dst + 12, 4), std::string("EFGH"));
+  EXPECT_EQ(fb.blk[0][1].load(), 5u);  // reads-done
+  // The owner's next instance in the slot (seq 5) waits for the reader's seq 5.
+  Done d2;
+  ASSERT_TRUE(c.ex[1]->start(p1, fb.bind(src, nullptr), 0, 5, d2.fn()).is_ok());
+  EXPECT_FALSE(d2.done());
+  EXPECT_EQ(c.ex[1]->poll(), 0u);
+  EXPECT_FALSE(d2.done());
+  fb.blk[0][1].store(6);
+  c.ex[1]->poll();
+  EXPECT_TRUE(d2.done());
+}
+
+TEST(Executor, ReadPeerIsValidatedAndFailsCleanlyWithoutFlags) {
+  // No flag_wait on the publication: refused.
+  PlanBuilder nowait("r", 0, 2);
+  nowait.output(0, 8);
+  nowait.read_peer(1, 0, 0, 0, out(0, 0, 8));
+  EXPECT_THROW(nowait.build(), strata::Error);
+  // A third region, or its own memory: refused.
+  PlanBuilder which("r", 0, 2);
+  which.output(0, 8);
+  which.read_peer(1, 0, 2, 0, out(0, 0, 8), {which.flag_wait(1, 0, 0)});
+  EXPECT_THROW(which.build(), strata::Error);
+  PlanBuilder self("r", 0, 2);
+  self.output(0, 8);
+  self.read_peer(0, 0, 0, 0, out(0, 0, 8), {self.flag_wait(1, 0, 0)});
+  EXPECT_THROW(self.build(), strata::Error);
+  // Writing into an input: refused.
+  PlanBuilder into("r", 0, 2);
+  into.input(0, 8);
+  into.read_peer(1, 0, 0, 0, in(0, 0, 8), {into.flag_wait(1, 0, 0)});
+  EXPECT_THROW(into.build(), strata::Error);
+  // Valid, but started without flag words: an error naming the rank, no crash.
+  Cluster c(2);
+  PlanBuilder ok("r", 0, 2);
+  ok.output(0, 8);
+  ok.read_peer(1, 0, 0, 0, out(0, 0, 8), {ok.flag_wait(1, 0, 0)});
+  auto plan = ok.build();
+  char dst[8];
+  Bindings b;
+  b.outputs = {dst};
+  Done d;
+  const Status st = c.ex[0]->start(plan, b, 0, 1, d.fn());
+  EXPECT_EQ(st.code(), Errc::invalid_argument);
+  EXPECT_NE(st.message().find("flag words of rank 1 are not mapped"), std::string::npos) << st.message();
 }
 
 // ---------------------------------------------------------------- grants

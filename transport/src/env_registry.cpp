@@ -82,6 +82,10 @@ const std::vector<Var> kVars = {
   {"STRATA_FASTPATH_BYTES", "bytes 0..1048576", "4096 (tuning table)", "engine",
    "largest per-rank contribution (bytes) a fast-path call may have; also sizes each communicator's fast area "
    "(8 entries of 16 + this many bytes); wins over the tuning table's `fastpath_bytes`. Read once"},
+  {"STRATA_SINGLE_COPY", "on/off/always", "on", "engine",
+   "single-copy (CMA) plans on one-host communicators (docs/algorithms.md, \"Single copy\"): `on` where the tuning "
+   "table's windows (`bcast_single_copy_*`, `sym_single_copy_*`) say so, `always` for every automatic broadcast, "
+   "allgather(v) and alltoall, `off` never (two copies through the window). Read once"},
   {"STRATA_WINDOW_FLAGS", "on/off", "on", "engine",
    "`off`: between ranks of one host keep the ready-to-receive signal before the first use of every window region "
    "instead of the window flags (docs/algorithms.md, \"Window flags\"). Read once"},

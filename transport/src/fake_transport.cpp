@@ -122,6 +122,17 @@ class FakeEndpoint final : public Transport {
     return Status::ok();
   }
 
+  // Every fake rank lives in this process: a peer's memory is this memory.
+  bool can_read_peer(int peer) const override { return peer >= 0 && peer < size(); }
+  Status read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) override {
+    if (peer < 0 || peer >= size())
+      return {Errc::unknown_peer, "fake read_peer: peer " + std::to_string(peer) + " (rank " + rn() + ")"};
+    if (len > 0 && (dst == nullptr || addr == 0))
+      return {Errc::invalid_argument, "fake read_peer: null address (rank " + rn() + ")"};
+    if (len > 0) std::memcpy(dst, reinterpret_cast<const void*>(addr), len);
+    return Status::ok();
+  }
+
   Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t off, void* ctx) override {
     Op op = make(FakeOpKind::put, peer, len, ctx);
     op.src = src;

@@ -146,6 +146,16 @@ class Router final : public Transport, public detail::WakeArm {
     Backend* b = route("map_peer", peer);
     return b != nullptr && b == shm_.get() ? b->map_peer(peer, key, off, len) : nullptr;
   }
+  bool can_read_peer(int peer) const override {
+    if (peer < 0 || peer >= size() || !shm_uses_) return false;
+    const Backend* b = route("can_read_peer", peer);
+    return b != nullptr && b == shm_.get() && b->can_read_peer(peer);
+  }
+  Status read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) override {
+    Backend* b = route("read_peer", peer);
+    if (b == nullptr) return bad_peer("read_peer", peer);
+    return b->read_peer(peer, dst, addr, len);
+  }
   void set_progress_hook(std::function<std::size_t()> hook) override { hook_ = std::move(hook); }
 
   Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t off, void* ctx) override {

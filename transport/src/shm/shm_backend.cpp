@@ -296,6 +296,13 @@ class ShmBackend final : public Backend {
     return put_impl("put_with_signal", peer, src, len, dst, dst_offset, true, signal, context);
   }
   Status signal(int peer, std::uint64_t payload, void* context) override;
+  bool can_read_peer(int peer) const override {
+    if (peer == rank_) return true;
+    if (peer < 0 || peer >= size_) return false;
+    const Peer* p = peers_[static_cast<std::size_t>(peer)].get();
+    return p != nullptr && p->cma.load(std::memory_order_relaxed);
+  }
+  Status read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) override;
   void* map_peer(int peer, const RemoteKey& key, std::uint64_t offset, std::size_t len) override;
   void unmap_peer(int peer, const RemoteKey& key) override;
   Status fetch_add(int peer, const RemoteKey& dst, std::uint64_t dst_offset, std::uint64_t addend,
@@ -891,6 +898,29 @@ std::byte* ShmBackend::map_range(Peer& p, const RemoteKey& key, std::uint64_t of
 Status ShmBackend::deregister_memory(void* /*addr*/, std::size_t /*len*/) { return {}; }
 
 // ----------------------------------------------------------------- posting
+
+Status ShmBackend::read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) {
+  Status s = check_peer("read_peer", peer);
+  if (!s) return s;
+  if (len == 0) return {};
+  if (dst == nullptr || addr == 0) {
+    return {Errc::invalid_argument, "read_peer: null " + std::string(dst == nullptr ? "destination" : "source") +
+                                        " with length " + std::to_string(len) + " (rank " + std::to_string(rank_) +
+                                        ", peer " + std::to_string(peer) + ")"};
+  }
+  if (peer == rank_) {
+    std::memcpy(dst, reinterpret_cast<const void*>(addr), len);
+    return {};
+  }
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
+  if (!p.cma.load(std::memory_order_relaxed)) {
+    return {Errc::unsupported, "read_peer: no CMA path from rank " + std::to_string(rank_) + " to rank " +
+                                   std::to_string(peer) + " (process_vm_readv refused at start-up)"};
+  }
+  Status r = cma(p, false, dst, addr, len);
+  if (r.code() == Errc::peer_dead) fail_peer(peer, r);
+  return r;
+}
 
 Status ShmBackend::cma(Peer& p, bool write, void* local, std::uint64_t remote, std::size_t len) {
   std::size_t done = 0;

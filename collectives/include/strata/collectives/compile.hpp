@@ -81,6 +81,13 @@ struct Group {
   /// copy (flag_wait granted) instead of a ready-to-receive round trip.
   /// Needs credits <= dag::kMaxGrantSlots.
   bool grants = false;
+  /// Single copy (with flags, agreed by all; every member on this host and
+  /// readable through Transport::read_peer): the flag word of slot 0's
+  /// publication record (dag::kPublishWords words per credit slot follow);
+  /// 0 = unavailable. Large allgather, alltoall and broadcast then read each
+  /// block straight out of its owner's user buffer (docs/algorithms.md,
+  /// "Single copy").
+  std::uint32_t publish_word = 0;
   /// The tuning table in effect (the engine's, docs/tuning.md); null = the
   /// built-in defaults. Plans compiled under different tables differ: a plan
   /// cache must not be shared between groups with different tables.

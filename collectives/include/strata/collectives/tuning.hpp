@@ -48,6 +48,11 @@ struct Tuning {
   std::uint64_t allreduce_tree_host = 2;  ///< the "tree" allreduce (reduce + broadcast): tree among the hosts
   std::uint64_t allreduce_tree_numa = 2;  ///< ... among one host's NUMA regions
   std::uint64_t allreduce_tree_core = 0;  ///< ... among one NUMA region's ranks
+  // One host, single copy (CMA) for blocks in [min, max] (max 0: never); measured on 2 ranks, one per core.
+  std::uint64_t bcast_single_copy_min_bytes = std::uint64_t{32} << 10;   ///< broadcast: from this many bytes ...
+  std::uint64_t bcast_single_copy_max_bytes = std::uint64_t{128} << 10;  ///< ... up to this many
+  std::uint64_t sym_single_copy_min_bytes = std::uint64_t{64} << 10;     ///< allgather(v) / alltoall: block from ...
+  std::uint64_t sym_single_copy_max_bytes = 0;                           ///< ... up to this (0: never)
   // ---- engine
   std::uint64_t fastpath_bytes = 4096;  ///< small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins)
   std::uint64_t inline_bytes = std::uint64_t{1}

@@ -32,6 +32,19 @@
 //            the instance has no flag block of its own bound. Then sends the
 //            new value to each rank of `grants` (peers on other hosts whose
 //            granted flag_wait reads it) without waiting for the sends
+//  - publish: memory protocol for single copy: stores the addresses of its
+//            two local regions (src, src2; an empty region publishes 0) into
+//            this rank's flag words `slot` + 2 .. `slot` + 5, then seq + 1 into
+//            word `slot` (release), like flag_set; same-host peers' read_peer
+//            nodes read those addresses after a flag_wait (lag 0) on `slot`
+//  - read_peer: single copy out of a peer's ordinary memory: dst (local) <-
+//            [a + src.offset, + src.len) where a is the address published by
+//            rank `peer` in its flag words `slot` + 2 + 2 * src.buf.id (src is
+//            a peer region naming no declared buffer: buffer id 0 or 1 selects
+//            the first or second published region); run locally through
+//            Transport::read_peer (CMA). Needs a flag_wait on the publication
+//            among its dependencies; the owner must keep the region valid until
+//            the reader says it is done (a flag_set the owner waits on)
 //  - nop:    joins dependencies
 #pragma once
 
@@ -55,6 +68,11 @@ using NodeId = std::uint32_t;
 inline constexpr NodeId kNoNode = ~NodeId{0};
 /// @brief Largest signal slot (slots are 20 bits in the signal payload).
 inline constexpr std::uint32_t kMaxSlot = (1u << 20) - 1;
+/// @brief Flag words of one single-copy publication record (publish /
+/// read_peer at word w): w the publication flag, w + 1 free for the readers'
+/// reads-done flag, w + 2 .. w + 5 the two published addresses (low, high
+/// 32 bits each), w + 6 .. w + 7 padding.
+inline constexpr std::uint32_t kPublishWords = 8;
 
 /// @brief What a symbolic buffer refers to.
 enum class BufferKind : std::uint8_t { input, output, scratch, peer };
@@ -103,7 +121,9 @@ enum class NodeKind : std::uint8_t {
   wait,
   compute,
   flag_wait,
-  flag_set
+  flag_set,
+  publish,
+  read_peer
 };
 /// @brief Printable name of a node kind ("copy", "put_with_signal", ...).
 const char* to_string(NodeKind k) noexcept;
@@ -275,6 +295,16 @@ class PlanBuilder {
   /// after @p deps (release), releasing the peers' flag_wait nodes, and sends
   /// the new value to each rank of @p grant_to (their granted flag_waits).
   NodeId flag_set(std::uint32_t flag, std::vector<NodeId> deps = {}, std::vector<std::int32_t> grant_to = {});
+  /// @brief Single copy: publishes the addresses of the local regions @p a and
+  /// @p b (len 0: none) in this rank's flag words @p flag + 2 .. + 5, then
+  /// seq + 1 in word @p flag (see the file comment).
+  NodeId publish(std::uint32_t flag, const Region& a, const Region& b, std::vector<NodeId> deps = {});
+  /// @brief Single copy: copies @p len bytes at @p offset of the region
+  /// @p which (0 or 1) that rank @p peer published in its word @p flag into
+  /// local region @p dst (Transport::read_peer). @p deps must include a
+  /// flag_wait(peer, flag, 0).
+  NodeId read_peer(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset, const Region& dst,
+                   std::vector<NodeId> deps = {});
   /// @brief Runs @p fn on @p region after @p deps.
   NodeId compute(ComputeFn fn, const Region& region, std::vector<NodeId> deps = {});
   /// @brief Runs @p fn on @p region as soon as every node already added that

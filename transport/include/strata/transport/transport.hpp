@@ -154,6 +154,28 @@ class Transport {
     (void)len;
     return nullptr;
   }
+  /// Whether read_peer() can reach @p peer's ordinary (unregistered) memory:
+  /// a same-host peer whose memory this process may read through CMA
+  /// (process_vm_readv; probed at start-up), or this rank itself.
+  [[nodiscard]] virtual bool can_read_peer(int peer) const {
+    (void)peer;
+    return false;
+  }
+  /// Single copy out of a peer's ordinary memory: copies [@p addr, @p addr +
+  /// @p len) of @p peer's address space into @p dst, synchronously, in the
+  /// calling thread (CMA: one process_vm_readv system call per contiguous
+  /// piece; the kernel copies once, no staging). The caller makes sure the
+  /// peer keeps the range valid until the call returns (the single-copy
+  /// collectives' publication and reads-done flags, docs/algorithms.md).
+  /// Errors name the peer and this rank: Errc::unsupported where
+  /// can_read_peer(peer) is false, Errc::peer_dead when it is gone.
+  virtual Status read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) {
+    (void)dst;
+    (void)addr;
+    (void)len;
+    return {Errc::unsupported, "read_peer: rank " + std::to_string(peer) + " cannot be read directly from rank " +
+                                   std::to_string(rank()) + " (no CMA path)"};
+  }
   /// Extra work that every progress() call runs after the backends (progress
   /// servers, waiters, inline mode); returns the events it handled. Set before
   /// progress() can run concurrently (before the progress servers start).

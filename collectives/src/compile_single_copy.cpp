@@ -1,0 +1,153 @@
+// Single-copy plans for one-host communicators (docs/algorithms.md, "Single
+// copy"): every rank publishes the address of its user buffer in its window's
+// flag words (a publish node), each reader waits for that publication (a
+// flag_wait with lag 0), copies the blocks it needs straight out of the
+// owner's buffer into its own (read_peer: CMA, the kernel copies once, no
+// staging in a window), then says so (a flag_set on its reads-done word); an
+// owner's instance ends only when every reader of its buffer said so, so the
+// buffer stays valid while it is read. No message, no window region, one copy
+// per block instead of two.
+//
+// Cost (n ranks, blocks of B bytes, one host): allgather: n - 1 reads of B per
+// rank, (n - 1) B bytes copied per rank, 2 flag waits per peer; alltoall: the
+// same with each rank's own column; broadcast (flat): n - 1 readers copy the
+// root's B bytes in parallel (the root's memory is read n - 1 times), the root
+// copies nothing and waits for n - 1 reads-done flags.
+#include <string>
+#include <vector>
+
+#include "compile_common.hpp"
+#include "compile_steps.hpp"
+
+namespace strata::coll::cc {
+
+namespace {
+
+// Flag word of this instance's publication record; its reads-done word follows.
+std::uint32_t record(const Ctx& x) { return x.g().publish_word + dag::kPublishWords * x.slot(); }
+
+// Owner's side: wait until every reader in `readers` finished reading (after `after`).
+void wait_readers(Ctx& x, const std::vector<int>& readers, NodeId after) {
+  const std::uint32_t w = record(x);
+  for (int r : readers) x.b().flag_wait(x.world(r), w + 1, 0, {after});
+}
+
+}  // namespace
+
+bool single_copy(const Group& g, const Call& c, std::uint64_t block) {
+  if (g.publish_word == 0 || g.size() < 2 || c.direct || c.on_block) return false;
+  if (c.algo.name == "single-copy") return true;
+  // Automatic only when the caller left every choice to strata (Call::fast_ok:
+  // no algorithm, tree, fragmentation or direction asked for, loose sync),
+  // for blocks inside the tuning table's window for the family.
+  if (!c.fast_ok || !steps::automatic(c.algo.name)) return false;
+  const Tuning& t = tuning(g);
+  const bool bcast = c.kind == Kind::broadcast;
+  const std::uint64_t lo = bcast ? t.bcast_single_copy_min_bytes : t.sym_single_copy_min_bytes;
+  const std::uint64_t hi = bcast ? t.bcast_single_copy_max_bytes : t.sym_single_copy_max_bytes;
+  return hi > 0 && block >= lo && block <= hi;
+}
+
+std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const Call& c, int slot) {
+  Ctx x(g, c, slot);
+  const int n = g.size();
+  const std::size_t es = x.esize();
+  std::vector<std::uint64_t> bytes(static_cast<std::size_t>(n)), at(static_cast<std::size_t>(n));
+  std::uint64_t recv_total = 0;
+  for (int r = 0; r < n; ++r) {
+    const auto ur = static_cast<std::size_t>(r);
+    const std::size_t cnt = c.kind == Kind::allgatherv ? c.counts[ur] : c.count;
+    const std::size_t dsp = c.kind == Kind::allgatherv ? c.displs[ur] : ur * c.count;
+    bytes[ur] = cnt * es;
+    at[ur] = dsp * es;
+    recv_total = std::max(recv_total, at[ur] + bytes[ur]);
+  }
+  const auto me = static_cast<std::size_t>(g.rank);
+  x.b().require_output_coverage(false);
+  if (!c.in_place) x.b().input(0, bytes[me]);
+  x.b().output(0, recv_total);
+  x.b().algorithm("single-copy");
+  const std::uint32_t w = record(x);
+  const std::vector<NodeId> start = entry(x);
+  // What the others read of mine: the send buffer, or (in place) my block of recv.
+  const Region mine = c.in_place ? dag::out(0, at[me], bytes[me]) : dag::in(0, 0, bytes[me]);
+  const NodeId pub = x.b().publish(w, bytes[me] > 0 ? mine : Region{}, Region{}, start);
+  std::vector<NodeId> reads;
+  if (!c.in_place && bytes[me] > 0) reads.push_back(x.b().copy(mine, dag::out(0, at[me], bytes[me]), start));
+  for (int k = 1; k < n; ++k) {  // rotated: rank r reads r + 1 first, so no owner is read by all at once
+    const int p = (g.rank + k) % n;
+    const auto up = static_cast<std::size_t>(p);
+    if (bytes[up] == 0) continue;
+    const NodeId fw = x.b().flag_wait(x.world(p), w, 0, start);
+    reads.push_back(x.b().read_peer(x.world(p), w, 0, 0, dag::out(0, at[up], bytes[up]), {fw}));
+  }
+  x.b().flag_set(w + 1, reads);
+  std::vector<int> readers;
+  if (bytes[me] > 0)
+    for (int r = 0; r < n; ++r)
+      if (r != g.rank) readers.push_back(r);
+  wait_readers(x, readers, pub);
+  finish(x);
+  return x.build();
+}
+
+std::shared_ptr<const dag::Plan> compile_alltoall_single(const Group& g, const Call& c, int slot) {
+  Ctx x(g, c, slot);
+  const int n = g.size();
+  const std::uint64_t bb = c.count * x.esize();
+  const auto me = static_cast<std::uint64_t>(g.rank);
+  if (c.kind != Kind::alltoall || c.in_place)
+    fail(Errc::unsupported, g, c,
+         "algorithm 'single-copy' needs equal blocks and separate send and receive buffers (alltoall, not in place)");
+  x.b().require_output_coverage(false);
+  x.b().input(0, bb * static_cast<std::uint64_t>(n));
+  x.b().output(0, bb * static_cast<std::uint64_t>(n));
+  x.b().algorithm("single-copy");
+  const std::uint32_t w = record(x);
+  const std::vector<NodeId> start = entry(x);
+  const NodeId pub = x.b().publish(w, dag::in(0, 0, bb * static_cast<std::uint64_t>(n)), Region{}, start);
+  std::vector<NodeId> reads;
+  if (bb > 0) reads.push_back(x.b().copy(dag::in(0, me * bb, bb), dag::out(0, me * bb, bb), start));
+  std::vector<int> readers;
+  for (int k = 1; k < n && bb > 0; ++k) {
+    const int p = (g.rank + k) % n;
+    const NodeId fw = x.b().flag_wait(x.world(p), w, 0, start);
+    reads.push_back(
+        x.b().read_peer(x.world(p), w, 0, me * bb, dag::out(0, static_cast<std::uint64_t>(p) * bb, bb), {fw}));
+    readers.push_back(p);
+  }
+  x.b().flag_set(w + 1, reads);
+  wait_readers(x, readers, pub);
+  finish(x);
+  return x.build();
+}
+
+std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const Call& c, int slot) {
+  Ctx x(g, c, slot);
+  const std::uint64_t bytes = c.count * x.esize();
+  const bool root = g.rank == c.root;
+  x.b().require_output_coverage(false);
+  if (root)
+    x.b().input(0, bytes);
+  else
+    x.b().output(0, bytes);
+  x.b().algorithm("single-copy");
+  const std::uint32_t w = record(x);
+  const std::vector<NodeId> start = entry(x);
+  if (root) {
+    const NodeId pub = x.b().publish(w, bytes > 0 ? dag::in(0, 0, bytes) : Region{}, Region{}, start);
+    std::vector<int> readers;
+    for (int r = 0; r < g.size() && bytes > 0; ++r)
+      if (r != g.rank) readers.push_back(r);
+    wait_readers(x, readers, pub);
+  } else if (bytes > 0) {
+    const NodeId fw = x.b().flag_wait(x.world(c.root), w, 0, start);
+    const NodeId rd = x.b().read_peer(x.world(c.root), w, 0, 0, dag::out(0, 0, bytes), {fw});
+    x.b().flag_set(w + 1, {rd});
+  }
+  finish(x);
+  if (x.b().size() == 0) x.b().nop();
+  return x.build();
+}
+
+}  // namespace strata::coll::cc
