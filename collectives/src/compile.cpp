@@ -66,6 +66,34 @@ Direction edge_direction(const Group& g, const Algorithm& a, int parent, int chi
   return a.dir_core;
 }
 
+Shape shape_of(std::uint64_t code) noexcept {
+  if (code == 0) return {Shape::flat, 0};
+  return {Shape::knomial, static_cast<int>(code)};
+}
+
+int shape_code(const Shape& s) noexcept {
+  if (s.kind == Shape::flat) return 0;
+  if (s.kind == Shape::binary) return -1;
+  return std::max(1, s.radix);
+}
+
+Algorithm with_table(const Tuning& t, Kind kind, Algorithm a) {
+  if (a.tree_from_table && (kind == Kind::broadcast || kind == Kind::reduce || kind == Kind::allreduce)) {
+    const bool b = kind == Kind::broadcast, r = kind == Kind::reduce;
+    a.host = shape_of(b ? t.broadcast_tree_host : r ? t.reduce_tree_host : t.allreduce_tree_host);
+    a.numa = shape_of(b ? t.broadcast_tree_numa : r ? t.reduce_tree_numa : t.allreduce_tree_numa);
+    a.core = shape_of(b ? t.broadcast_tree_core : r ? t.reduce_tree_core : t.allreduce_tree_core);
+  }
+  if (a.direction_from_table && kind == Kind::broadcast) {
+    auto d = [](std::uint64_t v) { return v != 0 ? Direction::pull : Direction::push; };
+    a.dir_host = d(t.broadcast_pull_host);
+    a.dir_numa = d(t.broadcast_pull_numa);
+    a.dir_core = d(t.broadcast_pull_core);
+  }
+  a.tree_from_table = a.direction_from_table = false;
+  return a;
+}
+
 namespace {
 
 // ---------------------------------------------------------------- broadcast
@@ -545,7 +573,14 @@ std::string single_copy_unavailable() {
 }
 }  // namespace
 
-std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int slot) {
+  // Tree shapes / directions left to the tuning table: resolve them on a copy.
+  if (call.algo.tree_from_table || call.algo.direction_from_table) {
+    Call c = call;
+    c.algo = with_table(cc::tuning(g), c.kind, c.algo);
+    return compile(g, c, slot);
+  }
+  const Call& c = call;
   check_common(g, c);
   if (c.algo.any_pull() && !c.direct) {
     const bool scatter = c.kind == Kind::scatter || c.kind == Kind::scatterv;

@@ -53,6 +53,30 @@ const std::vector<TuningField>& tuning_fields() {
        "fragment size when halves of a message exceed a window region"},
       {"gather_token_bytes", &Tuning::gather_token_bytes, 64, kGiB, 1,
        "ring gather/scatter: token hand-off split threshold"},
+      {"broadcast_tree_host", &Tuning::broadcast_tree_host, 0, 64, 1,
+       "broadcast: tree among the hosts (0 flat, 1 chain, k k-nomial radix k)"},
+      {"broadcast_tree_numa", &Tuning::broadcast_tree_numa, 0, 64, 1,
+       "broadcast: tree among one host's NUMA regions (0 flat, 1 chain, k k-nomial)"},
+      {"broadcast_tree_core", &Tuning::broadcast_tree_core, 0, 64, 1,
+       "broadcast: tree among one NUMA region's ranks (0 flat, 1 chain, k k-nomial)"},
+      {"broadcast_pull_host", &Tuning::broadcast_pull_host, 0, 1, 1,
+       "broadcast: edges between hosts pull (1) or push (0)"},
+      {"broadcast_pull_numa", &Tuning::broadcast_pull_numa, 0, 1, 1,
+       "broadcast: edges between NUMA regions of a host pull (1) or push (0)"},
+      {"broadcast_pull_core", &Tuning::broadcast_pull_core, 0, 1, 1,
+       "broadcast: edges inside a NUMA region pull (1) or push (0)"},
+      {"reduce_tree_host", &Tuning::reduce_tree_host, 0, 64, 1,
+       "reduce: tree among the hosts (0 flat, 1 chain, k k-nomial radix k)"},
+      {"reduce_tree_numa", &Tuning::reduce_tree_numa, 0, 64, 1,
+       "reduce: tree among one host's NUMA regions (0 flat, 1 chain, k k-nomial)"},
+      {"reduce_tree_core", &Tuning::reduce_tree_core, 0, 64, 1,
+       "reduce: tree among one NUMA region's ranks (0 flat, 1 chain, k k-nomial)"},
+      {"allreduce_tree_host", &Tuning::allreduce_tree_host, 0, 64, 1,
+       "tree allreduce: tree among the hosts (0 flat, 1 chain, k k-nomial radix k)"},
+      {"allreduce_tree_numa", &Tuning::allreduce_tree_numa, 0, 64, 1,
+       "tree allreduce: tree among one host's NUMA regions (0 flat, 1 chain, k k-nomial)"},
+      {"allreduce_tree_core", &Tuning::allreduce_tree_core, 0, 64, 1,
+       "tree allreduce: tree among one NUMA region's ranks (0 flat, 1 chain, k k-nomial)"},
       {"bcast_single_copy_min_bytes", &Tuning::bcast_single_copy_min_bytes, 0, 1024 * kGiB, 1,
        "one host: broadcasts of at least this many bytes are read straight out of the root's buffer (single copy, "
        "CMA) ..."},
@@ -69,6 +93,12 @@ const std::vector<TuningField>& tuning_fields() {
        "engine: copies and reductions up to this run inline, not as a task (STRATA_INLINE_BYTES overrides)"},
   };
   return f;
+}
+
+const TuningField* tuning_field(const std::string& name) {
+  for (const TuningField& f : tuning_fields())
+    if (name == f.name) return &f;
+  return nullptr;
 }
 
 bool Tuning::operator==(const Tuning& o) const noexcept {

@@ -605,7 +605,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
       put(c.op);
       put(c.root);
       put(static_cast<std::uint8_t>(c.in_place | c.entry_all << 1 | c.exit_all << 2 | c.direct << 3 |
-                                    c.algo.hierarchical << 4 | c.fast_ok << 5));
+                                    c.algo.hierarchical << 4 | c.fast_ok << 5 | c.algo.tree_from_table << 6 |
+                                    c.algo.direction_from_table << 7));
       for (const coll::Shape& sh : {c.algo.host, c.algo.numa, c.algo.core, c.algo.single}) {
         put(sh.kind);
         put(sh.radix);
@@ -873,6 +874,7 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
+  a.tree_from_table = tree.empty();  // no tree named: the tuning table's shapes (coll::with_table)
   std::string frag = env_or(o.fragment, "STRATA_FRAGMENT_" + cname);
   frag = env_or(frag, "STRATA_FRAGMENT");
   if (!frag.empty() && frag != "auto") {
@@ -905,6 +907,8 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
     parse_direction(kind, it->second, "STRATA_DIRECTION_" + cname, rank, &a);
   } else if (const auto all = env.find("STRATA_DIRECTION"); all != env.end() && pull_capable(kind)) {
     parse_direction(kind, all->second, "STRATA_DIRECTION", rank, &a);
+  } else {
+    a.direction_from_table = true;  // no direction named: the tuning table's (coll::with_table)
   }
   return a;
 }

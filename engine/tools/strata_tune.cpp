@@ -11,6 +11,11 @@
 // behind each decision.
 //
 //   strata-tune [--quick | --smoke] [-o FILE] [--ranks N] [--verbose]
+//   strata-tune --simulate --machine FILE [--hosts H --ppn P --topology T] [--quick] [-o FILE]
+//
+// --simulate searches the table of a synthetic machine with the simulator
+// instead (strata::sim::autotune, in this process; docs/tuning.md "Tuning a
+// simulated machine").
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -38,6 +43,7 @@
 #include "strata/collectives/json.hpp"
 #include "strata/collectives/tuning.hpp"
 #include "strata/error.hpp"
+#include "strata/sim/autotune.hpp"
 #include "strata/version.hpp"
 #include "strata_cli.hpp"
 
@@ -597,6 +603,9 @@ class Tuner {
         return "needs at least 5 ranks (one per core) to measure: default kept";
       if (f == "allreduce_hier_rd_max_bytes") return "needs several hosts: default kept";
       if (f == "sym_large_message") return "not searched (tied to sym_large_fragment): default kept";
+      if (f.find("_tree_") != std::string::npos || f.find("_pull_") != std::string::npos)
+        return "tree shapes need several hosts (strata-tune --simulate searches them for a simulated machine): "
+               "default kept";
       if (f == "fallback_fragment" || f == "gather_token_bytes") return "not searched (rare paths): default kept";
       return "searched only in full mode: default kept";
     };
@@ -613,6 +622,60 @@ class Tuner {
   strata::coll::TuningFile file_;
   int nrun_ = 0;
 };
+
+// strata-tune --simulate: the model-based search (strata::sim::autotune) of a synthetic machine.
+int simulate_main(const Options& o, const std::string& machine, int hosts, int ppn, const std::string& topology,
+                  double max_loss) {
+  namespace sim = strata::sim;
+  if (machine.empty() && hosts == 0) die("--simulate needs --machine FILE (or --hosts and --topology)");
+  if (o.ranks != 2) die("--ranks does not apply to --simulate (the machine file gives the ranks)");
+  sim::MachineSpec m;
+  sim::CostModel cost;
+  if (!machine.empty()) sim::load_machine_file(machine, &m, &cost);
+  if (hosts != 0) m.hosts = hosts;
+  if (ppn != 0) m.ranks_per_host = ppn;
+  if (!topology.empty()) m.topology = topology;
+  sim::AutotuneOptions ao;
+  ao.quick = o.mode != Mode::full;
+  ao.max_loss = max_loss;
+  if (o.mode == Mode::smoke) {
+    ao.sizes = {8, 64 << 10};
+    ao.allreduce_sizes = {1024, 64 << 10};
+  }
+  const std::string name = machine.empty() ? "synthetic" : std::filesystem::path(machine).filename().string();
+  ao.machine_name = name;
+  const char* mode = o.mode == Mode::full ? "" : o.mode == Mode::quick ? " --quick" : " --smoke";
+  ao.tool = std::string("strata-tune --simulate") + mode + " --machine " + name + " (" + std::to_string(m.hosts) +
+            " hosts x '" + m.topology + "', strata " + STRATA_VERSION_STRING + ")";
+  ao.progress = [](const std::string& s) {
+    std::printf("%s\n", s.c_str());
+    std::fflush(stdout);
+  };
+  const sim::AutotuneResult r = sim::autotune(m, cost, ao);
+  std::string out = o.out;
+  if (out.empty()) out = "tuning-" + std::filesystem::path(name).stem().string() + ".json";
+  strata::coll::write_tuning_file(out, r.file);
+  (void)strata::coll::read_tuning_file(out);  // a file the parser refuses must not be left behind
+  std::printf("%-10s %10s %12s %12s %8s\n", "collective", "bytes", "default_us", "tuned_us", "speedup");
+  for (const sim::AutotunePoint& p : r.compare)
+    std::printf("%-10s %10llu %12.2f %12.2f %8.3f\n", p.collective.c_str(), static_cast<unsigned long long>(p.bytes),
+                p.default_us, p.tuned_us, p.tuned_us > 0 ? p.default_us / p.tuned_us : 0.0);
+  std::printf("decisions (changed from the built-in defaults):\n");
+  const Tuning def{};
+  int changed = 0;
+  for (const TuningField& f : strata::coll::tuning_fields()) {
+    if (r.file.table.*f.member == def.*f.member) continue;
+    ++changed;
+    std::printf("  %-28s %llu (default %llu)\n", f.name, static_cast<unsigned long long>(r.file.table.*f.member),
+                static_cast<unsigned long long>(def.*f.member));
+  }
+  if (changed == 0) std::printf("  none: the defaults are best on this model\n");
+  std::printf(
+      "strata-tune: wrote %s (%llu simulations; machine fingerprint cpu_model '%s': engines on a real "
+      "machine ignore it, strata-sim --tuning applies it)\n",
+      out.c_str(), static_cast<unsigned long long>(r.simulations), r.file.machine.cpu_model.c_str());
+  return 0;
+}
 
 }  // namespace
 
@@ -638,7 +701,36 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", o.ranks, "ranks for the collective runs, 2..64 (run one per core for meaningful numbers)")
       ->check(strata::cli::integer(2, 64));
   app.add_flag("-v,--verbose", o.verbose, "print every measurement command");
+  bool simulate = false;
+  std::string machine;
+  int hosts = 0, ppn = 0;
+  std::string topology;
+  app.add_flag("--simulate", simulate,
+               "search the table of a simulated machine (--machine) with strata-sim's model instead of measuring");
+  app.add_option("--machine", machine, "--simulate: machine description file (sim/machines/*.machine)")
+      ->type_name("FILE");
+  app.add_option("--hosts", hosts, "--simulate: hosts (overrides the machine file)")
+      ->check(strata::cli::integer(1, 1 << 20));
+  app.add_option("--ppn", ppn, "--simulate: ranks per host (overrides the machine file)")
+      ->check(strata::cli::integer(1, 1 << 16));
+  double max_loss = 25;
+  app.add_option("--max-loss", max_loss,
+                 "--simulate: a candidate may be at most PCT percent slower than the current value at any size "
+                 "(default 25)")
+      ->type_name("PCT")
+      ->check(CLI::Range(0.0, 1000.0));
+  app.add_option("--topology", topology, "--simulate: hwloc synthetic topology of one host (overrides the file)");
   strata::cli::parse(app, argc, argv);
+  if (simulate) {
+    try {
+      return simulate_main(o, machine, hosts, ppn, topology, max_loss / 100);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "strata-tune: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (!machine.empty() || hosts != 0 || ppn != 0 || !topology.empty())
+    die("--machine, --hosts, --ppn and --topology need --simulate");
   try {
     Tuner t(o);
     return t.run();

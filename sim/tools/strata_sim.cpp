@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -238,6 +239,12 @@ int run(int argc, char** argv) {
       ->group(output);
   app.add_option("--csv", csv, "per-rank completion times (rank,host,numa,finish_us)")->group(output);
   app.add_flag("--quiet", quiet, "one summary line only")->group(output);
+  std::string tuning_file;
+  app.add_option("--tuning", tuning_file,
+                 "tuning table to compile the plans under (docs/tuning.md; e.g. from strata-tune --simulate); "
+                 "default STRATA_TUNING when it names a file, else the built-in defaults")
+      ->type_name("FILE")
+      ->group(call);
   strata::cli::parse(app, argc, argv);
   slot_bytes = static_cast<std::size_t>(slot);
   if (calibrate) {
@@ -266,7 +273,20 @@ int run(int argc, char** argv) {
   }
   if (root >= n)
     usage_error("--root " + std::to_string(root) + " is outside the machine's " + std::to_string(n) + " ranks");
-  const coll::Group g = sim::world_group(places, slot_bytes, credits, flags);
+  coll::Group g = sim::world_group(places, slot_bytes, credits, flags);
+  if (tuning_file.empty()) {
+    const char* env = strata::detail::env::get("STRATA_TUNING");
+    if (env != nullptr && *env != '\0' && std::string(env) != "off") tuning_file = env;
+  }
+  if (!tuning_file.empty()) {
+    // The table applies whatever machine it was written for: the simulated
+    // machine is not this one (an engine would check the fingerprint).
+    const coll::TuningFile tf = coll::read_tuning_file(tuning_file);
+    if (tf.machine.cpu_model.rfind("simulated:", 0) != 0)
+      std::fprintf(stderr, "strata-sim: note: %s was measured on a real machine ('%s'), applied as given\n",
+                   tuning_file.c_str(), tf.machine.cpu_model.c_str());
+    g.tuning = std::make_shared<const coll::Tuning>(tf.table);
+  }
   coll::Call c;
   c.kind = kind;
   c.dtype = reduces(kind) ? strata::dag::DataType::f32 : strata::dag::DataType::u8;
@@ -280,10 +300,10 @@ int run(int argc, char** argv) {
 
   const sim::Result res = sim::simulate(g, c, places, cost, static_cast<std::size_t>(critical), stream);
   const double us = 1e6;
-  std::printf("strata-sim: %s %llu B on %d ranks (%d hosts x '%s', %d per host), algorithm %s%s, %s\n",
+  std::printf("strata-sim: %s %llu B on %d ranks (%d hosts x '%s', %d per host), algorithm %s%s, %s%s\n",
               kind_name.c_str(), static_cast<unsigned long long>(bytes), n, m.hosts, m.topology.c_str(), n / m.hosts,
               c.algo.name.c_str(), c.algo.name == "tree" && !c.algo.hierarchical ? " (single)" : "",
-              c.entry_all ? "strict" : "loose");
+              c.entry_all ? "strict" : "loose", tuning_file.empty() ? "" : (", tuning " + tuning_file).c_str());
   std::printf("completion us: min %.2f median %.2f max %.2f\n", res.min_finish() * us, res.median_finish() * us,
               res.max_finish() * us);
   if (stream.instances > 1)

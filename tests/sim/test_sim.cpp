@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "strata/sim/autotune.hpp"
 #include "strata/sim/sim.hpp"
 
 namespace {
@@ -266,6 +268,82 @@ TEST(Sim, BadParametersAreNamed) {
   MachineSpec bad;
   bad.topology = "core";
   EXPECT_THROW((void)strata::sim::place_ranks(bad), strata::Error);
+}
+
+// ---------------------------------------------------------------- autotune (strata-tune --simulate)
+strata::sim::AutotuneOptions small_search() {
+  strata::sim::AutotuneOptions o;
+  o.quick = true;
+  o.sizes = {8, 64 << 10};
+  o.allreduce_sizes = {1024, 64 << 10, 1 << 20};
+  o.machine_name = "test.machine";
+  o.tool = "test";
+  return o;
+}
+
+TEST(Autotune, SameMachineSameDecisionsAndAValidFile) {
+  MachineSpec m;
+  m.hosts = 4;
+  m.topology = "package:1 numa:2 core:2 pu:1";
+  const CostModel cost;
+  const auto a = strata::sim::autotune(m, cost, small_search());
+  const auto b = strata::sim::autotune(m, cost, small_search());
+  EXPECT_EQ(a.file.table, b.file.table);
+  ASSERT_EQ(a.compare.size(), b.compare.size());
+  for (std::size_t i = 0; i < a.compare.size(); ++i) EXPECT_EQ(a.compare[i].tuned_us, b.compare[i].tuned_us);
+  EXPECT_GT(a.simulations, 0u);
+  EXPECT_EQ(a.file.machine.cpu_model, "simulated:test.machine");
+  EXPECT_EQ(a.file.machine.cores, 16u);
+  EXPECT_EQ(a.file.machine.numa_nodes, 8u);
+  // The document parses back (the parser validates every decision's range).
+  const strata::coll::TuningFile back = strata::coll::parse_tuning(a.file.to_json().dump(), "autotune");
+  EXPECT_EQ(back.table, a.file.table);
+  ASSERT_NE(back.measurements.find("searches"), nullptr);
+  EXPECT_NE(back.measurements.find("searches")->find("broadcast_tree_host"), nullptr);
+  // A simulated table is for no real machine: an engine here ignores it.
+  EXPECT_FALSE(back.machine.difference(strata::coll::Fingerprint::here()).empty());
+  // Every searched collective and size is in the comparison.
+  EXPECT_EQ(a.compare.size(), 2u + 2u + 3u);
+  for (const auto& p : a.compare) EXPECT_GT(p.default_us, 0);
+}
+
+TEST(Autotune, HugeLatencyAndInfiniteBandwidthPickAOneHopHostTree) {
+  // Only the network latency costs anything: a tree of depth d takes d
+  // latencies, so a one-hop tree over the 8 hosts (flat, or k-nomial of
+  // radix >= 8) is optimal and the chain (depth 7) is the worst.
+  MachineSpec m;
+  m.hosts = 8;
+  m.topology = "package:1 numa:1 core:2 pu:1";
+  const CostModel cost = CostModel::pure_network(0, 1e-3);
+  strata::sim::AutotuneOptions o = small_search();
+  o.max_loss = 10;  // let the best score win
+  const auto r = strata::sim::autotune(m, cost, o);
+  for (std::uint64_t v : {r.file.table.broadcast_tree_host, r.file.table.reduce_tree_host}) {
+    EXPECT_TRUE(v == 0 || v >= 8) << v;
+  }
+  // ... and the simulated broadcast gets faster than the default binomial tree (depth 3).
+  for (const auto& p : r.compare)
+    if (p.collective == "broadcast") {
+      EXPECT_LT(p.tuned_us, p.default_us * 0.8) << p.bytes;
+    }
+}
+
+TEST(Autotune, TunedTableReachesTheSimulatedPlans) {
+  // The simulator compiles under Group::tuning: a chain host tree from the
+  // table is slower than the default tree in a latency-bound model.
+  MachineSpec m;
+  m.hosts = 8;
+  m.topology = "package:1 numa:1 core:1 pu:1";
+  const auto places = strata::sim::place_ranks(m);
+  const CostModel cost = CostModel::pure_network(0, 1e-3);
+  coll::Group g = strata::sim::world_group(places);
+  const coll::Call c = strata::sim::automatic_call(g, coll::Kind::broadcast, 64);
+  const double def = strata::sim::simulated_seconds(g, c, places, cost);
+  coll::Tuning t;
+  t.broadcast_tree_host = 1;
+  g.tuning = std::make_shared<const coll::Tuning>(t);
+  const double chain = strata::sim::simulated_seconds(g, c, places, cost);
+  EXPECT_GT(chain, 1.5 * def);
 }
 
 }  // namespace

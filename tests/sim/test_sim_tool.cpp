@@ -77,4 +77,64 @@ TEST(SimTool, BadInputIsNamedAndFails) {
   }
 }
 
+std::string tune() {
+  const char* b = std::getenv("STRATA_BIN");
+  return b != nullptr ? std::string(b) + "/strata-tune" : std::string();
+}
+
+// The "decisions" object of a tuning file's text.
+std::string decisions_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string t = ss.str();
+  const std::size_t a = t.find("\"decisions\"");
+  const std::size_t b = t.find('}', a);
+  return a == std::string::npos || b == std::string::npos ? std::string() : t.substr(a, b - a);
+}
+
+TEST(SimTool, TuneSimulateWritesAValidDeterministicTableThatStrataSimApplies) {
+  if (sim().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  const std::string dir = ::testing::TempDir();
+  const std::string f1 = dir + "strata_tune_sim_1.json", f2 = dir + "strata_tune_sim_2.json";
+  const std::string cmd = tune() + " --simulate --smoke --hosts 4 --topology 'package:1 numa:1 core:4 pu:1' -o ";
+  const ProcessResult a = run_command(cmd + f1);
+  ASSERT_EQ(a.status, 0) << a.out;
+  EXPECT_NE(a.out.find("broadcast_tree_host"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("speedup"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("wrote " + f1), std::string::npos) << a.out;
+  const ProcessResult b = run_command(cmd + f2);
+  ASSERT_EQ(b.status, 0) << b.out;
+  const std::string d = decisions_of(f1);
+  EXPECT_NE(d.find("\"broadcast_pull_core\""), std::string::npos) << d;
+  EXPECT_EQ(d, decisions_of(f2));
+  // strata-sim compiles under it (and STRATA_TUNING names it the same way).
+  const ProcessResult s = run_command(sim() + " --hosts 4 --topology 'package:1 numa:1 core:4 pu:1' --bytes 64K " +
+                                      "--quiet --tuning " + f1);
+  ASSERT_EQ(s.status, 0) << s.out;
+  EXPECT_NE(s.out.find(", tuning " + f1), std::string::npos) << s.out;
+  const ProcessResult e = run_command("STRATA_TUNING=" + f1 + " " + sim() +
+                                      " --hosts 4 --topology 'package:1 numa:1 core:4 pu:1' --bytes 64K --quiet");
+  ASSERT_EQ(e.status, 0) << e.out;
+  EXPECT_EQ(e.out, s.out);
+  std::remove(f1.c_str());
+  std::remove(f2.c_str());
+}
+
+TEST(SimTool, TuneSimulateRefusesMissingOrMisplacedMachineArguments) {
+  if (sim().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  ProcessResult r = run_command(tune() + " --simulate -o /dev/null");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--simulate needs --machine"), std::string::npos) << r.out;
+  r = run_command(tune() + " --machine x.machine");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("need --simulate"), std::string::npos) << r.out;
+  r = run_command(tune() + " --simulate --machine /nonexistent.machine");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("/nonexistent.machine"), std::string::npos) << r.out;
+  r = run_command(sim() + " --tuning /nonexistent.json");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("/nonexistent.json"), std::string::npos) << r.out;
+}
+
 }  // namespace

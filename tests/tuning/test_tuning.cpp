@@ -336,4 +336,107 @@ TEST(TuningDecisions, ThresholdsChangeTheAutomaticAlgorithm) {
   EXPECT_TRUE(found);
 }
 
+// ---------------------------------------------------------------- tree decisions
+TEST(TuningFile, TreeFieldsOutOfRangeOrOfTheWrongTypeAreErrorsNamingTheField) {
+  std::string e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"broadcast_tree_host\": 65"), "t"); });
+  EXPECT_NE(e.find("field 'decisions.broadcast_tree_host': 65 is out of range [0, 64]"), std::string::npos) << e;
+  e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"broadcast_pull_core\": 2"), "t"); });
+  EXPECT_NE(e.find("field 'decisions.broadcast_pull_core': 2 is out of range [0, 1]"), std::string::npos) << e;
+  e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"reduce_tree_numa\": \"chain\""), "t"); });
+  EXPECT_NE(e.find("field 'decisions.reduce_tree_numa': expected an unsigned integer, got string"), std::string::npos)
+      << e;
+  e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"allreduce_tree_core\": true"), "t"); });
+  EXPECT_NE(e.find("field 'decisions.allreduce_tree_core': expected an unsigned integer"), std::string::npos) << e;
+  const TuningFile f = strata::coll::parse_tuning(
+      valid_doc("\"broadcast_tree_host\": 1, \"broadcast_pull_numa\": 1, \"reduce_tree_core\": 64"), "t");
+  EXPECT_EQ(f.table.broadcast_tree_host, 1u);
+  EXPECT_EQ(f.table.broadcast_pull_numa, 1u);
+  EXPECT_EQ(f.table.reduce_tree_core, 64u);
+  EXPECT_EQ(f.table.reduce_tree_host, Tuning{}.reduce_tree_host);
+}
+
+TEST(TuningDecisions, ShapeCodesRoundTripAndDefaultsEqualTheBuiltInTree) {
+  using strata::coll::Shape;
+  EXPECT_EQ(strata::coll::shape_of(0).kind, Shape::flat);
+  EXPECT_EQ(strata::coll::shape_of(1).kind, Shape::knomial);
+  EXPECT_EQ(strata::coll::shape_of(1).radix, 1);
+  EXPECT_EQ(strata::coll::shape_of(8).radix, 8);
+  for (std::uint64_t code : {0u, 1u, 2u, 3u, 16u, 64u})
+    EXPECT_EQ(strata::coll::shape_code(strata::coll::shape_of(code)), static_cast<int>(code));
+  const strata::coll::Algorithm a;  // the built-in tree
+  const Tuning t;
+  for (std::uint64_t v : {t.broadcast_tree_host, t.reduce_tree_host, t.allreduce_tree_host})
+    EXPECT_EQ(static_cast<int>(v), strata::coll::shape_code(a.host));
+  for (std::uint64_t v : {t.broadcast_tree_numa, t.reduce_tree_numa, t.allreduce_tree_numa})
+    EXPECT_EQ(static_cast<int>(v), strata::coll::shape_code(a.numa));
+  for (std::uint64_t v : {t.broadcast_tree_core, t.reduce_tree_core, t.allreduce_tree_core})
+    EXPECT_EQ(static_cast<int>(v), strata::coll::shape_code(a.core));
+  EXPECT_EQ(t.broadcast_pull_host + t.broadcast_pull_numa + t.broadcast_pull_core, 0u);
+}
+
+// Every rank's plan of @p kind (8 ranks, one host, 4 NUMA regions) as DOT text.
+std::string plans_of(strata::coll::Kind kind, std::shared_ptr<const Tuning> table, bool from_table,
+                     const std::string& tree = "") {
+  strata::coll::Group g = fake_ranks::make_group(8, fake_ranks::Place::numa4, 1u << 20);
+  g.tuning = std::move(table);
+  strata::coll::Call c;
+  c.kind = kind;
+  const bool red = kind != strata::coll::Kind::broadcast;
+  c.dtype = red ? strata::dag::DataType::f32 : strata::dag::DataType::u8;
+  c.count = 65536;
+  c.root = 3;
+  if (kind == strata::coll::Kind::allreduce) c.algo.name = "tree";
+  c.algo.tree_from_table = from_table;
+  c.algo.direction_from_table = from_table;
+  if (tree == "chain") c.algo.numa = {strata::coll::Shape::knomial, 1};
+  std::string out;
+  for (const auto& p : strata::coll::compile_all(g, c, 1)) out += strata::dag::to_dot(*p);
+  return out;
+}
+
+TEST(TuningDecisions, TreeFieldsAtTheirDefaultsGiveTheSamePlansAsNoTable) {
+  // A file that states every tree field at its default value.
+  std::string d;
+  for (const strata::coll::TuningField& f : strata::coll::tuning_fields()) {
+    const std::string n = f.name;
+    if (n.find("_tree_") == std::string::npos && n.find("_pull_") == std::string::npos) continue;
+    d += (d.empty() ? "\"" : ", \"") + n + "\": " + std::to_string(Tuning{}.*f.member);
+  }
+  const TuningFile f = strata::coll::parse_tuning(valid_doc(d), "t");
+  EXPECT_EQ(f.table, Tuning{});
+  const auto table = std::make_shared<const Tuning>(f.table);
+  using K = strata::coll::Kind;
+  for (K k : {K::broadcast, K::reduce, K::allreduce}) {
+    const std::string none = plans_of(k, nullptr, false);
+    EXPECT_FALSE(none.empty());
+    EXPECT_EQ(plans_of(k, table, true), none) << strata::coll::to_string(k);
+    EXPECT_EQ(plans_of(k, nullptr, true), none) << strata::coll::to_string(k);
+  }
+}
+
+TEST(TuningDecisions, TreeFieldsChangeTheTreeUnlessTheCallNamesOne) {
+  using K = strata::coll::Kind;
+  Tuning t;
+  t.broadcast_tree_numa = 1;  // chain among the 4 NUMA regions
+  t.broadcast_pull_numa = 1;
+  t.reduce_tree_numa = 1;
+  t.allreduce_tree_numa = 0;
+  const auto table = std::make_shared<const Tuning>(t);
+  for (K k : {K::broadcast, K::reduce, K::allreduce}) {
+    const std::string none = plans_of(k, nullptr, false);
+    const std::string tuned = plans_of(k, table, true);
+    EXPECT_NE(tuned, none) << strata::coll::to_string(k);
+    // A call that names its tree / direction (flags cleared) ignores the table.
+    EXPECT_EQ(plans_of(k, table, false), none) << strata::coll::to_string(k);
+  }
+  // The table's chain is the chain a call can name (broadcast: without pull, as named).
+  Tuning chain_only;
+  chain_only.reduce_tree_numa = 1;
+  EXPECT_EQ(plans_of(K::reduce, std::make_shared<const Tuning>(chain_only), true),
+            plans_of(K::reduce, nullptr, false, "chain"));
+  // Pull from the table: the broadcast plan gets gets.
+  EXPECT_NE(plans_of(K::broadcast, table, true).find("get"), std::string::npos);
+  EXPECT_EQ(plans_of(K::broadcast, nullptr, false).find("get"), std::string::npos);
+}
+
 }  // namespace

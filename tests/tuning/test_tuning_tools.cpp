@@ -92,6 +92,11 @@ TEST_F(TuningTools, TunedTableRunsCollectivesCorrectly) {
     f.table.fastpath_bytes = 16384;
     f.table.allreduce_rd_max_bytes = 65536;
     f.table.inline_bytes = 4096;
+    // Tree decisions (docs/tuning.md): a chain with pull inside the host.
+    f.table.broadcast_tree_core = 1;
+    f.table.broadcast_pull_core = 1;
+    f.table.reduce_tree_core = 1;
+    f.table.allreduce_tree_core = 3;
   });
   for (int n : {2, 3}) {
     const ProcessResult r = run_command(ranks(n, path));

@@ -2,7 +2,7 @@
 //   tuning_rank FILE_FOR_RANK_0 [FILE_FOR_THE_OTHERS]
 // Sets STRATA_TUNING per rank (the second file for ranks > 0 when given), starts
 // an Engine, prints "rank R: tuning SOURCE pipeline_fragment=N fastpath_bytes=M",
-// then checks a 1 MiB broadcast and a 64 KiB and an 8 KiB allreduce against their expected values.
+// then checks a 1 MiB broadcast, a 64 KiB and an 8 KiB allreduce and a 64 KiB reduce against their expected values.
 // Prints "tuning_rank: OK" on success.
 #include <cstdint>
 #include <cstdio>
@@ -41,6 +41,11 @@ int main(int argc, char** argv) {
     std::vector<std::uint64_t> s(1024, static_cast<std::uint64_t>(me + 1)), t(1024, 0);
     w.allreduce(s.data(), t.data(), s.size(), strata::Datatype::uint64, strata::Op::sum).get();
     for (std::uint64_t v : t) bad += v != n * (n + 1) / 2 ? 1 : 0;
+    // 64 KiB reduce to the last rank (a tree; the table may set its shape).
+    std::vector<std::uint64_t> r(8192, 0);
+    w.reduce(x.data(), r.data(), x.size(), strata::Datatype::uint64, strata::Op::sum, w.size() - 1).get();
+    if (w.rank() == w.size() - 1)
+      for (std::uint64_t v : r) bad += v != n * (n + 1) / 2 ? 1 : 0;
     if (bad != 0) {
       std::printf("rank %d: %d wrong elements\n", me, bad);
       return 1;

@@ -138,12 +138,34 @@ struct Algorithm {
   /// rank keeps in flight: operation j waits for operation j - max_outstanding.
   /// 0 = the default (128, Chaimov et al.); the engine sets STRATA_ALLTOALL_MAX_OUTSTANDING.
   std::size_t max_outstanding = 0;
+  /// The call named no tree (CollOptions::tree, STRATA_TREE*): the compiler
+  /// takes the host / numa / core shapes of broadcast, reduce and the tree
+  /// allreduce from the tuning table (Group::tuning, docs/tuning.md "Tree
+  /// decisions"; the built-in defaults equal the shapes above). Set by the
+  /// engine's selection; false keeps host / numa / core as given.
+  bool tree_from_table = false;
+  /// The call named no direction (CollOptions::direction, STRATA_DIRECTION*):
+  /// broadcast takes dir_host / dir_numa / dir_core from the tuning table.
+  bool direction_from_table = false;
   /// @brief Whether any level pulls.
   [[nodiscard]] bool any_pull() const noexcept {
     return dir_host == Direction::pull || dir_numa == Direction::pull || dir_core == Direction::pull ||
            dir_single == Direction::pull;
   }
 };
+
+/// @brief The tree shape a tuning-table value encodes: 0 = flat, 1 = chain
+/// (k-nomial of radix 1), k >= 2 = k-nomial of radix k (docs/tuning.md).
+Shape shape_of(std::uint64_t code) noexcept;
+/// @brief The tuning-table code of @p s (inverse of shape_of; binary has none: -1).
+int shape_code(const Shape& s) noexcept;
+
+/// @brief @p a with the tree shapes and directions of @p t applied where
+/// @p a leaves them to the table (Algorithm::tree_from_table,
+/// Algorithm::direction_from_table) for @p kind: shapes for broadcast, reduce
+/// and the tree allreduce, directions for broadcast. Other kinds and explicit
+/// choices are returned unchanged (the flags cleared).
+Algorithm with_table(const Tuning& t, Kind kind, Algorithm a);
 
 /// @brief Direction of the tree edge @p parent -> @p child (communicator ranks) of @p g under @p a.
 Direction edge_direction(const Group& g, const Algorithm& a, int parent, int child) noexcept;

@@ -33,6 +33,21 @@ struct Tuning {
   std::uint64_t pipeline_fragment = std::uint64_t{128} << 10;    ///< trees and step schedules: fragment size
   std::uint64_t fallback_fragment = 32768;                       ///< re-split of halves that exceed a window region
   std::uint64_t gather_token_bytes = 32768;                      ///< ring gather/scatter: token hand-off split
+  // ---- tree shapes and directions (docs/tuning.md "Tree decisions"): used when a call names no
+  // tree (CollOptions::tree, STRATA_TREE*) / no direction (CollOptions::direction, STRATA_DIRECTION*).
+  // Shape encoding: 0 = flat, 1 = chain, k = 2..64 k-nomial of radix k (shape_of()).
+  std::uint64_t broadcast_tree_host = 2;  ///< broadcast: tree among the hosts
+  std::uint64_t broadcast_tree_numa = 2;  ///< broadcast: tree among one host's NUMA regions
+  std::uint64_t broadcast_tree_core = 0;  ///< broadcast: tree among one NUMA region's ranks
+  std::uint64_t broadcast_pull_host = 0;  ///< broadcast: 1 = edges between hosts pull, 0 = push
+  std::uint64_t broadcast_pull_numa = 0;  ///< broadcast: 1 = edges between NUMA regions pull
+  std::uint64_t broadcast_pull_core = 0;  ///< broadcast: 1 = edges inside a NUMA region pull
+  std::uint64_t reduce_tree_host = 2;     ///< reduce: tree among the hosts
+  std::uint64_t reduce_tree_numa = 2;     ///< reduce: tree among one host's NUMA regions
+  std::uint64_t reduce_tree_core = 0;     ///< reduce: tree among one NUMA region's ranks
+  std::uint64_t allreduce_tree_host = 2;  ///< the "tree" allreduce (reduce + broadcast): tree among the hosts
+  std::uint64_t allreduce_tree_numa = 2;  ///< ... among one host's NUMA regions
+  std::uint64_t allreduce_tree_core = 0;  ///< ... among one NUMA region's ranks
   // One host, single copy (CMA) for blocks in [min, max] (max 0: never); measured on 2 ranks, one per core.
   std::uint64_t bcast_single_copy_min_bytes = std::uint64_t{32} << 10;   ///< broadcast: from this many bytes ...
   std::uint64_t bcast_single_copy_max_bytes = std::uint64_t{128} << 10;  ///< ... up to this many
@@ -60,6 +75,8 @@ struct TuningField {
 };
 /// @brief Every field, in file order.
 const std::vector<TuningField>& tuning_fields();
+/// @brief The field named @p name (nullptr when there is none).
+const TuningField* tuning_field(const std::string& name);
 
 /// @brief The machine fingerprint a tuning file is bound to (from /proc, /sys, uname).
 struct Fingerprint {
