@@ -3,7 +3,9 @@
 // combined output: the launcher of the multi-process test files.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +49,31 @@ inline ProcessResult run_command(const std::string& command, bool with_stderr = 
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
 }
+
+/// The FIFO of a peer-death test (rank_check::death_gate_wait/pass): made in
+/// a fresh temporary directory, removed with it; env() is the variable to pass.
+class DeathGate {
+ public:
+  DeathGate() {
+    char tmpl[] = "/tmp/strata-gate-XXXXXX";
+    if (::mkdtemp(tmpl) != nullptr) {
+      dir_ = tmpl;
+      path_ = dir_ + "/gate";
+      if (::mkfifo(path_.c_str(), 0600) != 0) path_.clear();
+    }
+  }
+  ~DeathGate() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
+  DeathGate(const DeathGate&) = delete;
+  DeathGate& operator=(const DeathGate&) = delete;
+  bool ok() const { return !path_.empty(); }
+  std::string env() const { return "TEST_DEATH_GATE=" + path_ + " "; }
+
+ private:
+  std::string dir_, path_;
+};
 
 /// Occurrences of @p what in @p s (lines printed by the ranks).
 inline int count(const std::string& s, const std::string& what) {

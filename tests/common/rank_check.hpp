@@ -3,7 +3,12 @@
 // when rank_check::failures != 0.
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "strata/error.hpp"
@@ -40,5 +45,43 @@ bool fails_peer_dead(F&& call, std::string* msg) {
     *msg = e.what();
   }
   return true;
+}
+
+/// Peer-death tests: a victim must not die before every survivor finished the
+/// working round (a survivor whose last step still needed the victim's flag
+/// would fail that round instead of the calls under test). The test makes a
+/// FIFO (launch::DeathGate) and names it in TEST_DEATH_GATE; each survivor
+/// writes one byte after its working round (death_gate_pass) and the victim
+/// reads one per survivor before it dies (death_gate_wait). Both block in the
+/// kernel: no polling, and the launcher's --timeout bounds a lost writer.
+/// Without TEST_DEATH_GATE (a manual run) both return at once.
+inline void death_gate_pass() {
+  const char* path = std::getenv("TEST_DEATH_GATE");
+  if (path == nullptr) return;
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);  // blocks until the victim opened it
+  if (fd < 0) {
+    std::printf("rank %d: FAILED: open %s: errno %d\n", me, path, errno);
+    return;
+  }
+  const char b = 'x';
+  while (::write(fd, &b, 1) < 0 && errno == EINTR) {
+  }
+  ::close(fd);
+}
+inline void death_gate_wait(int survivors) {
+  const char* path = std::getenv("TEST_DEATH_GATE");
+  if (path == nullptr) return;
+  const int fd = ::open(path, O_RDWR | O_CLOEXEC);  // read-write: no EOF between the writers
+  if (fd < 0) {
+    std::printf("rank %d: FAILED: open %s: errno %d\n", me, path, errno);
+    return;
+  }
+  char buf[64];
+  for (int got = 0; got < survivors;) {
+    const ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r > 0) got += static_cast<int>(r);
+    if (r < 0 && errno != EINTR) break;
+  }
+  ::close(fd);
 }
 }  // namespace rank_check

@@ -243,9 +243,11 @@ int death(strata::Communicator& w) {
     return 1;
   }
   if (me == n - 1) {
+    rank_check::death_gate_wait(n - 1);  // after every survivor's working round
     std::fflush(stdout);
     _exit(3);
   }
+  rank_check::death_gate_pass();
   const auto t0 = std::chrono::steady_clock::now();
   std::string msg;
   if (!rank_check::fails_peer_dead([&] { w.allreduce(&one, &sum, 1, strata::Datatype::int32, strata::Op::sum).get(); },

@@ -234,9 +234,11 @@ int death(strata::Engine& e, strata::Communicator& w) {
   Buf b(e, cnt, false, 1), s(e, cnt, false, 1), r(e, cnt * static_cast<std::size_t>(n), false, 0);
   w.allgather(s.data(), cnt, r.data(), i32, shared()).get();  // a working round
   if (me == n - 1) {
+    rank_check::death_gate_wait(n - 1);  // after every survivor's working round
     std::fflush(stdout);
     _exit(3);
   }
+  rank_check::death_gate_pass();
   std::string msg;
   if (me == 0 && !rank_check::fails_peer_dead([&] { w.broadcast(b.data(), cnt, i32, 0, shared()).get(); }, &msg))
     return 1;

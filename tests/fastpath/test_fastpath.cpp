@@ -90,7 +90,9 @@ class FastPathPeerDeath : public ::testing::TestWithParam<Case> {};
 // pending fast allreduce fails with peer_dead, and so does its next call.
 TEST_P(FastPathPeerDeath, PendingCallsFailOnEverySurvivor) {
   std::string out;
-  const int rc = run(std::string("STRATA_TIMEOUT=5000 ") + GetParam().env,
+  const launch::DeathGate gate;
+  ASSERT_TRUE(gate.ok());
+  const int rc = run(gate.env() + "STRATA_TIMEOUT=5000 " + GetParam().env,
                      std::string(GetParam().launcher) + " --on-failure continue", "--death", &out);
   EXPECT_EQ(rc, 3) << out;  // the victim's status
   const int n = GetParam().launcher[3] - '0';
@@ -150,7 +152,9 @@ class SharedBuffersPeerDeath : public ::testing::TestWithParam<Case> {};
 // is gone) and every survivor's allgather fail with peer_dead.
 TEST_P(SharedBuffersPeerDeath, PendingCallsFailOnEverySurvivor) {
   std::string out;
-  const int rc = run_shared(std::string("STRATA_TIMEOUT=5000 ") + GetParam().env,
+  const launch::DeathGate gate;
+  ASSERT_TRUE(gate.ok());
+  const int rc = run_shared(gate.env() + "STRATA_TIMEOUT=5000 " + GetParam().env,
                             std::string(GetParam().launcher) + " --on-failure continue", "--death", &out);
   EXPECT_EQ(rc, 3) << out;
   const int n = GetParam().launcher[3] - '0';

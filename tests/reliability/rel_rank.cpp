@@ -237,10 +237,13 @@ int dag_death_mode(strata::Engine& engine) {
   const double limit_s = (tmo ? std::atof(tmo) / 1000.0 : 30.0) + 1.0;
   if (me == victim) {
     // Dies while the others are inside the collectives below (they cannot
-    // finish the allreduce, allgather or barrier without it).
+    // finish the allreduce, allgather or barrier without it), after each of
+    // them finished the working round.
+    rank_check::death_gate_wait(n - 1);
     std::fflush(stdout);
     ::raise(SIGKILL);
   }
+  rank_check::death_gate_pass();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::pair<const char*, strata::Future<void>>> futs;
   futs.emplace_back("allreduce", w.allreduce(a.data(), b.data(), kCount, strata::Datatype::int32, strata::Op::sum));

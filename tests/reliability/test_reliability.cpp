@@ -109,7 +109,9 @@ struct DeathCase {
 class DagPeerDeath : public ::testing::TestWithParam<DeathCase> {};
 TEST_P(DagPeerDeath, SurvivorsPendingFuturesFailNamingTheRank) {
   std::string out;
-  const int rc = run(std::string("STRATA_TIMEOUT=2000 ") + GetParam().env,
+  const launch::DeathGate gate;
+  ASSERT_TRUE(gate.ok());
+  const int rc = run(gate.env() + "STRATA_TIMEOUT=2000 " + GetParam().env,
                      std::string(GetParam().launcher) + " --on-failure continue", "--dag-death", &out, 60);
   EXPECT_NE(rc, 0) << out;  // the victim was killed: the launcher reports it
   EXPECT_EQ(count(out, "SURVIVOR rank"), GetParam().survivors) << out;

@@ -51,8 +51,10 @@ class WindowPeerDeath : public ::testing::TestWithParam<Case> {};
 // every survivor's wait fails with peer_dead (launcher report), nobody hangs.
 TEST_P(WindowPeerDeath, PendingWaitsFailOnEverySurvivor) {
   std::string out;
-  const int rc =
-      run("STRATA_TIMEOUT=5000", std::string(GetParam().launcher) + " --on-failure continue", "--death", &out);
+  const launch::DeathGate gate;
+  ASSERT_TRUE(gate.ok());
+  const int rc = run(gate.env() + "STRATA_TIMEOUT=5000", std::string(GetParam().launcher) + " --on-failure continue",
+                     "--death", &out);
   EXPECT_EQ(rc, 3) << out;  // the victim's status
   const int n = GetParam().launcher[3] - '0';
   EXPECT_EQ(count(out, "SURVIVOR rank"), n - 1) << out;

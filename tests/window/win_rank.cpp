@@ -27,9 +27,11 @@ int death(strata::Engine& engine) {
   win.wait(1).get();
   w.barrier().get();
   if (me == n - 1) {
+    rank_check::death_gate_wait(n - 1);  // after every survivor's working round
     std::fflush(stdout);
     _exit(3);
   }
+  rank_check::death_gate_pass();
   const auto t0 = std::chrono::steady_clock::now();
   strata::Future<void> never = win.wait(/*tag=*/9, 1);  // nobody sends tag 9
   std::string msg;
