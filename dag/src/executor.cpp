@@ -53,6 +53,43 @@ struct BufBind {
   transport::RemoteKey key;       // peer buffers
 };
 
+// Which instances of one communicator finished on this rank (bind_flags with
+// copies): every instance before wm did; bit i of above: instance wm + 1 + i
+// did. Lives as long as the executor (each bind makes a new one and keeps the
+// old), so an instance and a signal handler may keep a plain pointer.
+struct Drain {
+  std::mutex mu;
+  std::atomic<bool> active{false};
+  std::atomic<std::uint32_t> wm{0};
+  std::atomic<int> live{0};  // instances of the communicator started and not finished here
+  std::uint64_t above = 0;   // under mu
+  bool lost = false;         // under mu: a completion beyond the 64-instance window (never with credits <= 16)
+  std::uint32_t credits = 0;
+  std::vector<std::uint8_t> copies;  // written before active (release), read after it (acquire)
+
+  // Records that instance @p seq finished; returns the watermark after it
+  // (kSeqMask + 1, never a watermark, once lost).
+  std::uint32_t done(std::uint32_t seq) {
+    std::lock_guard<std::mutex> g(mu);
+    std::uint32_t w = wm.load(std::memory_order_relaxed);
+    const std::uint32_t off = (seq - w) & kSeqMask;
+    if (off == 0) {
+      w = (w + 1) & kSeqMask;
+      while ((above & 1u) != 0) {
+        above >>= 1;
+        w = (w + 1) & kSeqMask;
+      }
+      above >>= 1;
+      wm.store(w, std::memory_order_release);
+    } else if (off <= 64) {
+      above |= std::uint64_t{1} << (off - 1);
+    } else {
+      lost = true;  // the watermark stops here: signals no longer carry kDrainedBit
+    }
+    return lost ? kSeqMask + 1 : w;
+  }
+};
+
 struct Instance {
   Executor::Impl* ex = nullptr;
   std::shared_ptr<const Plan> plan;
@@ -70,6 +107,7 @@ struct Instance {
   std::atomic<std::uint32_t>* const* flags = nullptr;  // Bindings::flags (memory-protocol nodes)
   std::uint32_t flag_wake = 0;                         // Bindings::flag_wake
   NodeId granting = kNoNode;                           // the flag_set whose grants go out after the instance completed
+  struct Drain* drain = nullptr;                       // the communicator's drain watermark (bind_flags with copies)
   void* block = nullptr;
   std::size_t block_size = 0;
 };
@@ -290,6 +328,44 @@ struct Executor::Impl {
   std::mutex grant_mu;
   std::unordered_map<std::uint16_t, std::pair<std::atomic<std::uint32_t>* const*, std::size_t>> grant_tables;
   std::vector<GrantRequest> grant_requests;  // under grant_mu
+  // Drain watermarks by communicator id (bind_flags with copies): allocated
+  // at the first such bind (runs with members on several hosts only).
+  std::unique_ptr<std::atomic<Drain*>[]> drains;  // 65536 entries; the pointer is set once under grant_mu
+  std::atomic<std::atomic<Drain*>*> drains_at{nullptr};
+  std::vector<std::unique_ptr<Drain>> drain_store;  // under grant_mu
+  Drain* drain_of(std::uint16_t comm) const {
+    std::atomic<Drain*>* t = drains_at.load(std::memory_order_acquire);
+    if (t == nullptr) return nullptr;
+    Drain* d = t[comm].load(std::memory_order_acquire);
+    return d != nullptr && d->active.load(std::memory_order_acquire) ? d : nullptr;
+  }
+  // The payload of a signal of @p in: with kDrainedBit when every earlier
+  // instance of its communicator finished here.
+  static std::uint64_t signal_payload(const Instance* in, const Node& nd) {
+    std::uint64_t p = encode_signal(in->comm, in->seq, nd.slot);
+    if (in->drain != nullptr && in->drain->wm.load(std::memory_order_acquire) == in->seq) p |= kDrainedBit;
+    return p;
+  }
+  // A signal from @p source said it finished every instance of @p comm before @p seq.
+  void apply_watermark(int source, std::uint16_t comm, std::uint32_t seq) {
+    Drain* d = drain_of(comm);
+    if (d == nullptr || source < 0 || static_cast<std::size_t>(source) >= d->copies.size() ||
+        d->copies[static_cast<std::size_t>(source)] == 0)
+      return;
+    {
+      std::lock_guard<std::mutex> g(grant_mu);
+      const auto it = grant_tables.find(comm);
+      if (it == grant_tables.end() || static_cast<std::size_t>(source) >= it->second.second) return;
+      std::atomic<std::uint32_t>* copy = it->second.first[source];
+      if (copy == nullptr) return;
+      std::atomic<std::uint32_t>& w = copy[kWatermarkWord];
+      std::uint32_t cur = w.load(std::memory_order_relaxed);
+      while (!reached(cur, seq) &&
+             !w.compare_exchange_weak(cur, seq, std::memory_order_release, std::memory_order_relaxed)) {
+      }
+    }
+    poll_flags();
+  }
   std::atomic<std::size_t> ngrant_requests{0};
   // Completion context of grant messages (nothing waits for their sends).
   alignas(16) std::uint64_t grant_ctx = 0;  // even address: the engine routes odd contexts to windows
@@ -417,10 +493,10 @@ struct Executor::Impl {
         break;
       case NodeKind::put_with_signal:
         st = tp.put_with_signal(nd.peer, addr(in, id, 0, nd.src), nd.src.len, rkey(in, id, 2), nd.dst.offset,
-                                encode_signal(in->comm, in->seq, nd.slot), ctx);
+                                signal_payload(in, nd), ctx);
         break;
       case NodeKind::signal:
-        st = tp.signal(nd.peer, encode_signal(in->comm, in->seq, nd.slot), ctx);
+        st = tp.signal(nd.peer, signal_payload(in, nd), ctx);
         break;
       case NodeKind::flag_set:
         set_flag(in, nd);
@@ -484,7 +560,14 @@ struct Executor::Impl {
   // Flags hold seq + 1 modulo 2^28 and only grow; "at or after" is a half-range comparison.
   static bool flag_ready(const Instance* in, const Node& nd) {
     const std::uint32_t need = (in->seq - nd.count + 1) & kSeqMask;
-    return reached(in->flags[nd.peer][nd.slot].load(std::memory_order_acquire), need);
+    const std::atomic<std::uint32_t>* words = in->flags[nd.peer];
+    if (reached(words[nd.slot].load(std::memory_order_acquire), need)) return true;
+    // A peer on another host that finished every instance before `need`
+    // (its drain watermark, carried by its signals) finished the slot's previous user.
+    const Drain* d = in->drain;
+    return nd.granted && d != nullptr && static_cast<std::size_t>(nd.peer) < d->copies.size() &&
+           d->copies[static_cast<std::size_t>(nd.peer)] != 0 &&
+           reached(words[kWatermarkWord].load(std::memory_order_acquire), need);
   }
 
   // flag_set: publish seq + 1, then nudge the same-host ranks that wait on it.
@@ -732,6 +815,17 @@ struct Executor::Impl {
     const NodeId gnode = in->granting;
     const std::uint16_t gcomm = in->comm;
     const std::uint32_t gvalue = (in->seq + 1) & kSeqMask;
+    // Nothing of the communicator left unfinished here: the next signal to a
+    // peer carries kDrainedBit, which covers its next instance when the
+    // communicator has >= 2 window slots; grants to the peers this plan
+    // signals (and so will likely signal again) are skipped.
+    // (A later instance that already runs may have signalled without the bit:
+    // then the grant goes out as before.)
+    bool drained = false;
+    if (Drain* d = in->drain; d != nullptr) {
+      const std::uint32_t wm = d->done(in->seq);
+      drained = d->live.fetch_sub(1, std::memory_order_acq_rel) == 1 && wm == gvalue && d->credits >= 2 && !failed;
+    }
     if (gnode != kNoNode) {
       gplan = in->plan;
       sending.fetch_add(1, std::memory_order_acq_rel);  // the destructor waits for it
@@ -741,7 +835,9 @@ struct Executor::Impl {
     if (done) done(st);
     if (gplan) {
       const Node& nd = gplan->nodes()[gnode];
-      for (std::int32_t r : nd.grants) (void)tp.signal(r, encode_grant(kGrantComm, gcomm, nd.slot, gvalue), &grant_ctx);
+      for (std::int32_t r : nd.grants)
+        if (!drained || !gplan->signals(r))
+          (void)tp.signal(r, encode_grant(kGrantComm, gcomm, nd.slot, gvalue), &grant_ctx);
       sending.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
@@ -1016,6 +1112,7 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
   in->bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(block) + off_bufs);
   in->flags = b.flags;
   in->flag_wake = b.flag_wake;
+  in->drain = b.flags != nullptr ? im.drain_of(comm) : nullptr;
   if (im.tracing) in->trace_name = im.intern(in->plan->name());
   for (std::size_t j = 0; j < nb; ++j) {
     BufBind* bb = new (&in->bufs[j]) BufBind(binds[j]);
@@ -1049,6 +1146,7 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
     early.swap(e.early);
   }
   im.live.fetch_add(1, std::memory_order_acq_rel);
+  if (in->drain != nullptr) in->drain->live.fetch_add(1, std::memory_order_acq_rel);
   for (std::uint32_t slot : early) {
     const NodeId w = in->plan->wait_node(slot);
     if (w == kNoNode) {
@@ -1114,6 +1212,7 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
     im.handle_grant(source, payload);
     return;
   }
+  if (k.drained) im.apply_watermark(source, k.comm, k.seq);
   const std::uint64_t key = make_key(k.comm, k.seq);
   Instance* in = nullptr;
   {
@@ -1147,13 +1246,33 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
 }
 
 void Executor::bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n) {
+  bind_flags(comm, table, n, {}, 0, 0);
+}
+
+void Executor::bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n,
+                          std::vector<std::uint8_t> copies, std::uint32_t credits, std::uint32_t next_seq) {
   Impl& im = *impl_;
   std::lock_guard<std::mutex> g(im.grant_mu);
+  if (std::atomic<std::atomic<Drain*>*>& at = im.drains_at; at.load(std::memory_order_relaxed) != nullptr)
+    if (Drain* d = at.load(std::memory_order_relaxed)[comm].load(std::memory_order_relaxed); d != nullptr)
+      d->active.store(false, std::memory_order_release);
   if (table == nullptr) {
     im.grant_tables.erase(comm);
     return;
   }
   im.grant_tables[comm] = {table, n};
+  if (copies.empty()) return;
+  if (im.drains == nullptr) {
+    im.drains.reset(new std::atomic<Drain*>[std::size_t{1} << 16]());
+    im.drains_at.store(im.drains.get(), std::memory_order_release);
+  }
+  im.drain_store.push_back(std::make_unique<Drain>());
+  Drain* d = im.drain_store.back().get();
+  d->wm.store(next_seq & kSeqMask, std::memory_order_relaxed);
+  d->credits = credits;
+  d->copies = std::move(copies);
+  im.drains[comm].store(d, std::memory_order_release);
+  d->active.store(true, std::memory_order_release);
 }
 
 void Executor::handle_peer_failure(int peer, const Status& why) {

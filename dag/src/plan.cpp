@@ -79,6 +79,7 @@ std::int64_t Plan::buffer_size(const BufferRef& ref) const noexcept {
 }
 
 bool Plan::involves(int p) const noexcept { return std::binary_search(peers_.begin(), peers_.end(), p); }
+bool Plan::signals(int p) const noexcept { return std::binary_search(signalled_.begin(), signalled_.end(), p); }
 
 NodeId Plan::sparse_wait_node(std::uint32_t slot) const noexcept {
   auto it = std::lower_bound(slot_sparse_.begin(), slot_sparse_.end(), std::make_pair(slot, NodeId{0}));
@@ -357,6 +358,8 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
       }
     }
     if (nd.peer >= 0 && nd.peer != p.rank_) p.peers_.push_back(nd.peer);
+    if ((nd.kind == NodeKind::put_with_signal || nd.kind == NodeKind::signal) && nd.peer >= 0 && nd.peer != p.rank_)
+      p.signalled_.push_back(nd.peer);
     if (nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::flag_set)
       p.flag_words_ = std::max(p.flag_words_, nd.slot + 1);
     if (nd.kind == NodeKind::publish || nd.kind == NodeKind::read_peer)
@@ -367,6 +370,8 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
     if (e != p.rank_) p.peers_.push_back(e);
   std::sort(p.peers_.begin(), p.peers_.end());
   p.peers_.erase(std::unique(p.peers_.begin(), p.peers_.end()), p.peers_.end());
+  std::sort(p.signalled_.begin(), p.signalled_.end());
+  p.signalled_.erase(std::unique(p.signalled_.begin(), p.signalled_.end()), p.signalled_.end());
   *out = std::move(plan_);
   return Status::ok();
 }

@@ -340,13 +340,22 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     // their flag words, bound before the agreement (a grant that arrives
     // earlier is dropped; the copy's reader then asks for one).
     if (ok != 0 && remote && grants_on && group.credits <= static_cast<int>(dag::kMaxGrantSlots)) {
+      // A copy: the peer's flag words, then its drain watermark (dag::kWatermarkWord).
+      std::vector<std::uint8_t> copies(flag_table.size(), 0);
       for (int r = 0; r < size(); ++r) {
         const auto ur = static_cast<std::size_t>(r);
         if (group.host[ur] == myhost) continue;
-        grant_copies.emplace_back(new std::atomic<std::uint32_t>[static_cast<std::size_t>(group.credits)]());
+        grant_copies.emplace_back(new std::atomic<std::uint32_t>[dag::kMaxGrantSlots + 1]());
         flag_table[static_cast<std::size_t>(group.world[ur])] = grant_copies.back().get();
+        copies[static_cast<std::size_t>(group.world[ur])] = 1;
       }
-      core->exec->bind_flags(id, flag_table.data(), flag_table.size());
+      std::uint32_t first = 0;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        first = next_seq;
+      }
+      core->exec->bind_flags(id, flag_table.data(), flag_table.size(), std::move(copies),
+                             static_cast<std::uint32_t>(group.credits), first);
       grants_bound = true;
       ok = 2;
     }

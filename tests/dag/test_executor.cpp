@@ -864,6 +864,95 @@ TEST(Executor, GrantedFlagWaitUsesGrantsAheadAndRequestsOnlyWhenLate) {
   EXPECT_EQ(gt.copy[0][3].load(), 14u);
 }
 
+// Drain watermarks (bind_flags with copies): a signal sent when every earlier
+// instance of the communicator had finished carries kDrainedBit; the receiver
+// keeps the sender's seq in its copy's watermark word, which meets a granted
+// flag_wait without a grant; an instance that completes with nothing of the
+// communicator left running skips its grant to the peers it signalled.
+TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
+  Cluster c(2);
+  std::atomic<std::uint32_t> own[2][kMaxGrantSlots + 1]{};
+  std::atomic<std::uint32_t> copy[2][kMaxGrantSlots + 1]{};
+  std::atomic<std::uint32_t>* table[2][2] = {{own[0], copy[0]}, {copy[1], own[1]}};
+  auto bind = [&](int r) {
+    Bindings b;
+    b.flags = table[r];
+    b.nflags = 2;
+    b.flag_wake = kMaxGrantSlots + 1;  // never read: no same-host waits here
+    return b;
+  };
+  c.ex[0]->bind_flags(0, table[0], 2, {0, 1}, /*credits=*/2, /*next_seq=*/0);
+  c.ex[1]->bind_flags(0, table[1], 2, {1, 0}, /*credits=*/2, /*next_seq=*/0);
+  // Rank 1: signals rank 0 (slot 7), then sets its flag word (seq % 2) granting rank 0.
+  auto sender = [](std::uint32_t word) {
+    PlanBuilder b("ds", 1, 2);
+    b.flag_set(word, {b.signal(0, 7)}, {0});
+    b.require_output_coverage(false);
+    return b.build();
+  };
+  const auto s0 = sender(0), s1 = sender(1);
+  // 1. Instances 0 and 1, one after the other: each signal carries the bit, no grant is sent.
+  for (std::uint32_t seq = 0; seq < 2; ++seq) {
+    Done d;
+    ASSERT_TRUE(c.ex[1]->start(seq == 0 ? s0 : s1, bind(1), 0, seq, d.fn()).is_ok());
+    auto ops = c.world.pending();
+    ASSERT_EQ(ops.size(), 1u);
+    EXPECT_EQ(ops[0].target, 0);
+    EXPECT_EQ(ops[0].payload, encode_signal(0, seq, 7) | kDrainedBit);
+    ASSERT_TRUE(c.pump([&] { return d.done(); }));
+    EXPECT_TRUE(d.status.is_ok()) << d.status.message();
+    EXPECT_EQ(c.world.pending_count(), 0u) << "a grant was sent although the next signal carries it";
+  }
+  // Rank 0 got both signals (kept early: no instance of rank 0 is running):
+  // the watermark is 1, i.e. rank 1 finished instance 0.
+  EXPECT_EQ(copy[0][kWatermarkWord].load(), 1u);
+  EXPECT_EQ(copy[0][0].load(), 0u);
+  // 2. Rank 0's instance 2 needs rank 1's instance 0 (flag word 0 >= 1, lag 2):
+  // met by the watermark, at start, without a request.
+  PlanBuilder w("dw", 0, 2);
+  w.flag_wait(1, 0, 2, {}, /*granted=*/true);
+  w.require_output_coverage(false);
+  const auto pw = w.build();
+  Done w2;
+  ASSERT_TRUE(c.ex[0]->start(pw, bind(0), 0, 2, w2.fn()).is_ok());
+  EXPECT_TRUE(w2.done());
+  EXPECT_TRUE(w2.status.is_ok()) << w2.status.message();
+  EXPECT_EQ(c.world.pending_count(), 0u);
+  // 3. Instance 4 needs rank 1's instance 2 (watermark 1: not enough): rank 0 asks.
+  Done w4;
+  ASSERT_TRUE(c.ex[0]->start(pw, bind(0), 0, 4, w4.fn()).is_ok());
+  EXPECT_FALSE(w4.done());
+  auto ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].payload, encode_grant(kGrantRequestComm, 0, 0, 3));
+  // 4. Rank 1 runs instance 3 that stays open (it waits for a signal), then
+  // instance 2: its signal carries the bit (0 and 1 had finished), but
+  // instance 3 still runs when it completes, so its grant goes out as before.
+  PlanBuilder open("do", 1, 2);
+  open.flag_set(1, {open.wait(9, 1)}, {0});
+  open.require_output_coverage(false);
+  const auto po = open.build();
+  Done o3, d2;
+  ASSERT_TRUE(c.ex[1]->start(po, bind(1), 0, 3, o3.fn()).is_ok());
+  ASSERT_TRUE(c.ex[1]->start(s0, bind(1), 0, 2, d2.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return d2.done() && w4.done(); }));
+  EXPECT_TRUE(w4.status.is_ok()) << w4.status.message();
+  EXPECT_EQ(copy[0][0].load(), 3u);               // the grant of instance 2 (and the answer to the request)
+  EXPECT_EQ(copy[0][kWatermarkWord].load(), 2u);  // instance 2's signal: 0 and 1 had finished
+  // 5. Instance 3 finishes (a signal from rank 0 releases it) with nothing
+  // else running: it signalled nobody, so its grant goes out anyway.
+  c.ex[1]->handle_signal(0, encode_signal(0, 3, 9));
+  ASSERT_TRUE(c.pump([&] { return o3.done() && copy[0][1].load() == 4u; }));
+  // 6. A stale watermark never lowers the word; a bit from a rank that is not a copy is ignored.
+  c.ex[0]->handle_signal(1, encode_signal(0, 1, 7) | kDrainedBit);
+  EXPECT_EQ(copy[0][kWatermarkWord].load(), 2u);
+  c.ex[1]->handle_signal(1, encode_signal(0, 9, 7) | kDrainedBit);  // rank 1's own entry: not a copy
+  EXPECT_EQ(own[1][kWatermarkWord].load(), 0u);
+  c.world.release_all();
+  c.world.progress_all();
+  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
+}
+
 TEST(Executor, GrantedFlagWaitOfADeadPeerFails) {
   Cluster c(2);
   GrantTables gt;

@@ -9,8 +9,10 @@
 // Completions and signals release successors.
 //
 // Signal payload (64 bits, see encode_signal): bits 63..48 communicator id,
-// bits 47..20 sequence number modulo 2^28, bits 19..0 slot. Signals for an
-// instance that has not started on this rank are kept until it starts.
+// bits 47..20 sequence number modulo 2^28, bit 19 "drained" (the sender had
+// finished every earlier instance of the communicator: a grant carried for
+// free, see Executor::bind_flags), bits 18..0 slot. Signals for an instance
+// that has not started on this rank are kept until it starts.
 #pragma once
 
 #include <atomic>
@@ -38,7 +40,12 @@ struct SignalKey {
   std::uint16_t comm = 0;
   std::uint32_t seq = 0;
   std::uint32_t slot = 0;
+  bool drained = false;  ///< the sender had finished every instance of comm before seq
 };
+
+/// @brief Payload bit of a signal whose sender had finished every earlier
+/// instance of the communicator when it sent it (its drain watermark is seq).
+inline constexpr std::uint64_t kDrainedBit = std::uint64_t{1} << 19;
 
 /// @brief Packs (communicator, sequence, slot) into a transport signal payload.
 ///
@@ -52,7 +59,7 @@ constexpr std::uint64_t encode_signal(std::uint16_t comm, std::uint32_t seq, std
 /// @brief Inverse of encode_signal.
 constexpr SignalKey decode_signal(std::uint64_t payload) noexcept {
   return {static_cast<std::uint16_t>(payload >> 48), static_cast<std::uint32_t>((payload >> 20) & kSeqMask),
-          static_cast<std::uint32_t>(payload & kMaxSlot)};
+          static_cast<std::uint32_t>(payload & kMaxSlot), (payload & kDrainedBit) != 0};
 }
 
 /// @brief Signal tags (in the communicator field) of grant messages:
@@ -63,6 +70,10 @@ inline constexpr std::uint16_t kGrantComm = 0xFFFD;
 inline constexpr std::uint16_t kGrantRequestComm = 0xFFFC;
 /// @brief Flag words a grant can name (4 bits): window slots per communicator.
 inline constexpr std::uint32_t kMaxGrantSlots = 16;
+/// @brief Word of a peer's flag copy (Executor::bind_flags with copies) that
+/// holds its drain watermark: the peer finished every instance before it.
+/// Such copies have kMaxGrantSlots + 1 words.
+inline constexpr std::uint32_t kWatermarkWord = kMaxGrantSlots;
 
 /// @brief Decoded grant payload: bits 63..48 tag, 47..32 communicator,
 /// 31..28 flag word, 27..0 value (grant: the flag; request: the value needed).
@@ -195,6 +206,21 @@ class Executor {
   /// from its own block. nullptr unregisters (before the table goes; grants
   /// for an unregistered communicator are dropped).
   void bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n);
+  /// @brief bind_flags with drain watermarks (grants carried by signals).
+  /// @p copies[r] != 0 marks @p table[r] as a local copy of kMaxGrantSlots + 1
+  /// words (a peer on another host). This rank then tracks which instances of
+  /// @p comm finished (from @p next_seq, the communicator's next sequence
+  /// number; nothing of @p comm may be in flight), and every signal it sends
+  /// for instance `seq` carries kDrainedBit when every instance before `seq`
+  /// had finished. A receiver stores such a `seq` in word kWatermarkWord of
+  /// its copy of the sender, and a granted flag_wait is also met by that word
+  /// (the sender finished the slot's previous user). With @p credits >= 2 an
+  /// instance that completes with nothing of @p comm left unfinished skips
+  /// its grants to the peers it signalled: its next signal to them carries
+  /// the grant (a peer that needs it earlier asks, as for a late grant).
+  /// Saves one message per instance per remote peer in lock-step loops.
+  void bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n,
+                  std::vector<std::uint8_t> copies, std::uint32_t credits, std::uint32_t next_seq);
   /// @brief Instances started and not yet finished.
   [[nodiscard]] std::size_t in_flight() const;
 

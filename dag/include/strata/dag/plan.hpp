@@ -66,8 +66,9 @@ namespace dag {
 using NodeId = std::uint32_t;
 /// @brief "No node".
 inline constexpr NodeId kNoNode = ~NodeId{0};
-/// @brief Largest signal slot (slots are 20 bits in the signal payload).
-inline constexpr std::uint32_t kMaxSlot = (1u << 20) - 1;
+/// @brief Largest signal slot (19 bits of the signal payload's low 20; the
+/// 20th is the sender's "drained" bit, see dag::kDrainedBit).
+inline constexpr std::uint32_t kMaxSlot = (1u << 19) - 1;
 /// @brief Flag words of one single-copy publication record (publish /
 /// read_peer at word w): w the publication flag, w + 1 free for the readers'
 /// reads-done flag, w + 2 .. w + 5 the two published addresses (low, high
@@ -191,6 +192,9 @@ class Plan {
   /// Ranks this slice talks to (remote nodes and declared wait sources).
   [[nodiscard]] const std::vector<int>& peers() const noexcept { return peers_; }
   [[nodiscard]] bool involves(int peer) const noexcept;
+  /// Whether a put_with_signal or signal node of this slice signals @p peer
+  /// (its signals then carry this rank's drain watermark to it: Executor, "drained").
+  [[nodiscard]] bool signals(int peer) const noexcept;
   [[nodiscard]] const std::vector<ComputeFn>& compute_fns() const noexcept { return compute_; }
   [[nodiscard]] const std::vector<UserReduce>& user_ops() const noexcept { return user_ops_; }
   /// One past the largest flag word a flag_wait / flag_set node uses (0: the plan uses no flags).
@@ -224,6 +228,7 @@ class Plan {
   std::vector<NodeId> waits_;
   std::vector<std::uint32_t> nbuf_;
   std::vector<int> peers_;
+  std::vector<int> signalled_;  // sorted: peers of put_with_signal / signal nodes
   std::vector<ComputeFn> compute_;
   std::vector<UserReduce> user_ops_;
   std::uint32_t flag_words_ = 0;
