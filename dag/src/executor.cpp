@@ -821,10 +821,14 @@ struct Executor::Impl {
     // signals (and so will likely signal again) are skipped.
     // (A later instance that already runs may have signalled without the bit:
     // then the grant goes out as before.)
-    bool drained = false;
+    // To a peer this plan does not signal (a broadcast's leaf granting its
+    // root), one watermark grant every credits / 2 instances stands for all
+    // of them: a peer one instance behind (lock-step) never needs more.
+    bool drained = false, batch_due = false;
     if (Drain* d = in->drain; d != nullptr) {
       const std::uint32_t wm = d->done(in->seq);
       drained = d->live.fetch_sub(1, std::memory_order_acq_rel) == 1 && wm == gvalue && d->credits >= 2 && !failed;
+      batch_due = wm % std::max<std::uint32_t>(1, d->credits / 2) == 0;
     }
     if (gnode != kNoNode) {
       gplan = in->plan;
@@ -835,9 +839,12 @@ struct Executor::Impl {
     if (done) done(st);
     if (gplan) {
       const Node& nd = gplan->nodes()[gnode];
-      for (std::int32_t r : nd.grants)
-        if (!drained || !gplan->signals(r))
+      for (std::int32_t r : nd.grants) {
+        if (!drained)
           (void)tp.signal(r, encode_grant(kGrantComm, gcomm, nd.slot, gvalue), &grant_ctx);
+        else if (!gplan->signals(r) && batch_due)
+          (void)tp.signal(r, encode_grant(kWatermarkComm, gcomm, 0, gvalue), &grant_ctx);
+      }
       sending.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
@@ -1210,6 +1217,11 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
   const SignalKey k = decode_signal(payload);
   if (k.comm == kGrantComm || k.comm == kGrantRequestComm) {
     im.handle_grant(source, payload);
+    return;
+  }
+  if (k.comm == kWatermarkComm) {
+    const GrantKey g = decode_grant(payload);
+    im.apply_watermark(source, g.comm, g.value);
     return;
   }
   if (k.drained) im.apply_watermark(source, k.comm, k.seq);

@@ -149,7 +149,7 @@ struct EngineCore {
   std::mutex id_mu;
   // Communicator ids in use here (0 is the world; 0xFFFC-0xFFFF are signal
   // tags: grants and grant requests (dag/executor.hpp), fast-path nudges, windows).
-  IdPool comm_ids{1, dag::kGrantRequestComm};
+  IdPool comm_ids{1, dag::kWatermarkComm};     // ids below every signal tag
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
   std::shared_ptr<WindowTable> windows;        // window.cpp
 

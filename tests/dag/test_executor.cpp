@@ -940,16 +940,70 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
   EXPECT_EQ(copy[0][0].load(), 3u);               // the grant of instance 2 (and the answer to the request)
   EXPECT_EQ(copy[0][kWatermarkWord].load(), 2u);  // instance 2's signal: 0 and 1 had finished
   // 5. Instance 3 finishes (a signal from rank 0 releases it) with nothing
-  // else running: it signalled nobody, so its grant goes out anyway.
+  // else running: it signalled nobody, so a watermark grant goes out (every
+  // instance with 2 credits): everything before 4 finished.
   c.ex[1]->handle_signal(0, encode_signal(0, 3, 9));
-  ASSERT_TRUE(c.pump([&] { return o3.done() && copy[0][1].load() == 4u; }));
+  ASSERT_TRUE(c.pump([&] { return o3.done() && copy[0][kWatermarkWord].load() == 4u; }));
   // 6. A stale watermark never lowers the word; a bit from a rank that is not a copy is ignored.
   c.ex[0]->handle_signal(1, encode_signal(0, 1, 7) | kDrainedBit);
-  EXPECT_EQ(copy[0][kWatermarkWord].load(), 2u);
+  EXPECT_EQ(copy[0][kWatermarkWord].load(), 4u);
   c.ex[1]->handle_signal(1, encode_signal(0, 9, 7) | kDrainedBit);  // rank 1's own entry: not a copy
   EXPECT_EQ(own[1][kWatermarkWord].load(), 0u);
   c.world.release_all();
   c.world.progress_all();
+  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
+}
+
+// A peer the plan never signals (a broadcast leaf granting its root): in
+// lock-step one watermark grant every credits / 2 instances replaces the
+// per-instance grants, and it meets the peer's granted flag_waits.
+TEST(Executor, LockStepGrantsToUnsignalledPeersAreBatchedWatermarks) {
+  Cluster c(2);
+  std::atomic<std::uint32_t> own[2][kMaxGrantSlots + 1]{};
+  std::atomic<std::uint32_t> copy[2][kMaxGrantSlots + 1]{};
+  std::atomic<std::uint32_t>* table[2][2] = {{own[0], copy[0]}, {copy[1], own[1]}};
+  auto bind = [&](int r) {
+    Bindings b;
+    b.flags = table[r];
+    b.nflags = 2;
+    b.flag_wake = kMaxGrantSlots + 1;
+    return b;
+  };
+  c.ex[0]->bind_flags(0, table[0], 2, {0, 1}, /*credits=*/4, /*next_seq=*/0);
+  c.ex[1]->bind_flags(0, table[1], 2, {1, 0}, /*credits=*/4, /*next_seq=*/0);
+  std::vector<std::shared_ptr<const Plan>> leaf;
+  for (std::uint32_t word = 0; word < 4; ++word) {
+    PlanBuilder b("leaf", 1, 2);
+    b.flag_set(word, {b.nop()}, {0});
+    b.require_output_coverage(false);
+    leaf.push_back(b.build());
+  }
+  for (std::uint32_t seq = 0; seq < 6; ++seq) {
+    Done d;
+    ASSERT_TRUE(c.ex[1]->start(leaf[seq % 4], bind(1), 0, seq, d.fn()).is_ok());
+    ASSERT_TRUE(d.done());
+    const auto ops = c.world.pending();
+    if (seq % 2 == 1) {  // the watermark after instance seq is seq + 1: even, due
+      ASSERT_EQ(ops.size(), 1u) << "seq " << seq;
+      EXPECT_EQ(ops[0].payload, encode_grant(kWatermarkComm, 0, 0, seq + 1));
+      ASSERT_TRUE(c.pump([&] { return copy[0][kWatermarkWord].load() == seq + 1; }));
+    } else {
+      EXPECT_EQ(ops.size(), 0u) << "seq " << seq;
+    }
+    c.world.release_all();
+    c.world.progress_all();
+  }
+  EXPECT_EQ(copy[0][kWatermarkWord].load(), 6u);
+  for (std::uint32_t w = 0; w < 4; ++w) EXPECT_EQ(copy[0][w].load(), 0u);  // no per-slot grant went out
+  // Rank 0 (the root) at instance 9 needs rank 1's instance 5 (lag 4): met.
+  PlanBuilder w("root", 0, 2);
+  w.flag_wait(1, 1, 4, {}, /*granted=*/true);
+  w.require_output_coverage(false);
+  Done r9;
+  ASSERT_TRUE(c.ex[0]->start(w.build(), bind(0), 0, 9, r9.fn()).is_ok());
+  EXPECT_TRUE(r9.done());
+  EXPECT_TRUE(r9.status.is_ok()) << r9.status.message();
+  EXPECT_EQ(c.world.pending_count(), 0u);
   for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
 }
 

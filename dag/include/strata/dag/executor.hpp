@@ -68,6 +68,9 @@ constexpr SignalKey decode_signal(std::uint64_t payload) noexcept {
 /// (kGrantRequestComm). Communicator ids of plans stay below both.
 inline constexpr std::uint16_t kGrantComm = 0xFFFD;
 inline constexpr std::uint16_t kGrantRequestComm = 0xFFFC;
+/// @brief Signal tag of a watermark grant: the sender finished every instance
+/// of the communicator before `value` (slot field unused; see Executor::bind_flags).
+inline constexpr std::uint16_t kWatermarkComm = 0xFFFB;
 /// @brief Flag words a grant can name (4 bits): window slots per communicator.
 inline constexpr std::uint32_t kMaxGrantSlots = 16;
 /// @brief Word of a peer's flag copy (Executor::bind_flags with copies) that
@@ -217,8 +220,10 @@ class Executor {
   /// (the sender finished the slot's previous user). With @p credits >= 2 an
   /// instance that completes with nothing of @p comm left unfinished skips
   /// its grants to the peers it signalled: its next signal to them carries
-  /// the grant (a peer that needs it earlier asks, as for a late grant).
-  /// Saves one message per instance per remote peer in lock-step loops.
+  /// the grant (a peer that needs it earlier asks, as for a late grant); to
+  /// the other peers it sends one watermark grant (kWatermarkComm) every
+  /// credits / 2 instances instead of one grant per instance. Saves one
+  /// message per instance per remote peer in lock-step loops.
   void bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n,
                   std::vector<std::uint8_t> copies, std::uint32_t credits, std::uint32_t next_seq);
   /// @brief Instances started and not yet finished.
