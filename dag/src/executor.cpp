@@ -60,17 +60,22 @@ struct BufBind {
 struct Drain {
   std::mutex mu;
   std::atomic<bool> active{false};
+  // Never equal to a sequence number: the watermark once it is lost.
+  static constexpr std::uint32_t kLost = kSeqMask + 1;
   std::atomic<std::uint32_t> wm{0};
   std::atomic<int> live{0};  // instances of the communicator started and not finished here
   std::uint64_t above = 0;   // under mu
-  bool lost = false;         // under mu: a completion beyond the 64-instance window (never with credits <= 16)
+  // Under mu: a completion beyond the 64-instance window, or a sequence
+  // number that will never finish here (a start that failed): from then on
+  // wm is kLost, no signal carries kDrainedBit and every grant goes out.
+  bool lost = false;
   std::uint32_t credits = 0;
   std::vector<std::uint8_t> copies;  // written before active (release), read after it (acquire)
 
-  // Records that instance @p seq finished; returns the watermark after it
-  // (kSeqMask + 1, never a watermark, once lost).
+  // Records that instance @p seq finished; returns the watermark after it (kLost once lost).
   std::uint32_t done(std::uint32_t seq) {
     std::lock_guard<std::mutex> g(mu);
+    if (lost) return kLost;
     std::uint32_t w = wm.load(std::memory_order_relaxed);
     const std::uint32_t off = (seq - w) & kSeqMask;
     if (off == 0) {
@@ -84,9 +89,17 @@ struct Drain {
     } else if (off <= 64) {
       above |= std::uint64_t{1} << (off - 1);
     } else {
-      lost = true;  // the watermark stops here: signals no longer carry kDrainedBit
+      abandon_locked();
     }
-    return lost ? kSeqMask + 1 : w;
+    return lost ? kLost : w;
+  }
+  void abandon() {
+    std::lock_guard<std::mutex> g(mu);
+    abandon_locked();
+  }
+  void abandon_locked() {
+    lost = true;
+    wm.store(kLost, std::memory_order_release);
   }
 };
 
@@ -346,7 +359,10 @@ struct Executor::Impl {
     if (in->drain != nullptr && in->drain->wm.load(std::memory_order_acquire) == in->seq) p |= kDrainedBit;
     return p;
   }
-  // A signal from @p source said it finished every instance of @p comm before @p seq.
+  // A signal from @p source said it finished every instance of @p comm before
+  // @p seq: each of its flag words in the copy is at least seq (a flag word
+  // w is read as "finished every instance up to w - 1 that used the slot";
+  // finishing all of them says more), which also keeps every word fresh.
   void apply_watermark(int source, std::uint16_t comm, std::uint32_t seq) {
     Drain* d = drain_of(comm);
     if (d == nullptr || source < 0 || static_cast<std::size_t>(source) >= d->copies.size() ||
@@ -358,10 +374,12 @@ struct Executor::Impl {
       if (it == grant_tables.end() || static_cast<std::size_t>(source) >= it->second.second) return;
       std::atomic<std::uint32_t>* copy = it->second.first[source];
       if (copy == nullptr) return;
-      std::atomic<std::uint32_t>& w = copy[kWatermarkWord];
-      std::uint32_t cur = w.load(std::memory_order_relaxed);
-      while (!reached(cur, seq) &&
-             !w.compare_exchange_weak(cur, seq, std::memory_order_release, std::memory_order_relaxed)) {
+      for (std::uint32_t s = 0; s < d->credits && s < kMaxGrantSlots; ++s) {
+        std::atomic<std::uint32_t>& w = copy[s];
+        std::uint32_t cur = w.load(std::memory_order_relaxed);
+        while (!reached(cur, seq) &&
+               !w.compare_exchange_weak(cur, seq, std::memory_order_release, std::memory_order_relaxed)) {
+        }
       }
     }
     poll_flags();
@@ -560,14 +578,7 @@ struct Executor::Impl {
   // Flags hold seq + 1 modulo 2^28 and only grow; "at or after" is a half-range comparison.
   static bool flag_ready(const Instance* in, const Node& nd) {
     const std::uint32_t need = (in->seq - nd.count + 1) & kSeqMask;
-    const std::atomic<std::uint32_t>* words = in->flags[nd.peer];
-    if (reached(words[nd.slot].load(std::memory_order_acquire), need)) return true;
-    // A peer on another host that finished every instance before `need`
-    // (its drain watermark, carried by its signals) finished the slot's previous user.
-    const Drain* d = in->drain;
-    return nd.granted && d != nullptr && static_cast<std::size_t>(nd.peer) < d->copies.size() &&
-           d->copies[static_cast<std::size_t>(nd.peer)] != 0 &&
-           reached(words[kWatermarkWord].load(std::memory_order_acquire), need);
+    return reached(in->flags[nd.peer][nd.slot].load(std::memory_order_acquire), need);
   }
 
   // flag_set: publish seq + 1, then nudge the same-host ranks that wait on it.
@@ -1020,6 +1031,16 @@ std::uint32_t Executor::next_seq(std::uint16_t comm) {
 
 Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std::uint16_t comm, std::uint32_t seq,
                        DoneFn done) {
+  Status st = start_unchecked(std::move(plan), b, comm, seq, std::move(done));
+  // A sequence number that never starts never finishes: the communicator's
+  // drain watermark (if any) can no longer pass it.
+  if (!st)
+    if (Drain* d = impl_->drain_of(comm); d != nullptr) d->abandon();
+  return st;
+}
+
+Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Bindings& b, std::uint16_t comm,
+                                 std::uint32_t seq, DoneFn done) {
   Impl& im = *impl_;
   if (!plan) return {Errc::invalid_argument, "Executor::start: plan is null"};
   const Plan& p = *plan;
@@ -1140,12 +1161,16 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
   in->remaining.store(static_cast<std::int64_t>(n) + 1, std::memory_order_relaxed);  // + start token
 
   std::vector<std::uint32_t> early;
+  // Counted before it is published: a signal handler may launch its nodes at once.
+  Drain* const drain = in->drain;
+  if (drain != nullptr) drain->live.fetch_add(1, std::memory_order_acq_rel);
   {
     Shard& sh = im.shard(key);
     std::lock_guard<std::mutex> g(sh.mu);
     Entry& e = sh.map[key];
     if (e.inst != nullptr) {
       Impl::destroy(in);
+      if (drain != nullptr) drain->live.fetch_sub(1, std::memory_order_acq_rel);  // start() abandons the watermark
       return {Errc::invalid_argument, who() + ": this (comm, seq) is already in flight"};
     }
     sh.tomb.erase(key);
@@ -1153,7 +1178,6 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
     early.swap(e.early);
   }
   im.live.fetch_add(1, std::memory_order_acq_rel);
-  if (in->drain != nullptr) in->drain->live.fetch_add(1, std::memory_order_acq_rel);
   for (std::uint32_t slot : early) {
     const NodeId w = in->plan->wait_node(slot);
     if (w == kNoNode) {

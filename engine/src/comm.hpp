@@ -147,8 +147,9 @@ struct EngineCore {
   std::shared_ptr<HookGuard> hooks = std::make_shared<HookGuard>();
   std::atomic<bool> alive{true};
   std::mutex id_mu;
-  // Communicator ids in use here (0 is the world; 0xFFFC-0xFFFF are signal
-  // tags: grants and grant requests (dag/executor.hpp), fast-path nudges, windows).
+  // Communicator ids in use here (0 is the world; 0xFFFB-0xFFFF are signal
+  // tags: watermark grants, grants and grant requests (dag/executor.hpp),
+  // fast-path nudges, windows).
   IdPool comm_ids{1, dag::kWatermarkComm};     // ids below every signal tag
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
   std::shared_ptr<WindowTable> windows;        // window.cpp
@@ -340,12 +341,12 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     // their flag words, bound before the agreement (a grant that arrives
     // earlier is dropped; the copy's reader then asks for one).
     if (ok != 0 && remote && grants_on && group.credits <= static_cast<int>(dag::kMaxGrantSlots)) {
-      // A copy: the peer's flag words, then its drain watermark (dag::kWatermarkWord).
+      // A copy: the peer's flag words (grants and drain watermarks raise them).
       std::vector<std::uint8_t> copies(flag_table.size(), 0);
       for (int r = 0; r < size(); ++r) {
         const auto ur = static_cast<std::size_t>(r);
         if (group.host[ur] == myhost) continue;
-        grant_copies.emplace_back(new std::atomic<std::uint32_t>[dag::kMaxGrantSlots + 1]());
+        grant_copies.emplace_back(new std::atomic<std::uint32_t>[static_cast<std::size_t>(group.credits)]());
         flag_table[static_cast<std::size_t>(group.world[ur])] = grant_copies.back().get();
         copies[static_cast<std::size_t>(group.world[ur])] = 1;
       }

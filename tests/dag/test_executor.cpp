@@ -866,23 +866,39 @@ TEST(Executor, GrantedFlagWaitUsesGrantsAheadAndRequestsOnlyWhenLate) {
 
 // Drain watermarks (bind_flags with copies): a signal sent when every earlier
 // instance of the communicator had finished carries kDrainedBit; the receiver
-// keeps the sender's seq in its copy's watermark word, which meets a granted
-// flag_wait without a grant; an instance that completes with nothing of the
-// communicator left running skips its grant to the peers it signalled.
-TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
-  Cluster c(2);
-  std::atomic<std::uint32_t> own[2][kMaxGrantSlots + 1]{};
-  std::atomic<std::uint32_t> copy[2][kMaxGrantSlots + 1]{};
+// raises its copy of the sender's flag words to that seq, which meets a
+// granted flag_wait without a grant; an instance that completes with nothing
+// of the communicator left running skips its grant to the peers it signalled
+// (and a peer that needs it earlier asks, answered from the flag words).
+namespace {
+struct DrainTables {
+  // Flag words, then (own blocks) the wake words at kMaxGrantSlots.
+  std::atomic<std::uint32_t> own[2][kMaxGrantSlots + 4]{};
+  std::atomic<std::uint32_t> copy[2][kMaxGrantSlots + 4]{};  // copy[r]: rank r's copy of the other's flags
   std::atomic<std::uint32_t>* table[2][2] = {{own[0], copy[0]}, {copy[1], own[1]}};
-  auto bind = [&](int r) {
+  DrainTables(Cluster& c, std::uint32_t credits) {
+    c.ex[0]->bind_flags(0, table[0], 2, {0, 1}, credits, /*next_seq=*/0);
+    c.ex[1]->bind_flags(0, table[1], 2, {1, 0}, credits, /*next_seq=*/0);
+  }
+  Bindings bind(int r) {
     Bindings b;
     b.flags = table[r];
     b.nflags = 2;
-    b.flag_wake = kMaxGrantSlots + 1;  // never read: no same-host waits here
+    b.flag_wake = kMaxGrantSlots;
     return b;
-  };
-  c.ex[0]->bind_flags(0, table[0], 2, {0, 1}, /*credits=*/2, /*next_seq=*/0);
-  c.ex[1]->bind_flags(0, table[1], 2, {1, 0}, /*credits=*/2, /*next_seq=*/0);
+  }
+};
+std::shared_ptr<const Plan> granted_wait(std::uint32_t word, std::uint32_t lag) {
+  PlanBuilder w("dw", 0, 2);
+  w.flag_wait(1, word, lag, {}, /*granted=*/true);
+  w.require_output_coverage(false);
+  return w.build();
+}
+}  // namespace
+
+TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
+  Cluster c(2);
+  DrainTables t(c, /*credits=*/2);
   // Rank 1: signals rank 0 (slot 7), then sets its flag word (seq % 2) granting rank 0.
   auto sender = [](std::uint32_t word) {
     PlanBuilder b("ds", 1, 2);
@@ -891,10 +907,10 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
     return b.build();
   };
   const auto s0 = sender(0), s1 = sender(1);
-  // 1. Instances 0 and 1, one after the other: each signal carries the bit, no grant is sent.
-  for (std::uint32_t seq = 0; seq < 2; ++seq) {
+  // 1. Instances 0, 1 and 2, one after the other: each signal carries the bit, no grant is sent.
+  for (std::uint32_t seq = 0; seq < 3; ++seq) {
     Done d;
-    ASSERT_TRUE(c.ex[1]->start(seq == 0 ? s0 : s1, bind(1), 0, seq, d.fn()).is_ok());
+    ASSERT_TRUE(c.ex[1]->start(seq % 2 == 0 ? s0 : s1, t.bind(1), 0, seq, d.fn()).is_ok());
     auto ops = c.world.pending();
     ASSERT_EQ(ops.size(), 1u);
     EXPECT_EQ(ops[0].target, 0);
@@ -903,52 +919,81 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
     EXPECT_TRUE(d.status.is_ok()) << d.status.message();
     EXPECT_EQ(c.world.pending_count(), 0u) << "a grant was sent although the next signal carries it";
   }
-  // Rank 0 got both signals (kept early: no instance of rank 0 is running):
-  // the watermark is 1, i.e. rank 1 finished instance 0.
-  EXPECT_EQ(copy[0][kWatermarkWord].load(), 1u);
-  EXPECT_EQ(copy[0][0].load(), 0u);
-  // 2. Rank 0's instance 2 needs rank 1's instance 0 (flag word 0 >= 1, lag 2):
-  // met by the watermark, at start, without a request.
-  PlanBuilder w("dw", 0, 2);
-  w.flag_wait(1, 0, 2, {}, /*granted=*/true);
-  w.require_output_coverage(false);
-  const auto pw = w.build();
-  Done w2;
-  ASSERT_TRUE(c.ex[0]->start(pw, bind(0), 0, 2, w2.fn()).is_ok());
-  EXPECT_TRUE(w2.done());
-  EXPECT_TRUE(w2.status.is_ok()) << w2.status.message();
+  // Rank 0 got the signals (kept early: no instance of rank 0 runs): instance
+  // 2's says rank 1 finished 0 and 1, so both copied words read 2.
+  EXPECT_EQ(t.copy[0][0].load(), 2u);
+  EXPECT_EQ(t.copy[0][1].load(), 2u);
+  EXPECT_EQ(t.own[1][0].load(), 3u);  // rank 1's own word 0: instance 2 finished
+  // 2. Rank 0's instance 3 needs rank 1's instance 1 (word 1 >= 2, lag 2): met
+  // at start, without a request.
+  Done w3;
+  ASSERT_TRUE(c.ex[0]->start(granted_wait(1, 2), t.bind(0), 0, 3, w3.fn()).is_ok());
+  EXPECT_TRUE(w3.done());
+  EXPECT_TRUE(w3.status.is_ok()) << w3.status.message();
   EXPECT_EQ(c.world.pending_count(), 0u);
-  // 3. Instance 4 needs rank 1's instance 2 (watermark 1: not enough): rank 0 asks.
+  // 3. Instance 4 needs rank 1's instance 2 (word 0 >= 3): its grant was
+  // skipped, so rank 0 asks and rank 1 answers from its flag word.
   Done w4;
-  ASSERT_TRUE(c.ex[0]->start(pw, bind(0), 0, 4, w4.fn()).is_ok());
+  ASSERT_TRUE(c.ex[0]->start(granted_wait(0, 2), t.bind(0), 0, 4, w4.fn()).is_ok());
   EXPECT_FALSE(w4.done());
   auto ops = c.world.pending();
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0].payload, encode_grant(kGrantRequestComm, 0, 0, 3));
-  // 4. Rank 1 runs instance 3 that stays open (it waits for a signal), then
-  // instance 2: its signal carries the bit (0 and 1 had finished), but
-  // instance 3 still runs when it completes, so its grant goes out as before.
+  ASSERT_TRUE(c.pump([&] { return w4.done(); }));
+  EXPECT_TRUE(w4.status.is_ok()) << w4.status.message();
+  EXPECT_EQ(t.copy[0][0].load(), 3u);
+  // 4. Rank 1 runs instance 4 that stays open (it waits for a signal), then
+  // instance 3: its signal carries the bit (0..2 had finished), but instance
+  // 4 still runs when 3 completes, so 3's grant goes out as before.
   PlanBuilder open("do", 1, 2);
-  open.flag_set(1, {open.wait(9, 1)}, {0});
+  open.flag_set(0, {open.wait(9, 1)}, {0});
   open.require_output_coverage(false);
   const auto po = open.build();
-  Done o3, d2;
-  ASSERT_TRUE(c.ex[1]->start(po, bind(1), 0, 3, o3.fn()).is_ok());
-  ASSERT_TRUE(c.ex[1]->start(s0, bind(1), 0, 2, d2.fn()).is_ok());
-  ASSERT_TRUE(c.pump([&] { return d2.done() && w4.done(); }));
-  EXPECT_TRUE(w4.status.is_ok()) << w4.status.message();
-  EXPECT_EQ(copy[0][0].load(), 3u);               // the grant of instance 2 (and the answer to the request)
-  EXPECT_EQ(copy[0][kWatermarkWord].load(), 2u);  // instance 2's signal: 0 and 1 had finished
-  // 5. Instance 3 finishes (a signal from rank 0 releases it) with nothing
-  // else running: it signalled nobody, so a watermark grant goes out (every
-  // instance with 2 credits): everything before 4 finished.
-  c.ex[1]->handle_signal(0, encode_signal(0, 3, 9));
-  ASSERT_TRUE(c.pump([&] { return o3.done() && copy[0][kWatermarkWord].load() == 4u; }));
-  // 6. A stale watermark never lowers the word; a bit from a rank that is not a copy is ignored.
+  Done o4, d3;
+  ASSERT_TRUE(c.ex[1]->start(po, t.bind(1), 0, 4, o4.fn()).is_ok());
+  ASSERT_TRUE(c.ex[1]->start(s1, t.bind(1), 0, 3, d3.fn()).is_ok());
+  ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].payload, encode_signal(0, 3, 7) | kDrainedBit);
+  ASSERT_TRUE(c.pump([&] { return d3.done() && t.copy[0][1].load() == 4u; }));  // the grant of instance 3
+  // 5. Instance 4 finishes (a signal from rank 0 releases it) with nothing
+  // else running: it signals nobody, so a watermark grant goes out (every
+  // instance with 2 credits): everything before 5 finished.
+  c.ex[1]->handle_signal(0, encode_signal(0, 4, 9));
+  ASSERT_TRUE(c.pump([&] { return o4.done() && t.copy[0][0].load() == 5u && t.copy[0][1].load() == 5u; }));
+  // 6. A stale watermark never lowers a word; a bit from a rank whose entry is not a copy is ignored.
   c.ex[0]->handle_signal(1, encode_signal(0, 1, 7) | kDrainedBit);
-  EXPECT_EQ(copy[0][kWatermarkWord].load(), 4u);
-  c.ex[1]->handle_signal(1, encode_signal(0, 9, 7) | kDrainedBit);  // rank 1's own entry: not a copy
-  EXPECT_EQ(own[1][kWatermarkWord].load(), 0u);
+  EXPECT_EQ(t.copy[0][0].load(), 5u);
+  c.ex[0]->handle_signal(0, encode_signal(0, 20, 7) | kDrainedBit);  // rank 0's own entry
+  EXPECT_EQ(t.own[0][0].load(), 0u);
+  EXPECT_EQ(t.own[0][1].load(), 0u);
+  c.world.release_all();
+  c.world.progress_all();
+  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
+}
+
+// A failed start leaves a sequence number that never finishes: the watermark
+// stops for good (no bit on later signals, every grant sent), including after
+// the sequence numbers wrap around.
+TEST(Executor, AFailedStartRetiresTheDrainWatermark) {
+  Cluster c(2);
+  DrainTables t(c, /*credits=*/2);
+  PlanBuilder b("ds", 1, 2);
+  b.flag_set(0, {b.signal(0, 7)}, {0});
+  b.require_output_coverage(false);
+  const auto plan = b.build();
+  Done d0;
+  ASSERT_TRUE(c.ex[1]->start(plan, t.bind(1), 0, 0, d0.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return d0.done(); }));
+  // Instance 1 cannot start (seq out of range stands for any refused start).
+  Done bad;
+  EXPECT_FALSE(c.ex[1]->start(plan, t.bind(1), 0, kSeqMask + 1, bad.fn()).is_ok());
+  Done d2;
+  ASSERT_TRUE(c.ex[1]->start(plan, t.bind(1), 0, 2, d2.fn()).is_ok());
+  auto ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].payload, encode_signal(0, 2, 7));                            // no bit
+  ASSERT_TRUE(c.pump([&] { return d2.done() && t.copy[0][0].load() == 3u; }));  // the grant went out
   c.world.release_all();
   c.world.progress_all();
   for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
@@ -956,21 +1001,11 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
 
 // A peer the plan never signals (a broadcast leaf granting its root): in
 // lock-step one watermark grant every credits / 2 instances replaces the
-// per-instance grants, and it meets the peer's granted flag_waits.
+// per-instance grants; it meets the peer's granted flag_waits, and a peer
+// that needs a skipped one asks for it.
 TEST(Executor, LockStepGrantsToUnsignalledPeersAreBatchedWatermarks) {
   Cluster c(2);
-  std::atomic<std::uint32_t> own[2][kMaxGrantSlots + 1]{};
-  std::atomic<std::uint32_t> copy[2][kMaxGrantSlots + 1]{};
-  std::atomic<std::uint32_t>* table[2][2] = {{own[0], copy[0]}, {copy[1], own[1]}};
-  auto bind = [&](int r) {
-    Bindings b;
-    b.flags = table[r];
-    b.nflags = 2;
-    b.flag_wake = kMaxGrantSlots + 1;
-    return b;
-  };
-  c.ex[0]->bind_flags(0, table[0], 2, {0, 1}, /*credits=*/4, /*next_seq=*/0);
-  c.ex[1]->bind_flags(0, table[1], 2, {1, 0}, /*credits=*/4, /*next_seq=*/0);
+  DrainTables t(c, /*credits=*/4);
   std::vector<std::shared_ptr<const Plan>> leaf;
   for (std::uint32_t word = 0; word < 4; ++word) {
     PlanBuilder b("leaf", 1, 2);
@@ -980,30 +1015,36 @@ TEST(Executor, LockStepGrantsToUnsignalledPeersAreBatchedWatermarks) {
   }
   for (std::uint32_t seq = 0; seq < 6; ++seq) {
     Done d;
-    ASSERT_TRUE(c.ex[1]->start(leaf[seq % 4], bind(1), 0, seq, d.fn()).is_ok());
+    ASSERT_TRUE(c.ex[1]->start(leaf[seq % 4], t.bind(1), 0, seq, d.fn()).is_ok());
     ASSERT_TRUE(d.done());
     const auto ops = c.world.pending();
     if (seq % 2 == 1) {  // the watermark after instance seq is seq + 1: even, due
       ASSERT_EQ(ops.size(), 1u) << "seq " << seq;
       EXPECT_EQ(ops[0].payload, encode_grant(kWatermarkComm, 0, 0, seq + 1));
-      ASSERT_TRUE(c.pump([&] { return copy[0][kWatermarkWord].load() == seq + 1; }));
+      ASSERT_TRUE(c.pump([&] { return t.copy[0][3].load() == seq + 1; }));
     } else {
       EXPECT_EQ(ops.size(), 0u) << "seq " << seq;
     }
     c.world.release_all();
     c.world.progress_all();
   }
-  EXPECT_EQ(copy[0][kWatermarkWord].load(), 6u);
-  for (std::uint32_t w = 0; w < 4; ++w) EXPECT_EQ(copy[0][w].load(), 0u);  // no per-slot grant went out
+  for (std::uint32_t w = 0; w < 4; ++w) EXPECT_EQ(t.copy[0][w].load(), 6u) << "word " << w;
   // Rank 0 (the root) at instance 9 needs rank 1's instance 5 (lag 4): met.
-  PlanBuilder w("root", 0, 2);
-  w.flag_wait(1, 1, 4, {}, /*granted=*/true);
-  w.require_output_coverage(false);
   Done r9;
-  ASSERT_TRUE(c.ex[0]->start(w.build(), bind(0), 0, 9, r9.fn()).is_ok());
+  ASSERT_TRUE(c.ex[0]->start(granted_wait(1, 4), t.bind(0), 0, 9, r9.fn()).is_ok());
   EXPECT_TRUE(r9.done());
   EXPECT_TRUE(r9.status.is_ok()) << r9.status.message();
   EXPECT_EQ(c.world.pending_count(), 0u);
+  // Instance 10 needs rank 1's instance 6 (word 2 >= 7): rank 0 asks; rank 1's
+  // instance 6 is not due (watermark 7), so only the answer to the request brings it.
+  Done r10;
+  ASSERT_TRUE(c.ex[0]->start(granted_wait(2, 4), t.bind(0), 0, 10, r10.fn()).is_ok());
+  EXPECT_FALSE(r10.done());
+  Done d6;
+  ASSERT_TRUE(c.ex[1]->start(leaf[2], t.bind(1), 0, 6, d6.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return r10.done(); }));
+  EXPECT_TRUE(r10.status.is_ok()) << r10.status.message();
+  EXPECT_EQ(t.copy[0][2].load(), 7u);
   for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
 }
 

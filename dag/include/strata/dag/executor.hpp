@@ -73,10 +73,6 @@ inline constexpr std::uint16_t kGrantRequestComm = 0xFFFC;
 inline constexpr std::uint16_t kWatermarkComm = 0xFFFB;
 /// @brief Flag words a grant can name (4 bits): window slots per communicator.
 inline constexpr std::uint32_t kMaxGrantSlots = 16;
-/// @brief Word of a peer's flag copy (Executor::bind_flags with copies) that
-/// holds its drain watermark: the peer finished every instance before it.
-/// Such copies have kMaxGrantSlots + 1 words.
-inline constexpr std::uint32_t kWatermarkWord = kMaxGrantSlots;
 
 /// @brief Decoded grant payload: bits 63..48 tag, 47..32 communicator,
 /// 31..28 flag word, 27..0 value (grant: the flag; request: the value needed).
@@ -210,14 +206,16 @@ class Executor {
   /// for an unregistered communicator are dropped).
   void bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n);
   /// @brief bind_flags with drain watermarks (grants carried by signals).
-  /// @p copies[r] != 0 marks @p table[r] as a local copy of kMaxGrantSlots + 1
-  /// words (a peer on another host). This rank then tracks which instances of
-  /// @p comm finished (from @p next_seq, the communicator's next sequence
+  /// @p copies[r] != 0 marks @p table[r] as a local copy of a peer on another
+  /// host (at least @p credits words). This rank then tracks which instances
+  /// of @p comm finished (from @p next_seq, the communicator's next sequence
   /// number; nothing of @p comm may be in flight), and every signal it sends
   /// for instance `seq` carries kDrainedBit when every instance before `seq`
-  /// had finished. A receiver stores such a `seq` in word kWatermarkWord of
-  /// its copy of the sender, and a granted flag_wait is also met by that word
-  /// (the sender finished the slot's previous user). With @p credits >= 2 an
+  /// had finished (never again once a start failed or completions ran more
+  /// than 64 instances apart). A receiver raises every word (< @p credits) of
+  /// its copy of the sender to such a `seq`: a word w means "finished the
+  /// slot's instances up to w - 1", which finishing all of them implies, so a
+  /// granted flag_wait needs nothing else. With @p credits >= 2 an
   /// instance that completes with nothing of @p comm left unfinished skips
   /// its grants to the peers it signalled: its next signal to them carries
   /// the grant (a peer that needs it earlier asks, as for a late grant); to
@@ -253,6 +251,8 @@ class Executor {
   struct Impl;
 
  private:
+  Status start_unchecked(std::shared_ptr<const Plan> plan, const Bindings& bindings, std::uint16_t comm,
+                         std::uint32_t seq, DoneFn done);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -219,7 +219,7 @@ class Plan {
   std::vector<NodeId> succ_;
   std::vector<BufferDecl> buffers_;
   /// Slot -> wait node: a dense table for slots below kDenseSlots, sorted
-  /// (slot, node) pairs above (barrier / token slots sit near 2^20: a dense
+  /// (slot, node) pairs above (barrier / token slots sit near 2^19: a dense
   /// table up to them cost 4 MB per cached plan).
   static constexpr std::uint32_t kDenseSlots = 4096;
   [[nodiscard]] NodeId sparse_wait_node(std::uint32_t slot) const noexcept;
