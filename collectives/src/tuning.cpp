@@ -87,6 +87,9 @@ const std::vector<TuningField>& tuning_fields() {
        "buffer (single copy, CMA) ..."},
       {"sym_single_copy_max_bytes", &Tuning::sym_single_copy_max_bytes, 0, 1024 * kGiB, 1,
        "... up to this many bytes (0: never)"},
+      {"persistent_direct_min_bytes", &Tuning::persistent_direct_min_bytes, 0, 1024 * kGiB, 1,
+       "persistent broadcast / allreduce plans of at least this many bytes write straight into the receivers' "
+       "buffers (direct mode, one ready-to-receive signal per start; 0: never, always the window path)"},
       {"fastpath_bytes", &Tuning::fastpath_bytes, 0, 1u << 20, 1,
        "engine: small-message fast path up to this contribution per rank (STRATA_FASTPATH_BYTES overrides)"},
       {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,

@@ -20,6 +20,7 @@
 
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
+#include "strata/dag/reduce.hpp"
 #include "strata/detail/log.hpp"
 #include "strata/transport/bootstrap.hpp"
 #include "strata/transport/progress.hpp"
@@ -271,9 +272,16 @@ namespace {
 
 // Collective: registers this rank's receive buffer and exchanges the keys
 // (direct mode), so every start() writes straight into the receivers' buffers.
+// Direct mode only from the tuning table's persistent_direct_min_bytes (the
+// same on every member: the tables agree at start-up, the sizes are the call's).
 Plan make_plan(const std::shared_ptr<detail::CommImpl>& impl, Prepared prep, bool direct) {
   auto pi = std::make_shared<detail::PlanImpl>();
   pi->comm = impl;
+  const std::uint64_t from = impl->core->tuning->persistent_direct_min_bytes;
+  const std::uint64_t bytes = std::uint64_t{prep.call.count} * dag::datatype_size(prep.call.dtype);
+  direct = direct && from != 0 && bytes >= from;
+  detail::logger().debug("persistent {} plan of {} bytes on comm {}: {}", coll::to_string(prep.call.kind), bytes,
+                         impl->id, direct ? "direct mode" : "window path");
   if (direct) {
     transport::RemoteKey key{};
     if (prep.recv && prep.recv_bytes > 0)

@@ -53,6 +53,12 @@ struct Tuning {
   std::uint64_t bcast_single_copy_max_bytes = std::uint64_t{128} << 10;  ///< ... up to this many
   std::uint64_t sym_single_copy_min_bytes = std::uint64_t{64} << 10;     ///< allgather(v) / alltoall: block from ...
   std::uint64_t sym_single_copy_max_bytes = 0;                           ///< ... up to this (0: never)
+  // Persistent plans (Communicator::plan_broadcast / plan_allreduce): write
+  // straight into the receivers' registered buffers (direct mode: a
+  // ready-to-receive signal per start) from this many bytes, 0 = never. The
+  // window path won at every size measured here (one host 8 B - 4 MiB, 2 x 1
+  // hosts over loopback 8 B - 4 MiB), hence the default.
+  std::uint64_t persistent_direct_min_bytes = 0;
   // ---- engine
   std::uint64_t fastpath_bytes = 4096;  ///< small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins)
   std::uint64_t inline_bytes = std::uint64_t{1}
