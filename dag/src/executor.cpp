@@ -71,6 +71,28 @@ struct Drain {
   bool lost = false;
   std::uint32_t credits = 0;
   std::vector<std::uint8_t> copies;  // written before active (release), read after it (acquire)
+  // sent[r * kMaxGrantSlots + w]: the largest grant value this rank sent
+  // world rank r for flag word w (eager grants and answers to requests): a
+  // later grant or answer that says no more is not sent again.
+  std::unique_ptr<std::atomic<std::uint32_t>[]> sent;
+
+  // Records a grant of @p value to @p r for word @p w; false if one that
+  // says as much already went out (then the caller sends nothing).
+  bool note_sent(std::size_t r, std::uint32_t w, std::uint32_t value) {
+    if (r >= copies.size() || w >= kMaxGrantSlots) return true;
+    std::atomic<std::uint32_t>& s = sent[r * kMaxGrantSlots + w];
+    std::uint32_t cur = s.load(std::memory_order_relaxed);
+    for (;;) {
+      if (cur != 0 && ((cur - value) & kSeqMask) < (kSeqMask >> 1)) return false;  // cur at or after value
+      if (s.compare_exchange_weak(cur, value, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
+    }
+  }
+  // Whether a grant of at least @p need went to @p r for word @p w.
+  bool was_sent(std::size_t r, std::uint32_t w, std::uint32_t need) const {
+    if (r >= copies.size() || w >= kMaxGrantSlots) return false;
+    const std::uint32_t cur = sent[r * kMaxGrantSlots + w].load(std::memory_order_acquire);
+    return cur != 0 && ((cur - need) & kSeqMask) < (kSeqMask >> 1);
+  }
 
   // Records that instance @p seq finished; returns the watermark after it (kLost once lost).
   std::uint32_t done(std::uint32_t seq) {
@@ -631,10 +653,15 @@ struct Executor::Impl {
           own = it->second.first[tp.rank()];
         if (own == nullptr) continue;  // communicator gone: drop
         const std::uint32_t have = own[q.slot].load(std::memory_order_acquire);
-        if (reached(have, q.need))
-          out.emplace_back(q.from, encode_grant(kGrantComm, q.comm, q.slot, have));
-        else
+        Drain* const d = drain_of(q.comm);
+        const auto from = static_cast<std::size_t>(q.from);
+        if (d != nullptr && d->was_sent(from, q.slot, q.need)) continue;  // a grant that meets it is on its way
+        if (reached(have, q.need)) {
+          if (d == nullptr || d->note_sent(from, q.slot, have))
+            out.emplace_back(q.from, encode_grant(kGrantComm, q.comm, q.slot, have));
+        } else {
           grant_requests[keep++] = q;
+        }
       }
       grant_requests.resize(keep);
       ngrant_requests.store(keep, std::memory_order_seq_cst);
@@ -836,6 +863,7 @@ struct Executor::Impl {
     // root), one watermark grant every credits / 2 instances stands for all
     // of them: a peer one instance behind (lock-step) never needs more.
     bool drained = false, batch_due = false;
+    Drain* const gdrain = in->drain;
     if (Drain* d = in->drain; d != nullptr) {
       const std::uint32_t wm = d->done(in->seq);
       drained = d->live.fetch_sub(1, std::memory_order_acq_rel) == 1 && wm == gvalue && d->credits >= 2 && !failed;
@@ -851,9 +879,11 @@ struct Executor::Impl {
     if (gplan) {
       const Node& nd = gplan->nodes()[gnode];
       for (std::int32_t r : nd.grants) {
-        if (!drained)
-          (void)tp.signal(r, encode_grant(kGrantComm, gcomm, nd.slot, gvalue), &grant_ctx);
-        else if (!gplan->signals(r) && batch_due)
+        if (!drained) {
+          // Not twice: an answer to the peer's request may have said as much already.
+          if (gdrain == nullptr || gdrain->note_sent(static_cast<std::size_t>(r), nd.slot, gvalue))
+            (void)tp.signal(r, encode_grant(kGrantComm, gcomm, nd.slot, gvalue), &grant_ctx);
+        } else if (!gplan->signals(r) && batch_due)
           (void)tp.signal(r, encode_grant(kWatermarkComm, gcomm, 0, gvalue), &grant_ctx);
       }
       sending.fetch_sub(1, std::memory_order_acq_rel);
@@ -1307,6 +1337,7 @@ void Executor::bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const*
   d->wm.store(next_seq & kSeqMask, std::memory_order_relaxed);
   d->credits = credits;
   d->copies = std::move(copies);
+  d->sent.reset(new std::atomic<std::uint32_t>[d->copies.size() * kMaxGrantSlots]());
   im.drains[comm].store(d, std::memory_order_release);
   d->active.store(true, std::memory_order_release);
 }

@@ -972,6 +972,45 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
   for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
 }
 
+// Pipelined instances (not drained) grant per instance; a request the owner
+// answered already said the same, so the instance's own grant is not sent a
+// second time (one message instead of two per late copy).
+TEST(Executor, AnAnsweredRequestIsNotFollowedByTheSameGrant) {
+  Cluster c(2);
+  DrainTables t(c, /*credits=*/2);
+  auto waiting = [](std::uint32_t word, std::uint32_t slot) {
+    PlanBuilder b("dp", 1, 2);
+    b.flag_set(word, {b.wait(slot, 1)}, {0});
+    b.require_output_coverage(false);
+    return b.build();
+  };
+  Done o1, o0;
+  ASSERT_TRUE(c.ex[1]->start(waiting(1, 9), t.bind(1), 0, 1, o1.fn()).is_ok());  // stays open: not drained
+  ASSERT_TRUE(c.ex[1]->start(waiting(0, 8), t.bind(1), 0, 0, o0.fn()).is_ok());
+  // Rank 0's instance 2 needs rank 1's instance 0: it asks; rank 1 parks the request.
+  Done w2;
+  ASSERT_TRUE(c.ex[0]->start(granted_wait(0, 2), t.bind(0), 0, 2, w2.fn()).is_ok());
+  ASSERT_EQ(c.world.pending_count(), 1u);
+  c.world.release_all();
+  c.world.progress_all();
+  c.world.release_all();
+  c.world.progress_all();
+  EXPECT_EQ(c.world.pending_count(), 0u);
+  // Instance 0 finishes: the answer goes out from its flag_set, its own grant does not follow.
+  c.ex[1]->handle_signal(0, encode_signal(0, 0, 8));
+  ASSERT_TRUE(o0.done());
+  const auto ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].payload, encode_grant(kGrantComm, 0, 0, 1));
+  ASSERT_TRUE(c.pump([&] { return w2.done(); }));
+  EXPECT_TRUE(w2.status.is_ok()) << w2.status.message();
+  c.ex[1]->handle_signal(0, encode_signal(0, 1, 9));
+  ASSERT_TRUE(c.pump([&] { return o1.done(); }));
+  c.world.release_all();
+  c.world.progress_all();
+  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
+}
+
 // A failed start leaves a sequence number that never finishes: the watermark
 // stops for good (no bit on later signals, every grant sent), including after
 // the sequence numbers wrap around.
