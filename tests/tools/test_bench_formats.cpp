@@ -97,6 +97,8 @@ std::string run_bench(const std::string& args) {
 
 TEST(BenchFormats, OsuLayoutUnderStrataRun) {
   if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  if (::access((bin() + "/strata-bench").c_str(), X_OK) != 0)
+    GTEST_SKIP() << "strata-bench is not built here (-DSTRATA_BUILD_BENCH=OFF)";
   const std::string out = run_bench("--format osu -f");
   EXPECT_NE(out.find("# strata Allreduce Latency Test"), std::string::npos) << out;
   EXPECT_NE(out.find("# strata Allgather Latency Test"), std::string::npos) << out;
@@ -121,6 +123,8 @@ TEST(BenchFormats, OsuLayoutUnderStrataRun) {
 
 TEST(BenchFormats, NcclLayoutAndJsonUnderStrataRun) {
   if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  if (::access((bin() + "/strata-bench").c_str(), X_OK) != 0)
+    GTEST_SKIP() << "strata-bench is not built here (-DSTRATA_BUILD_BENCH=OFF)";
   const std::string json = ::testing::TempDir() + "strata_bench_formats_" + std::to_string(::getpid()) + ".json";
   const std::string out = run_bench("--format nccl --check --json " + json);
   EXPECT_NE(out.find("algbw"), std::string::npos) << out;
