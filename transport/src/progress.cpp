@@ -54,7 +54,7 @@ ProgressOptions ProgressOptions::from_environment() {
   ProgressOptions o;
   auto get = [](const char* n) -> const char* { return strata::detail::env::get(n); };
   if (const char* v = get("STRATA_PROGRESS_THREADS")) {
-    o.threads = static_cast<int>(parse_int("STRATA_PROGRESS_THREADS", v, 0, 256));
+    o.threads = static_cast<int>(parse_int("STRATA_PROGRESS_THREADS", v, 0, 64));  // as the registry and the engine
   }
   if (const char* v = get("STRATA_PROGRESS_CPUS")) o.cpus = parse_cpus("STRATA_PROGRESS_CPUS", v);
   if (const char* v = get("STRATA_PROGRESS_SPIN")) {
