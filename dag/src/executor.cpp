@@ -53,6 +53,18 @@ struct BufBind {
   transport::RemoteKey key;       // peer buffers
 };
 
+// Half-range "at or after" on flag values and sequence numbers (modulo 2^28).
+bool reached(std::uint32_t have, std::uint32_t need) { return ((have - need) & kSeqMask) < (kSeqMask >> 1); }
+
+// Raises @p w to @p value unless it is already at or after it (grants and
+// watermarks only ever move a copied flag word forward).
+void raise_to(std::atomic<std::uint32_t>& w, std::uint32_t value) {
+  std::uint32_t cur = w.load(std::memory_order_relaxed);
+  while (!reached(cur, value) &&
+         !w.compare_exchange_weak(cur, value, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+}
+
 // Which instances of one communicator finished on this rank (bind_flags with
 // copies): every instance before wm did; bit i of above: instance wm + 1 + i
 // did. Lives as long as the executor (each bind makes a new one and keeps the
@@ -83,7 +95,7 @@ struct Drain {
     std::atomic<std::uint32_t>& s = sent[r * kMaxGrantSlots + w];
     std::uint32_t cur = s.load(std::memory_order_relaxed);
     for (;;) {
-      if (cur != 0 && ((cur - value) & kSeqMask) < (kSeqMask >> 1)) return false;  // cur at or after value
+      if (cur != 0 && reached(cur, value)) return false;
       if (s.compare_exchange_weak(cur, value, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
     }
   }
@@ -91,7 +103,7 @@ struct Drain {
   bool was_sent(std::size_t r, std::uint32_t w, std::uint32_t need) const {
     if (r >= copies.size() || w >= kMaxGrantSlots) return false;
     const std::uint32_t cur = sent[r * kMaxGrantSlots + w].load(std::memory_order_acquire);
-    return cur != 0 && ((cur - need) & kSeqMask) < (kSeqMask >> 1);
+    return cur != 0 && reached(cur, need);
   }
 
   // Records that instance @p seq finished; returns the watermark after it (kLost once lost).
@@ -396,13 +408,7 @@ struct Executor::Impl {
       if (it == grant_tables.end() || static_cast<std::size_t>(source) >= it->second.second) return;
       std::atomic<std::uint32_t>* copy = it->second.first[source];
       if (copy == nullptr) return;
-      for (std::uint32_t s = 0; s < d->credits && s < kMaxGrantSlots; ++s) {
-        std::atomic<std::uint32_t>& w = copy[s];
-        std::uint32_t cur = w.load(std::memory_order_relaxed);
-        while (!reached(cur, seq) &&
-               !w.compare_exchange_weak(cur, seq, std::memory_order_release, std::memory_order_relaxed)) {
-        }
-      }
+      for (std::uint32_t s = 0; s < d->credits && s < kMaxGrantSlots; ++s) raise_to(copy[s], seq);
     }
     poll_flags();
   }
@@ -637,9 +643,6 @@ struct Executor::Impl {
     set_flag(in, nd);
   }
 
-  // Half-range "at or after" on flag values (seq + 1 modulo 2^28).
-  static bool reached(std::uint32_t have, std::uint32_t need) { return ((have - need) & kSeqMask) < (kSeqMask >> 1); }
-
   // Sends a grant for each recorded request whose need this rank's flag now meets.
   void answer_requests() {
     std::vector<std::pair<int, std::uint64_t>> out;
@@ -680,10 +683,7 @@ struct Executor::Impl {
         if (it == grant_tables.end() || static_cast<std::size_t>(source) >= it->second.second) return;
         std::atomic<std::uint32_t>* copy = it->second.first[source];
         if (copy == nullptr) return;
-        std::uint32_t cur = copy[k.slot].load(std::memory_order_relaxed);
-        while (!reached(cur, k.value) && !copy[k.slot].compare_exchange_weak(cur, k.value, std::memory_order_release,
-                                                                             std::memory_order_relaxed)) {
-        }
+        raise_to(copy[k.slot], k.value);
       }
       poll_flags();
       return;
@@ -864,10 +864,11 @@ struct Executor::Impl {
     // of them: a peer one instance behind (lock-step) never needs more.
     bool drained = false, batch_due = false;
     Drain* const gdrain = in->drain;
-    if (Drain* d = in->drain; d != nullptr) {
-      const std::uint32_t wm = d->done(in->seq);
-      drained = d->live.fetch_sub(1, std::memory_order_acq_rel) == 1 && wm == gvalue && d->credits >= 2 && !failed;
-      batch_due = wm % std::max<std::uint32_t>(1, d->credits / 2) == 0;
+    if (gdrain != nullptr) {
+      const std::uint32_t wm = gdrain->done(in->seq);
+      drained =
+          gdrain->live.fetch_sub(1, std::memory_order_acq_rel) == 1 && wm == gvalue && gdrain->credits >= 2 && !failed;
+      batch_due = wm % std::max<std::uint32_t>(1, gdrain->credits / 2) == 0;
     }
     if (gnode != kNoNode) {
       gplan = in->plan;

@@ -876,10 +876,19 @@ struct DrainTables {
   std::atomic<std::uint32_t> own[2][kMaxGrantSlots + 4]{};
   std::atomic<std::uint32_t> copy[2][kMaxGrantSlots + 4]{};  // copy[r]: rank r's copy of the other's flags
   std::atomic<std::uint32_t>* table[2][2] = {{own[0], copy[0]}, {copy[1], own[1]}};
-  DrainTables(Cluster& c, std::uint32_t credits) {
+  Cluster& c;
+  DrainTables(Cluster& cl, std::uint32_t credits) : c(cl) {
     c.ex[0]->bind_flags(0, table[0], 2, {0, 1}, credits, /*next_seq=*/0);
     c.ex[1]->bind_flags(0, table[1], 2, {1, 0}, credits, /*next_seq=*/0);
   }
+  // Delivers what is still in flight, then unbinds (before the tables go).
+  ~DrainTables() {
+    c.world.release_all();
+    c.world.progress_all();
+    for (auto& ex : c.ex) ex->bind_flags(0, nullptr, 0);
+  }
+  DrainTables(const DrainTables&) = delete;
+  DrainTables& operator=(const DrainTables&) = delete;
   Bindings bind(int r) {
     Bindings b;
     b.flags = table[r];
@@ -888,6 +897,15 @@ struct DrainTables {
     return b;
   }
 };
+// Rank 1's slice: one node made by @p first, then flag word @p word set and granted to rank 0.
+template <class F>
+std::shared_ptr<const Plan> granting(std::uint32_t word, F first) {
+  PlanBuilder b("dg", 1, 2);
+  b.flag_set(word, {first(b)}, {0});
+  b.require_output_coverage(false);
+  return b.build();
+}
+NodeId signal_rank0(PlanBuilder& b) { return b.signal(0, 7); }  // rank 1 signals rank 0, slot 7
 std::shared_ptr<const Plan> granted_wait(std::uint32_t word, std::uint32_t lag) {
   PlanBuilder w("dw", 0, 2);
   w.flag_wait(1, word, lag, {}, /*granted=*/true);
@@ -900,13 +918,7 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
   Cluster c(2);
   DrainTables t(c, /*credits=*/2);
   // Rank 1: signals rank 0 (slot 7), then sets its flag word (seq % 2) granting rank 0.
-  auto sender = [](std::uint32_t word) {
-    PlanBuilder b("ds", 1, 2);
-    b.flag_set(word, {b.signal(0, 7)}, {0});
-    b.require_output_coverage(false);
-    return b.build();
-  };
-  const auto s0 = sender(0), s1 = sender(1);
+  const auto s0 = granting(0, signal_rank0), s1 = granting(1, signal_rank0);
   // 1. Instances 0, 1 and 2, one after the other: each signal carries the bit, no grant is sent.
   for (std::uint32_t seq = 0; seq < 3; ++seq) {
     Done d;
@@ -945,10 +957,7 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
   // 4. Rank 1 runs instance 4 that stays open (it waits for a signal), then
   // instance 3: its signal carries the bit (0..2 had finished), but instance
   // 4 still runs when 3 completes, so 3's grant goes out as before.
-  PlanBuilder open("do", 1, 2);
-  open.flag_set(0, {open.wait(9, 1)}, {0});
-  open.require_output_coverage(false);
-  const auto po = open.build();
+  const auto po = granting(0, [](PlanBuilder& b) { return b.wait(9, 1); });
   Done o4, d3;
   ASSERT_TRUE(c.ex[1]->start(po, t.bind(1), 0, 4, o4.fn()).is_ok());
   ASSERT_TRUE(c.ex[1]->start(s1, t.bind(1), 0, 3, d3.fn()).is_ok());
@@ -967,9 +976,6 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
   c.ex[0]->handle_signal(0, encode_signal(0, 20, 7) | kDrainedBit);  // rank 0's own entry
   EXPECT_EQ(t.own[0][0].load(), 0u);
   EXPECT_EQ(t.own[0][1].load(), 0u);
-  c.world.release_all();
-  c.world.progress_all();
-  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
 }
 
 // Pipelined instances (not drained) grant per instance; a request the owner
@@ -979,10 +985,7 @@ TEST(Executor, AnAnsweredRequestIsNotFollowedByTheSameGrant) {
   Cluster c(2);
   DrainTables t(c, /*credits=*/2);
   auto waiting = [](std::uint32_t word, std::uint32_t slot) {
-    PlanBuilder b("dp", 1, 2);
-    b.flag_set(word, {b.wait(slot, 1)}, {0});
-    b.require_output_coverage(false);
-    return b.build();
+    return granting(word, [slot](PlanBuilder& b) { return b.wait(slot, 1); });
   };
   Done o1, o0;
   ASSERT_TRUE(c.ex[1]->start(waiting(1, 9), t.bind(1), 0, 1, o1.fn()).is_ok());  // stays open: not drained
@@ -1006,21 +1009,14 @@ TEST(Executor, AnAnsweredRequestIsNotFollowedByTheSameGrant) {
   EXPECT_TRUE(w2.status.is_ok()) << w2.status.message();
   c.ex[1]->handle_signal(0, encode_signal(0, 1, 9));
   ASSERT_TRUE(c.pump([&] { return o1.done(); }));
-  c.world.release_all();
-  c.world.progress_all();
-  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
 }
 
 // A failed start leaves a sequence number that never finishes: the watermark
-// stops for good (no bit on later signals, every grant sent), including after
-// the sequence numbers wrap around.
+// stops for good (no bit on later signals, every grant sent).
 TEST(Executor, AFailedStartRetiresTheDrainWatermark) {
   Cluster c(2);
   DrainTables t(c, /*credits=*/2);
-  PlanBuilder b("ds", 1, 2);
-  b.flag_set(0, {b.signal(0, 7)}, {0});
-  b.require_output_coverage(false);
-  const auto plan = b.build();
+  const auto plan = granting(0, signal_rank0);
   Done d0;
   ASSERT_TRUE(c.ex[1]->start(plan, t.bind(1), 0, 0, d0.fn()).is_ok());
   ASSERT_TRUE(c.pump([&] { return d0.done(); }));
@@ -1033,9 +1029,6 @@ TEST(Executor, AFailedStartRetiresTheDrainWatermark) {
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0].payload, encode_signal(0, 2, 7));                            // no bit
   ASSERT_TRUE(c.pump([&] { return d2.done() && t.copy[0][0].load() == 3u; }));  // the grant went out
-  c.world.release_all();
-  c.world.progress_all();
-  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
 }
 
 // A peer the plan never signals (a broadcast leaf granting its root): in
@@ -1046,12 +1039,7 @@ TEST(Executor, LockStepGrantsToUnsignalledPeersAreBatchedWatermarks) {
   Cluster c(2);
   DrainTables t(c, /*credits=*/4);
   std::vector<std::shared_ptr<const Plan>> leaf;
-  for (std::uint32_t word = 0; word < 4; ++word) {
-    PlanBuilder b("leaf", 1, 2);
-    b.flag_set(word, {b.nop()}, {0});
-    b.require_output_coverage(false);
-    leaf.push_back(b.build());
-  }
+  for (std::uint32_t word = 0; word < 4; ++word) leaf.push_back(granting(word, [](PlanBuilder& b) { return b.nop(); }));
   for (std::uint32_t seq = 0; seq < 6; ++seq) {
     Done d;
     ASSERT_TRUE(c.ex[1]->start(leaf[seq % 4], t.bind(1), 0, seq, d.fn()).is_ok());
@@ -1084,7 +1072,6 @@ TEST(Executor, LockStepGrantsToUnsignalledPeersAreBatchedWatermarks) {
   ASSERT_TRUE(c.pump([&] { return r10.done(); }));
   EXPECT_TRUE(r10.status.is_ok()) << r10.status.message();
   EXPECT_EQ(t.copy[0][2].load(), 7u);
-  for (int r = 0; r < 2; ++r) c.ex[static_cast<std::size_t>(r)]->bind_flags(0, nullptr, 0);
 }
 
 TEST(Executor, GrantedFlagWaitOfADeadPeerFails) {
