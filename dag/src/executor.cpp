@@ -306,6 +306,7 @@ struct Executor::Impl {
   tbb::task_arena* arena = nullptr;
   tbb::task_group group;  // spawns from inside our tasks
   std::atomic<std::int64_t> tasks{0};
+  std::atomic<std::uint64_t> spawned{0};  // nodes handed to the arena as tasks (Executor::tasks_spawned)
   std::atomic<std::int64_t> live{0};
   Shard shards[kShards];
   std::unique_ptr<std::atomic<bool>[]> dead;
@@ -314,6 +315,12 @@ struct Executor::Impl {
   std::unordered_map<std::uint16_t, std::uint32_t> seqs;
   // tracing
   bool tracing = false;
+  // The arena has a single thread's worth of CPU (a rank bound to one core):
+  // a task could only run on the core the releasing thread already holds, so
+  // every copy / reduction / read runs inline where it became ready, whatever
+  // its size (handing a 4 MiB copy to a worker there cost 1.5-5x: the waiter
+  // and the progress server spun on the worker's core).
+  bool serial = false;
   std::string trace_file;
   std::uint32_t cat_dag = 0, cat_transport = 0, name_signal = 0, name_completion = 0;
   // Flow arrows: the node state a traced signal released -> the arrow's id.
@@ -432,6 +439,7 @@ struct Executor::Impl {
       arena = own_arena.get();
     }
     arena->initialize();
+    serial = arena->max_concurrency() <= 1;
     std::string path = opts.trace_path;
     if (path.empty()) {
       const char* env = strata::detail::env::get("STRATA_TRACE");
@@ -738,7 +746,7 @@ struct Executor::Impl {
       case NodeKind::copy:
       case NodeKind::reduce:
       case NodeKind::read_peer:
-        return nd.dst.len <= opts.inline_bytes;
+        return serial || nd.dst.len <= opts.inline_bytes;
       default:
         return true;
     }
@@ -762,7 +770,8 @@ struct Executor::Impl {
   // work than waking a worker) runs in this thread; of the expensive ones, in
   // the arena the first runs here too (a chain costs no spawn) and the others
   // become tasks that the arena's threads run in parallel; outside the arena
-  // (progress and handler threads) all of them become tasks.
+  // (progress and handler threads) all of them become tasks. In a serial
+  // arena (one thread) nothing but compute nodes is expensive (`cheap`).
   void finish(Instance* in, NodeId id, Work& w, bool in_arena) {
     const Plan& p = *in->plan;
     bool heavy_here = false;
@@ -813,6 +822,7 @@ struct Executor::Impl {
   // Inside our tasks: spawn into the task group (local deque, tracked by the
   // group). Elsewhere: enqueue into the arena, counted in `tasks`.
   void spawn(Instance* in, NodeId id) {
+    spawned.fetch_add(1, std::memory_order_relaxed);
     if (tls_in_task == this) {
       group.run(handoff([this, in, id] { drive(in, id, true); }));
       return;
@@ -1054,6 +1064,8 @@ void Executor::trace_event(const std::string& cat, const std::string& name, std:
 std::uint64_t Executor::trace_now_ns() noexcept { return now_ns(); }
 std::size_t Executor::poll() { return impl_->poll_flags(); }
 std::size_t Executor::in_flight() const { return static_cast<std::size_t>(impl_->live.load()); }
+std::uint64_t Executor::tasks_spawned() const noexcept { return impl_->spawned.load(std::memory_order_relaxed); }
+bool Executor::serial() const noexcept { return impl_->serial; }
 
 std::uint32_t Executor::next_seq(std::uint16_t comm) {
   std::lock_guard<std::mutex> g(impl_->seq_mu);

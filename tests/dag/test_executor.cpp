@@ -114,6 +114,53 @@ TEST(Executor, FanOutFanInJoinsAfterAllBranches) {
   EXPECT_EQ(seen_at_join, 64);
 }
 
+// Copies above inline_bytes released outside the arena become tasks when the
+// arena has threads to run them in parallel; in a one-thread arena (a rank
+// bound to one core) a task could only take the releasing thread's core, so
+// they run inline (Executor::serial). Compute nodes stay tasks in both.
+TEST(Executor, LargeCopiesRunInlineInASerialArenaAndAsTasksOtherwise) {
+  constexpr std::size_t kLen = 64 * 1024, kCopies = 4;
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE("arena of " + std::to_string(threads) + " thread(s)");
+    tbb::task_arena arena(threads, 0);
+    FakeWorld world(1, FakeMode::manual, 1);
+    ExecutorOptions o;
+    o.arena = &arena;
+    o.inline_bytes = 4096;
+    Executor ex(world.endpoint(0), o);
+    EXPECT_EQ(ex.serial(), threads == 1);
+    PlanBuilder b("fan-of-copies", 0, 1);
+    b.input(0, kLen * kCopies).output(0, kLen * kCopies);
+    const NodeId root = b.nop();
+    std::vector<NodeId> copies;
+    for (std::size_t i = 0; i < kCopies; ++i)
+      copies.push_back(b.copy(in(0, i * kLen, kLen), out(0, i * kLen, kLen), {root}));
+    std::atomic<int> computed{0};
+    b.compute([&](const ComputeArgs&) { computed.fetch_add(1); }, Region{}, copies);
+    auto plan = b.build();
+    std::vector<unsigned char> src(kLen * kCopies), dst(kLen * kCopies, 0);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
+    Done d;
+    ASSERT_TRUE(ex.start(plan, {{src.data()}, {dst.data()}, {}}, 0, 0, d.fn()).is_ok());
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!d.done() && std::chrono::steady_clock::now() < limit) {
+      if (world.progress_all() == 0) std::this_thread::yield();
+    }
+    ASSERT_TRUE(d.done());
+    EXPECT_TRUE(d.status.is_ok()) << d.status.message();
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(computed.load(), 1);
+    // Serial: the copies ran in this thread and only the compute node (released
+    // here, outside the arena) became a task. Parallel: every copy was a task
+    // (the compute node then runs in the last of them or in a task of its own).
+    if (threads == 1) {
+      EXPECT_EQ(ex.tasks_spawned(), 1u);
+    } else {
+      EXPECT_GE(ex.tasks_spawned(), kCopies);
+    }
+  }
+}
+
 // Streaming copies (non-temporal stores) give the same bytes as memcpy for any
 // length and alignment, and the flag sticks to copy nodes only.
 TEST(Executor, StreamingCopiesMatchPlainCopies) {

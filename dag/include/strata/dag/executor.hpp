@@ -137,7 +137,8 @@ struct ExecutorOptions {
   /// (false: the owner forwards events to handle_*()).
   bool install_handlers = true;
   /// Copies and reductions up to this many bytes run inline in a releasing
-  /// thread outside the arena (progress/handler threads); larger ones become tasks.
+  /// thread outside the arena (progress/handler threads); larger ones become
+  /// tasks, except in a serial arena (Executor::serial) where all run inline.
   std::size_t inline_bytes = 4096;
   /// Wake-up for a rank whose flag_wait found its flag unset (its progress
   /// threads may sleep): the executor sends this signal payload with this
@@ -226,6 +227,15 @@ class Executor {
                   std::vector<std::uint8_t> copies, std::uint32_t credits, std::uint32_t next_seq);
   /// @brief Instances started and not yet finished.
   [[nodiscard]] std::size_t in_flight() const;
+  /// @brief Nodes handed to the arena as oneTBB tasks so far (the others ran
+  /// inline in the thread that made them ready).
+  [[nodiscard]] std::uint64_t tasks_spawned() const noexcept;
+  /// @brief Whether the arena has a single thread (max_concurrency 1, e.g. a
+  /// rank bound to one core): then copies, reductions and single-copy reads
+  /// of every size run inline where they become ready (ExecutorOptions::
+  /// inline_bytes does not apply), since a task could only take the core the
+  /// releasing thread holds; compute nodes still become tasks.
+  [[nodiscard]] bool serial() const noexcept;
 
   /// @brief Transport event entry points (installed as handlers by default).
   void handle_completion(void* context, const Status& status);
