@@ -25,15 +25,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/task_group.h>
 
 #include "strata/dag/executor.hpp"
 #include "strata/detail/env.hpp"
+#include "strata/transport/copy.hpp"
 
 namespace strata {
 namespace dag {
@@ -220,47 +217,6 @@ std::uint64_t now_ns() {
 }
 
 thread_local const Executor::Impl* tls_in_task = nullptr;
-
-// Streaming copy (PlanBuilder::streaming): non-temporal 32-byte stores, so a
-// large destination does not evict the caches' working set nor costs a read
-// for ownership per line. Overlapping ranges, short copies, sanitizer builds
-// and CPUs without AVX2 take memmove.
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target("avx2"))) void stream_copy_avx2(unsigned char* d, const unsigned char* s, std::size_t n) {
-  const std::size_t head = (32 - (reinterpret_cast<std::uintptr_t>(d) & 31)) & 31;
-  std::memcpy(d, s, head);
-  std::size_t i = head;
-  for (; i + 128 <= n; i += 128) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
-    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 64), c);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 96), e);
-  }
-  _mm_sfence();  // the stores are weakly ordered: visible before the node completes
-  std::memcpy(d + i, s + i, n - i);
-}
-#endif
-
-void stream_copy(void* dst, const void* src, std::size_t n) {
-  auto* d = static_cast<unsigned char*>(dst);
-  const auto* s = static_cast<const unsigned char*>(src);
-  const bool overlap = d < s + n && s < d + n;
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-  static const bool avx2 = __builtin_cpu_supports("avx2") != 0;
-  if (avx2 && !overlap && n >= 4096) {
-    stream_copy_avx2(d, s, n);
-    return;
-  }
-#endif
-  if (overlap)
-    std::memmove(d, s, n);
-  else
-    std::memcpy(d, s, n);
-}
 
 // Debian's libtbb is not TSan-instrumented: annotate task hand-offs under TSan.
 #if defined(__SANITIZE_THREAD__)
@@ -497,7 +453,7 @@ struct Executor::Impl {
       case NodeKind::copy:
         if (nd.src.len == 0) return true;
         if (nd.streaming)
-          stream_copy(addr(in, id, 2, nd.dst), addr(in, id, 0, nd.src), nd.src.len);
+          transport::stream_copy(addr(in, id, 2, nd.dst), addr(in, id, 0, nd.src), nd.src.len);
         else
           std::memmove(addr(in, id, 2, nd.dst), addr(in, id, 0, nd.src), nd.src.len);
         return true;

@@ -87,6 +87,31 @@ TEST_P(ShmRanks, MappedRegionsThroughTheRingWhenDirectIsOff) {
   expect_all_ok(r, n, "mapped");
 }
 
+// Adaptive non-temporal puts (docs/transport.md): forced on, every byte of the
+// mapped traffic (unaligned heads and tails included) still arrives; in auto
+// mode with a threshold no memcpy reaches, every rank's first timed put
+// switches its puts to the next peer to streaming stores (the debug line says
+// so) and the following ones keep every byte too.
+TEST_P(ShmRanks, NonTemporalPutsKeepEveryByte) {
+  const int n = GetParam();
+  expect_all_ok(launch(n, "mapped", "STRATA_SHM_NT=on"), n, "mapped");
+  const RunResult r = launch(n, "mapped", "STRATA_SHM_NT=auto STRATA_SHM_NT_GBPS=1000000 STRATA_LOG_LEVEL=debug");
+  expect_all_ok(r, n, "mapped");
+  EXPECT_GE(count(r.out, "non-temporal stores for the next 64"), n) << r.out;
+  const RunResult off = launch(n, "mapped", "STRATA_SHM_NT=off STRATA_LOG_LEVEL=debug");
+  expect_all_ok(off, n, "mapped");
+  EXPECT_EQ(count(off.out, "non-temporal stores"), 0) << off.out;
+}
+
+TEST(ShmNt, MalformedSettingsAreRefusedNamingTheVariable) {
+  const RunResult r = launch(2, "mapped", "STRATA_SHM_NT=sometimes");
+  EXPECT_FALSE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.out;
+  EXPECT_NE(r.out.find("STRATA_SHM_NT='sometimes'"), std::string::npos) << r.out;
+  const RunResult g = launch(2, "mapped", "STRATA_SHM_NT_GBPS=-3");
+  EXPECT_FALSE(WIFEXITED(g.status) && WEXITSTATUS(g.status) == 0) << g.out;
+  EXPECT_NE(g.out.find("STRATA_SHM_NT_GBPS='-3'"), std::string::npos) << g.out;
+}
+
 TEST_P(ShmRanks, FetchAddFromAllRanksIsExact) {
   const int n = GetParam();
   expect_all_ok(launch(n, "fadd"), n, "fadd");

@@ -124,6 +124,13 @@ const std::vector<Var> kVars = {
   {"STRATA_SHM_DIRECT", "bytes or `off`", "1024", "shm",
    "bytes from which puts/gets into a same-host peer's mapped region (communicator windows) are one direct memcpy; "
    "`off` = always through the ring"},
+  {"STRATA_SHM_NT", "auto/on/off", "auto", "shm",
+   "direct puts of >= 8 KiB into a same-host peer's mapping: `auto` times each memcpy and uses non-temporal stores "
+   "for the next 64 puts to that peer when it ran below STRATA_SHM_NT_GBPS (docs/transport.md, \"Adaptive "
+   "non-temporal puts\"); `on` always non-temporal; `off` always memcpy"},
+  {"STRATA_SHM_NT_GBPS", "GB/s (0, 1e6]", "6", "shm",
+   "STRATA_SHM_NT=auto: a timed memcpy into a peer's mapping slower than this switches puts to that peer to "
+   "non-temporal stores"},
   {"STRATA_MR_CACHE", "integer 1..16777216", "1024", "transport",
    "registration cache bound (entries)"},
   {"STRATA_FI_SIGNAL", "`msg` or `cqdata`", "auto", "fabric",

@@ -56,6 +56,7 @@
 #include "strata/detail/env.hpp"
 #include "strata/detail/log.hpp"
 #include "strata/detail/rendezvous.hpp"
+#include "strata/transport/copy.hpp"
 
 namespace strata::transport::detail {
 // Cross-process ordering is invisible to ThreadSanitizer: a write into a
@@ -92,6 +93,17 @@ constexpr std::size_t kDefaultCmaThreshold = std::size_t{64} << 20;
 // one memcpy by the initiator; smaller ones travel inside the ring record
 // (one cache line less to move). STRATA_SHM_DIRECT overrides ("off" disables).
 constexpr std::size_t kDefaultDirectMin = 1024;
+// Adaptive non-temporal puts (docs/transport.md, "Adaptive non-temporal
+// puts"): a direct put of at least kNtMin bytes times its memcpy into the
+// peer's mapping; when that ran below STRATA_SHM_NT_GBPS (the destination's
+// lines were held by the peer's core and each store waited for an
+// invalidation: measured 2.3-3.5 GB/s on a 2-vCPU KVM guest in its slow
+// placement, against 10 GB/s end to end with streaming stores), the next
+// kNtRun puts to that peer use non-temporal stores, then one memcpy measures
+// again, so a return to fast cache-to-cache transfers is seen within kNtRun puts.
+constexpr std::size_t kNtMin = 8192;
+constexpr int kNtRun = 64;
+constexpr double kDefaultNtGbps = 6.0;
 constexpr int kBatch = 64;                             // records per ring per progress() call
 constexpr std::chrono::milliseconds kDeathCheck{200};  // stall after which a peer's pid is checked
 
@@ -151,7 +163,8 @@ struct Peer {
   bool served = false;
   pid_t pid = 0;
   std::atomic<bool> cma{false};
-  SegHeader* hdr = nullptr;  // the peer's segment header (its sleeping flag)
+  std::atomic<int> nt_left{0};  // puts left in non-temporal mode (adaptive puts; racy decrements are fine)
+  SegHeader* hdr = nullptr;     // the peer's segment header (its sleeping flag)
   sockaddr_un wake_addr{};
   socklen_t wake_len = 0;
 
@@ -265,6 +278,28 @@ std::size_t direct_min_from_env() {
   return static_cast<std::size_t>(n);
 }
 
+enum class NtMode : std::uint8_t { off, on, automatic };
+
+NtMode nt_mode_from_env() {
+  const char* v = strata::detail::env::get("STRATA_SHM_NT");
+  if (v == nullptr || std::strcmp(v, "auto") == 0) return NtMode::automatic;
+  if (std::strcmp(v, "on") == 0) return NtMode::on;
+  if (std::strcmp(v, "off") == 0) return NtMode::off;
+  throw Error(Errc::invalid_argument, std::string("STRATA_SHM_NT='") + v + "': expected auto, on or off");
+}
+
+double nt_gbps_from_env() {
+  const char* v = strata::detail::env::get("STRATA_SHM_NT_GBPS");
+  if (v == nullptr) return kDefaultNtGbps;
+  char* end = nullptr;
+  errno = 0;
+  const double g = std::strtod(v, &end);
+  if (errno != 0 || end == v || *end != '\0' || !(g > 0.0) || g > 1e6) {
+    throw Error(Errc::invalid_argument, std::string("STRATA_SHM_NT_GBPS='") + v + "': expected GB/s in (0, 1e6]");
+  }
+  return g;
+}
+
 class ShmBackend final : public Backend {
  public:
   ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector<bool>& serve, const TransportOptions& opts);
@@ -330,6 +365,9 @@ class ShmBackend final : public Backend {
   /// Local address of [key.addr + offset, +len) when the key is a mapped region
   /// this rank can reach directly and len >= direct_min_; nullptr otherwise.
   std::byte* direct(Peer& p, const RemoteKey& key, std::uint64_t offset, std::uint64_t len);
+  /// Copies a direct put into the peer's mapping: memcpy, or non-temporal
+  /// stores while a timed memcpy to this peer ran slower than nt_gbps_.
+  void copy_to_peer(Peer& p, std::byte* to, const void* src, std::size_t len);
   /// direct() without the size threshold (also map_peer()).
   std::byte* map_range(Peer& p, const RemoteKey& key, std::uint64_t offset, std::uint64_t len);
   /// Maps region @p id (owner's base @p base) of peer @p p by name; map_mu held.
@@ -391,6 +429,8 @@ class ShmBackend final : public Backend {
   std::shared_ptr<RegionTable> regions_ = std::make_shared<RegionTable>();
   std::atomic<std::uint64_t> next_region_{1};
   std::size_t direct_min_ = kDefaultDirectMin;
+  NtMode nt_mode_ = NtMode::automatic;
+  double nt_gbps_ = kDefaultNtGbps;
   int sock_ = -1;
   sockaddr_un self_addr_{};
   socklen_t self_len_ = 0;
@@ -427,6 +467,8 @@ ShmBackend::ShmBackend(Bootstrap& boot, const Hierarchy& hier, const std::vector
   if (opts.cma_threshold != 0) cma_threshold_ = opts.cma_threshold;
   ring_bytes_ = ring_bytes_from_env();
   direct_min_ = direct_min_from_env();
+  nt_mode_ = nt_mode_from_env();
+  nt_gbps_ = nt_gbps_from_env();
 
   const std::vector<int> locals = hier.host_ranks(rank_);
   auto local_index = [&locals](int r) {
@@ -954,6 +996,30 @@ void ShmBackend::push_completion(void* context, Status st) {
   if (hdr_ != nullptr && hdr_->sleeping.load(std::memory_order_seq_cst) != 0) wake();
 }
 
+void ShmBackend::copy_to_peer(Peer& p, std::byte* to, const void* src, std::size_t len) {
+  if (nt_mode_ == NtMode::off || len < kNtMin) {
+    std::memcpy(to, src, len);
+    return;
+  }
+  const int left = p.nt_left.load(std::memory_order_relaxed);
+  if (nt_mode_ == NtMode::on || left > 0) {
+    if (left > 0) p.nt_left.store(left - 1, std::memory_order_relaxed);
+    stream_copy(to, src, len);
+    return;
+  }
+  const Clock::time_point t0 = Clock::now();
+  std::memcpy(to, src, len);
+  const double ns =
+      static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  if (static_cast<double>(len) < nt_gbps_ * ns) {  // bytes / ns = GB/s
+    p.nt_left.store(kNtRun, std::memory_order_relaxed);
+    strata::detail::logger().debug(
+        "strata: rank {}: puts to rank {}: non-temporal stores for the next {} ({} bytes copied at {:.1f} GB/s < {} "
+        "GB/s, STRATA_SHM_NT_GBPS)",
+        rank_, p.rank, kNtRun, len, static_cast<double>(len) / ns, nt_gbps_);
+  }
+}
+
 Status ShmBackend::put_impl(const char* op, int peer, const void* src, std::size_t len, const RemoteKey& dst,
                             std::uint64_t dst_offset, bool with_signal, std::uint64_t payload, void* context) {
   Status s = check_peer(op, peer);
@@ -969,7 +1035,7 @@ Status ShmBackend::put_impl(const char* op, int peer, const void* src, std::size
   if (std::byte* to = direct(p, dst, dst_offset, len)) {
     // Single copy into the peer's mapped region; the signal record published
     // after it (release) makes the data visible before the signal.
-    std::memcpy(to, src, len);
+    copy_to_peer(p, to, src, len);
     STRATA_TSAN_RELEASE(&p);
     if (!with_signal) {
       push_completion(context, {});
