@@ -8,14 +8,16 @@
 #include <utility>
 #include <vector>
 
+#include "checks.hpp"
 #include "comm.hpp"
+#include "select.hpp"
 #include "strata/engine.hpp"
 
 namespace strata {
 
 namespace {
 
-using namespace detail;  // NOLINT: argument checks and algorithm choice (comm.hpp)
+using namespace detail;  // NOLINT: argument checks and algorithm choice (checks.hpp, select.hpp)
 
 bool is_v(coll::Kind k) { return k == coll::Kind::gatherv || k == coll::Kind::scatterv; }
 bool is_gather(coll::Kind k) { return k == coll::Kind::gather || k == coll::Kind::gatherv; }

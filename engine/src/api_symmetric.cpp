@@ -14,14 +14,16 @@
 #include <utility>
 #include <vector>
 
+#include "checks.hpp"
 #include "comm.hpp"
+#include "select.hpp"
 #include "strata/engine.hpp"
 
 namespace strata {
 
 namespace {
 
-using namespace detail;  // NOLINT: argument checks and algorithm choice (comm.hpp)
+using namespace detail;  // NOLINT: argument checks and algorithm choice (checks.hpp, select.hpp)
 
 // Algorithm names per collective family; "" = automatic (the compiler decides).
 const char* algo_names(coll::Kind k) {

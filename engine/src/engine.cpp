@@ -3,7 +3,9 @@
 #include "strata/engine.hpp"
 #include "strata/detail/env.hpp"
 
+#include "checks.hpp"
 #include "comm.hpp"
+#include "select.hpp"
 
 #include <unistd.h>
 
@@ -108,7 +110,7 @@ const char* to_string(Op op) noexcept {
 // ---------------------------------------------------------------- argument checks and algorithm choice
 namespace {
 
-using namespace detail;  // NOLINT: argument checks and algorithm choice (comm.hpp)
+using namespace detail;  // NOLINT: argument checks and algorithm choice (checks.hpp, select.hpp)
 
 // Exchanges fixed-size blobs over a communicator with an allreduce (each rank
 // fills its own block, zeros elsewhere, bxor): used for split/dup metadata.

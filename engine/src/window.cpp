@@ -25,8 +25,10 @@
 #include <utility>
 #include <vector>
 
+#include "checks.hpp"
 #include "comm.hpp"
 #include "ids.hpp"
+#include "select.hpp"
 #include "strata/detail/log.hpp"
 #include "strata/engine.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "comm.hpp"  // the engine's algorithm resolution (choose, parse_shape), so options mean the same
+#include "select.hpp"  // the engine's algorithm resolution (choose, parse_shape), so options mean the same
 #include "strata/sim/sim.hpp"
 #include "strata_cli.hpp"
 
