@@ -113,6 +113,8 @@ class Tuner {
     dir_ = self_dir();
     run_ = dir_ + "/strata-run";
     bench_ = dir_ + "/strata-bench";
+    probe_ = dir_ + "/strata-handoff-probe";
+    if (access(probe_.c_str(), X_OK) != 0) probe_.clear();  // measured without placement control
     for (const std::string& p : {run_, bench_})
       if (access(p.c_str(), X_OK) != 0)
         die("needs " + p +
@@ -445,10 +447,52 @@ class Tuner {
     if (o_.mode == Mode::smoke) args.insert(args.end(), {"--iters", "3", "--warmup", "1"});
     if (o_.mode == Mode::quick) args.insert(args.end(), {"--iters", "15", "--warmup", "3"});
     std::map<std::pair<std::string, std::uint64_t>, double> out;
-    for (const Record& r : bench(o_.ranks, args, {"STRATA_TUNING=" + path}))
-      if (r.library == "strata") out[{r.collective, r.bytes}] = r.median_us;
+    // Placement control (docs/tuning.md, "Placement"): a VM's two cores can
+    // change how fast they hand data to each other (2-4x) under a running
+    // job. Each measurement is bracketed by strata-handoff-probe; one whose
+    // probes disagree with each other or with the search's first measurement
+    // (reference) is taken again, up to 3 times, so that the candidates of
+    // one search are compared in one placement.
+    for (int attempt = 0;; ++attempt) {
+      const double before = placement();
+      out.clear();
+      for (const Record& r : bench(o_.ranks, args, {"STRATA_TUNING=" + path}))
+        if (r.library == "strata") out[{r.collective, r.bytes}] = r.median_us;
+      const double after = placement();
+      if (before <= 0 || after <= 0) break;  // no probe: nothing to compare
+      if (ref_probe_ <= 0 && same_state(before, after)) ref_probe_ = std::min(before, after);
+      if (same_state(before, after) && same_state(before, ref_probe_)) break;
+      if (attempt == 2) {
+        // Steady, but not in the reference placement: the machine moved for
+        // good; searches() measures the search again from the start.
+        if (same_state(before, after))
+          moved_ = true;
+        else
+          ++unstable_;
+        break;
+      }
+      ++remeasured_;
+    }
     return out;
   }
+
+  // 64 KiB handed between two processes (strata-handoff-probe), median us; 0 without the probe.
+  double placement() {
+    if (probe_.empty()) return 0;
+    const std::string cmd = probe_ + " --iters 1000 --size 65536 2>/dev/null";
+    FILE* f = ::popen(cmd.c_str(), "r");
+    if (f == nullptr) return 0;
+    char line[256] = {0};
+    double us = 0;
+    if (std::fgets(line, sizeof line, f) != nullptr) {
+      const char* m = std::strstr(line, "median ");
+      if (m != nullptr) us = std::strtod(m + 7, nullptr);
+    }
+    (void)::pclose(f);
+    probes_.push_back(us);
+    return us;
+  }
+  static bool same_state(double a, double b) { return a > 0 && b > 0 && std::max(a, b) / std::min(a, b) < 1.5; }
 
   Value searches() {
     Value all = Value::object();
@@ -461,6 +505,9 @@ class Tuner {
       for (const TuningField& f : strata::coll::tuning_fields())
         if (std::strcmp(f.name, s.field) == 0) field = &f;
       if (field == nullptr) die(std::string("internal: no field ") + s.field);
+      ref_probe_ = 0;
+      remeasured_ = unstable_ = 0;
+      probes_.clear();
       std::vector<std::uint64_t> cand = s.candidates;
       const std::uint64_t dv = def.*field->member;
       if (std::find(cand.begin(), cand.end(), dv) == cand.end()) cand.push_back(dv);
@@ -478,8 +525,19 @@ class Tuner {
         ++runs[i];
       };
       // Rounds alternate the order against drift; a candidate keeps its best median per (collective, bytes).
+      moved_ = false;
+      bool restarted = false;
       for (int round = 0; round < rounds; ++round)
         for (std::size_t j = 0; j < cand.size(); ++j) run_one(round % 2 == 0 ? j : cand.size() - 1 - j);
+      if (moved_) {  // the placement changed for good during the search: once more, all in the new one
+        restarted = true;
+        moved_ = false;
+        ref_probe_ = 0;
+        for (auto& tm : times) tm.clear();
+        std::fill(runs.begin(), runs.end(), 0);
+        for (int round = 0; round < rounds; ++round)
+          for (std::size_t j = 0; j < cand.size(); ++j) run_one(round % 2 == 0 ? j : cand.size() - 1 - j);
+      }
       std::vector<double> score(cand.size(), 0.0);
       auto rescore = [&] {
         std::map<std::pair<std::string, std::uint64_t>, double> best;
@@ -588,6 +646,17 @@ class Tuner {
       r.set("chosen", Value::integer(cand[ibest]));
       r.set("reason", Value::string(reason));
       r.set("candidates", std::move(cands));
+      if (!probes_.empty()) {
+        Value pl = Value::object();
+        pl.set("reference_us", Value::number(ref_probe_));
+        Value all_probes = Value::array();
+        for (double v : probes_) all_probes.push(Value::number(v));
+        pl.set("probes_us", std::move(all_probes));
+        pl.set("remeasured", Value::integer(static_cast<std::uint64_t>(remeasured_)));
+        pl.set("unstable", Value::integer(static_cast<std::uint64_t>(unstable_)));
+        pl.set("restarted", Value::boolean(restarted));
+        r.set("placement", std::move(pl));
+      }
       all.set(s.field, std::move(r));
       if (o_.verbose)
         std::fprintf(stderr, "  %s: %llu (%s)\n", s.field, static_cast<unsigned long long>(cand[ibest]),
@@ -619,11 +688,16 @@ class Tuner {
   }
 
   Options o_;
-  std::string dir_, run_, bench_, tmp_;
+  std::string dir_, run_, bench_, probe_, tmp_;
   std::vector<std::string> base_env_;
   strata::coll::Fingerprint here_;
   strata::coll::TuningFile file_;
   int nrun_ = 0;
+  // Placement control of the current search (measure()).
+  double ref_probe_ = 0;
+  int remeasured_ = 0, unstable_ = 0;
+  bool moved_ = false;
+  std::vector<double> probes_;
 };
 
 // strata-tune --simulate: the model-based search (strata::sim::autotune) of a synthetic machine.

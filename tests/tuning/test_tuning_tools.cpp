@@ -71,6 +71,12 @@ TEST_F(TuningTools, SmokeRunWritesAFileThatEnginesLoadAndStrataInfoShows) {
   const strata::json::Value* pf = f.measurements.find("searches")->find("pipeline_fragment");
   ASSERT_NE(pf, nullptr);
   EXPECT_EQ(pf->find("candidates")->items().size(), 2u);  // 64 KiB and the default, each measured
+  // Placement control: every measurement bracketed by strata-handoff-probe (two probes each).
+  const strata::json::Value* pl = pf->find("placement");
+  ASSERT_NE(pl, nullptr) << "no placement record in the search";
+  ASSERT_NE(pl->find("probes_us"), nullptr);
+  EXPECT_GE(pl->find("probes_us")->items().size(), 4u);
+  for (const strata::json::Value& v : pl->find("probes_us")->items()) EXPECT_GT(v.as_double(), 0.0);
   EXPECT_NE(f.measurements.find("memcpy")->find("hot"), nullptr);
 
   const ProcessResult r = run_command(ranks(2, path));
