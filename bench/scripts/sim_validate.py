@@ -34,9 +34,38 @@ def main():
                          "(as the benchmark's loop measures); 1 = one call's slowest rank")
     ap.add_argument("--extra", default="--shm-lat-us 0.5 --node-us 0.08 --progress-us 0.2 --numa-mem-gbs 60")
     ap.add_argument("--min-bytes", type=int, default=65536)
+    ap.add_argument("--handoff", metavar="PROBE",
+                    help="path of strata-handoff-probe: measure the cross-core hand-off at each record's size "
+                         "(capped at 128 KiB, the plans' fragment size) and pass --handoff-write-gbs / --handoff-read-gbs "
+                         "(docs/simulator.md, \"Hand-offs\"); run it in the placement the measurement saw")
     ap.add_argument("json", nargs="+")
     a = ap.parse_args()
     rows = []
+    handoff = {}
+
+    def probe(size, mode="memcpy"):
+        iters = str(max(300, min(3000, 200_000_000 // max(size, 1))))
+        out = subprocess.run([a.handoff, "--size", str(size), "--iters", iters, "--mode", mode], capture_output=True,
+                             text=True)
+        m = re.search(r"median ([\d.]+) us, writer's copy ([\d.]+) us", out.stdout)
+        if out.returncode != 0 or not m:
+            sys.exit(f"strata-handoff-probe failed at {size} B: {out.stderr.strip()}")
+        return float(m.group(1)), float(m.group(2))
+
+    def handoff_args(size):
+        # Plans move messages above 128 KiB in 128 KiB fragments (pipeline_fragment,
+        # sym_large_fragment): that is the size of one hand-off.
+        size = min(size, 128 << 10)
+        if size not in handoff:
+            sync, _ = probe(64)  # the flag round trip alone
+            # The shm transport's puts take the faster of memcpy and non-temporal stores
+            # (STRATA_SHM_NT=auto, docs/transport.md): so does the model.
+            total, writer = min(probe(size), probe(size, "nt") if size >= 8192 else (1e30, 0))
+            reader = max(total - writer - sync, 0.05 * total)
+            handoff[size] = (size / (writer * 1e3), size / (reader * 1e3))
+        w, r = handoff[size]
+        return ["--handoff-write-gbs", f"{w:.3f}", "--handoff-read-gbs", f"{r:.3f}"]
+
     for path in a.json:
         for r in json.load(open(path)):
             if r.get("library") != "strata" or r["collective"] not in COLL:
@@ -54,6 +83,8 @@ def main():
                    coll, "--bytes", str(sb), "--quiet", "--calibrate"] + a.extra.split()
             if a.calls > 1:
                 cmd += ["--calls", str(a.calls)]
+            if a.handoff:
+                cmd += handoff_args(sb)
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 print(f"strata-sim failed for {coll} {b} B n={n}: {out.stderr.strip()}", file=sys.stderr)

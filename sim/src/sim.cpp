@@ -77,6 +77,10 @@ void CostModel::set(const std::string& key, const std::string& value) {
     numa_mem_bw = v * 1e9;
   } else if (key == "reduce_gbs") {
     reduce_bw = v * 1e9;
+  } else if (key == "handoff_write_gbs") {
+    handoff_write_bw = v * 1e9;
+  } else if (key == "handoff_read_gbs") {
+    handoff_read_bw = v * 1e9;
   } else if (key == "node_us") {
     node_cpu = v * 1e-6;
   } else if (key == "progress_us") {
@@ -94,7 +98,7 @@ void CostModel::set(const std::string& key, const std::string& value) {
   } else {
     bad("unknown parameter '" + key +
         "' (nic_gbit nic_gbs nic_lat_us msg_bytes shm_lat_us copy_gbs copy_numa_gbs copy_package_gbs numa_mem_gbs "
-        "reduce_gbs node_us progress_us workers)");
+        "reduce_gbs handoff_write_gbs handoff_read_gbs node_us progress_us workers)");
   }
 }
 
@@ -110,6 +114,8 @@ std::string CostModel::describe() const {
     << "copy_package_gbs = " << gbs(copy_bw_package) << "\n"
     << "numa_mem_gbs = " << gbs(numa_mem_bw) << "\n"
     << "reduce_gbs = " << gbs(reduce_bw) << "\n"
+    << "handoff_write_gbs = " << handoff_write_bw / 1e9 << "\n"  // 0: unset (copy_gbs)
+    << "handoff_read_gbs = " << handoff_read_bw / 1e9 << "\n"
     << "node_us = " << node_cpu * 1e6 << "\n"
     << "progress_us = " << progress_service * 1e6 << "\n"
     << "workers = " << workers << "\n";
@@ -227,6 +233,7 @@ struct CNode {
   std::uint32_t count = 0;
   std::uint64_t bytes = 0;
   std::uint32_t ndeps = 0;
+  bool from_window = false;  // copy / reduce reading this rank's window (a peer's data: a hand-off)
 };
 
 enum class Ev : std::uint8_t {
@@ -296,6 +303,11 @@ class Engine {
         case NodeKind::put:
         case NodeKind::put_with_signal:
           cn.bytes = nd.src.len;
+          // The compilers' window is output 1 (compile_common.hpp, my_win).
+          cn.from_window =
+              (nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce) &&
+              ((nd.src.buf.kind == dag::BufferKind::output && nd.src.buf.id == 1) ||
+               (nd.kind == NodeKind::reduce && nd.src2.buf.kind == dag::BufferKind::output && nd.src2.buf.id == 1));
           break;
         case NodeKind::get:
         case NodeKind::read_peer:
@@ -445,6 +457,13 @@ class Engine {
     return end;
   }
 
+  // A hand-off's bandwidth: the slower of the hand-off rate and the plain
+  // one (@p plain: the copy or kernel at this size, memory-bound when large);
+  // 0 means unset / infinite for either.
+  static double handoff(double rate, double plain) {
+    if (rate <= 0) return plain;
+    return plain > 0 ? std::min(rate, plain) : rate;
+  }
   [[nodiscard]] double level_bw(const RankPlace& a, const RankPlace& b) const {
     if (a.numa == b.numa) return c_.copy_bw;
     if (a.package == b.package) return c_.copy_bw_numa;
@@ -503,14 +522,17 @@ class Engine {
       case NodeKind::publish:
       case NodeKind::read_peer: {  // a CMA read: one copy on this rank's core (the engine's single-copy plans)
         double s = 0;
-        const double e = cpu_op(r, t, c_.copy_bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
+        const double bw = nd.from_window ? handoff(c_.handoff_read_bw, c_.copy_bw) : c_.copy_bw;
+        const double e = cpu_op(r, t, bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
         start_[g] = s;
         finish_at(g, e);
         return;
       }
       case NodeKind::reduce: {
         double s = 0;
-        const double e = cpu_op(r, t, c_.reduce_bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
+        // A window operand streams in at the hand-off rate: the slower of the two limits the kernel.
+        const double bw = nd.from_window ? handoff(c_.handoff_read_bw, c_.reduce_bw) : c_.reduce_bw;
+        const double e = cpu_op(r, t, bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
         start_[g] = s;
         finish_at(g, e);
         return;
@@ -533,7 +555,8 @@ class Engine {
       if (nd.kind == NodeKind::signal) {
         e = cpu_op(r, t, 0, 0, nullptr, 0, nullptr, 0, &s);
       } else if (pe.numa == me.numa) {
-        e = cpu_op(r, t, level_bw(me, pe), nd.bytes, &me, nd.bytes, nullptr, 0, &s);
+        const double bw = nd.kind != NodeKind::get ? handoff(c_.handoff_write_bw, level_bw(me, pe)) : level_bw(me, pe);
+        e = cpu_op(r, t, bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
       } else {
         e = cpu_op(r, t, level_bw(me, pe), nd.bytes, &me, nd.bytes, &pe, nd.bytes, &s);
       }

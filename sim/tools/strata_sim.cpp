@@ -114,6 +114,8 @@ const std::vector<std::pair<std::string, std::string>> kCostFlags = {{"--nic-gbi
                                                                      {"--copy-package-gbs", "copy_package_gbs"},
                                                                      {"--numa-mem-gbs", "numa_mem_gbs"},
                                                                      {"--reduce-gbs", "reduce_gbs"},
+                                                                     {"--handoff-write-gbs", "handoff_write_gbs"},
+                                                                     {"--handoff-read-gbs", "handoff_read_gbs"},
                                                                      {"--node-us", "node_us"},
                                                                      {"--progress-us", "progress_us"},
                                                                      {"--workers", "workers"}};

@@ -86,6 +86,29 @@ TEST(Sim, BinomialBroadcastTakesCeilLog2NMessageTimes) {
   }
 }
 
+// Hand-offs (docs/simulator.md): on one host a 2-rank broadcast is the root's
+// put into the leaf's window at handoff_write_bw, then the leaf's copy out of
+// its window at handoff_read_bw; nothing else costs anything here. Unset
+// (0), both fall back to the copy bandwidth; a hand-off is never faster than
+// the plain copy at that size.
+TEST(Sim, OneHostBroadcastIsAWriteAndAReadHandOff) {
+  const std::uint64_t bytes = 1 << 20;
+  Job r = machine_job(1, "core:2", coll::Kind::broadcast, bytes);
+  r.call.algo.name = "single";
+  r.call.algo.hierarchical = false;
+  r.call.algo.single = {coll::Shape::flat, 0};
+  r.call.algo.fragment = std::size_t{1} << 40;
+  CostModel c = CostModel::pure_network(kBw, 0);
+  c.handoff_write_bw = 20e9;
+  c.handoff_read_bw = 40e9;
+  const double b = static_cast<double>(bytes);
+  EXPECT_NEAR(simulate(r, c).max_finish(), b / 20e9 + b / 40e9, 1e-9);
+  c.copy_bw = 25e9;  // slower than the read hand-off: the copy's own limit wins
+  EXPECT_NEAR(simulate(r, c).max_finish(), b / 20e9 + b / 25e9, 1e-9);
+  c.handoff_write_bw = c.handoff_read_bw = 0;  // unset: plain copies at copy_bw both ways
+  EXPECT_NEAR(simulate(r, c).max_finish(), 2 * b / 25e9, 1e-9);
+}
+
 TEST(Sim, FlatBroadcastSerializesOnTheRootNic) {
   const std::uint64_t bytes = 1 << 20;
   for (int n : {2, 4, 7}) {

@@ -18,6 +18,9 @@
 //    transport's mapped path) at the bandwidth of the level they cross (same
 //    NUMA region / same package / across packages), then the signal becomes
 //    visible shm_lat later and is served by the receiver's progress server;
+//  - hand-offs (CostModel::handoff_*): a same-NUMA put writes at
+//    handoff_write_bw, a copy or reduction reading the window (data a peer
+//    put there) reads at handoff_read_bw, when set;
 //  - wait nodes complete when their local dependencies are done and `count`
 //    signals were served; flag_wait is satisfied at once (one instance: the
 //    previous user of the window slot finished long ago).
@@ -40,15 +43,21 @@ namespace strata::sim {
 /// @brief Cost model parameters (seconds, bytes per second). A bandwidth of
 /// 0 means infinite (no time per byte).
 struct CostModel {
-  double nic_bw = 25e9;              ///< per host NIC, each direction (200 Gbit/s)
-  double nic_lat = 2e-6;             ///< one-way network latency
-  std::uint64_t msg_bytes = 64;      ///< header bytes every network message carries (signals: only this)
-  double shm_lat = 0.4e-6;           ///< same-host signal visibility latency
-  double copy_bw = 10e9;             ///< one core's memcpy inside one NUMA region
-  double copy_bw_numa = 8e9;         ///< memcpy between NUMA regions of one package
-  double copy_bw_package = 6e9;      ///< memcpy between packages
-  double numa_mem_bw = 40e9;         ///< aggregate memory bandwidth of one NUMA region (contention)
-  double reduce_bw = 5e9;            ///< element-wise reduction, bytes of one operand per second
+  double nic_bw = 25e9;          ///< per host NIC, each direction (200 Gbit/s)
+  double nic_lat = 2e-6;         ///< one-way network latency
+  std::uint64_t msg_bytes = 64;  ///< header bytes every network message carries (signals: only this)
+  double shm_lat = 0.4e-6;       ///< same-host signal visibility latency
+  double copy_bw = 10e9;         ///< one core's memcpy inside one NUMA region
+  double copy_bw_numa = 8e9;     ///< memcpy between NUMA regions of one package
+  double copy_bw_package = 6e9;  ///< memcpy between packages
+  double numa_mem_bw = 40e9;     ///< aggregate memory bandwidth of one NUMA region (contention)
+  double reduce_bw = 5e9;        ///< element-wise reduction, bytes of one operand per second
+  /// Hand-off bandwidths (docs/simulator.md, "Hand-offs"): a same-NUMA put's
+  /// copy into a peer's window (its lines held by the peer's core), and a
+  /// copy or reduction reading this rank's window (lines a peer just wrote).
+  /// 0: the plain copy_bw / reduce_bw (a hot copy inside one core's caches).
+  double handoff_write_bw = 0;
+  double handoff_read_bw = 0;
   double node_cpu = 0.2e-6;          ///< fixed cost of every local node and every posted remote node
   double progress_service = 0.3e-6;  ///< progress-server time per posted network op and per served signal
   int workers = 1;                   ///< executor threads per rank running local nodes
