@@ -338,7 +338,7 @@ void kill_scenario(World& w) {
 // at offsets inside the region, sizes around the direct threshold; every byte
 // checked. The keys must carry kShmMapped (the single-copy path exists), and
 // with STRATA_SHM_DIRECT=off the same traffic goes through the ring.
-void mapped(World& w) {
+void mapped_regions_scenario(World& w) {
   const int next = (w.rank + 1) % w.size;
   const int prev = (w.rank + w.size - 1) % w.size;
   // 64 KiB + 5 then 1 MiB + 13: with STRATA_SHM_NT=auto the first put of
@@ -548,7 +548,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       std::_Exit(0);  // do not join a bootstrap whose peer is gone
     } else if (scenario == "mapped") {
-      mapped(w);
+      mapped_regions_scenario(w);
     } else if (scenario == "invalid") {
       invalid(w);
     } else if (scenario == "bench") {
