@@ -371,6 +371,7 @@ class Tuner {
     std::vector<std::string> colls;
     std::vector<std::uint64_t> sizes;
     const char* why;
+    std::vector<std::string> extra = {};  // more strata-bench arguments (e.g. --persistent)
   };
 
   std::vector<Search> plan() const {
@@ -419,6 +420,12 @@ class Tuner {
                    {"bcast"},
                    {64 * K, 256 * K, 1 * M, 4 * M},
                    "one host: broadcast read out of the root's buffer (CMA) vs the pipelined window tree"});
+      s.push_back({"persistent_direct_min_bytes",
+                   {0, 256 * K},
+                   {"bcast", "allreduce"},
+                   {256 * K, 1 * M, 4 * M},
+                   "persistent plans: direct mode (into the receivers' buffers) vs the window path",
+                   {"--persistent"}});
       s.push_back({"inline_bytes",
                    {64 * K, 8 * M},
                    {"bcast", "allreduce"},
@@ -444,6 +451,7 @@ class Tuner {
     std::string colls;
     for (const auto& c : s.colls) colls += (colls.empty() ? "" : ",") + c;
     std::vector<std::string> args = {"--coll", colls, "--no-memcpy", "--sizes", sizes_arg(s.sizes)};
+    args.insert(args.end(), s.extra.begin(), s.extra.end());
     if (o_.mode == Mode::smoke) args.insert(args.end(), {"--iters", "3", "--warmup", "1"});
     if (o_.mode == Mode::quick) args.insert(args.end(), {"--iters", "15", "--warmup", "3"});
     std::map<std::pair<std::string, std::uint64_t>, double> out;
