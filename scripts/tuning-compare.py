@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,23 +37,50 @@ def main():
         sys.exit(f"tuning-compare: no table at {a.table}")
     b = os.path.join(a.build, "bin")
     res = {"default": {}, "tuned": {}}
+    probe = os.path.join(b, "strata-handoff-probe")
+
+    def placement():
+        # 64 KiB cross-core hand-off (docs/performance.md, "Two placements of the same VM"); 0: no probe.
+        if not os.path.exists(probe):
+            return 0.0
+        out = subprocess.run([probe, "--iters", "2000"], capture_output=True, text=True).stdout
+        m = re.search(r"median ([\d.]+) us", out)
+        return float(m.group(1)) if m else 0.0
+
+    probes = []
+    redone = 0
     with tempfile.TemporaryDirectory(prefix="strata-tuning-compare.") as tmp:
         for r in range(a.rounds):
-            for name in (["default", "tuned"] if r % 2 == 0 else ["tuned", "default"]):
-                env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
-                env["STRATA_TUNING"] = "off" if name == "default" else os.path.abspath(a.table)
-                out = os.path.join(tmp, f"{name}-{r}.json")
-                cmd = [os.path.join(b, "strata-run"), "-n", str(a.ranks), "--bind", "core", "--timeout", "300", "--",
-                       os.path.join(b, "strata-bench"), "--coll", a.colls, "--sizes", a.sizes, "--no-memcpy",
-                       "--json", out, "--quiet"]
-                subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                with open(out) as f:
-                    for rec in json.load(f):
-                        if rec["library"] != "strata":
-                            continue
-                        k = (rec["collective"], rec["bytes"])
-                        res[name][k] = min(res[name].get(k, float("inf")), rec["median_us"])
+            # Both configurations of a round in one placement: a round whose probes
+            # before and after differ by 1.5x or more is run again (up to 3 times).
+            for attempt in range(3):
+                before = placement()
+                got = {"default": {}, "tuned": {}}
+                for name in (["default", "tuned"] if r % 2 == 0 else ["tuned", "default"]):
+                    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+                    env["STRATA_TUNING"] = "off" if name == "default" else os.path.abspath(a.table)
+                    out = os.path.join(tmp, f"{name}-{r}.json")
+                    cmd = [os.path.join(b, "strata-run"), "-n", str(a.ranks), "--bind", "core", "--timeout", "300",
+                           "--", os.path.join(b, "strata-bench"), "--coll", a.colls, "--sizes", a.sizes,
+                           "--no-memcpy", "--json", out, "--quiet"]
+                    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    with open(out) as f:
+                        for rec in json.load(f):
+                            if rec["library"] == "strata":
+                                got[name][(rec["collective"], rec["bytes"])] = rec["median_us"]
+                after = placement()
+                steady = before <= 0 or after <= 0 or max(before, after) / min(before, after) < 1.5
+                if steady or attempt == 2:
+                    break
+                redone += 1
+            probes.append((before, after))
+            for name in got:
+                for k, us in got[name].items():
+                    res[name][k] = min(res[name].get(k, float("inf")), us)
     print(f"# {a.table} vs STRATA_TUNING=off: {a.ranks} ranks, {a.rounds} alternating rounds, best median per point")
+    if any(p for pair in probes for p in pair):
+        print("# placement probes per round (64 KiB hand-off us, before/after): " +
+              ", ".join(f"{x:.1f}/{y:.1f}" for x, y in probes) + f"; rounds run again: {redone}")
     print(f"{'collective':12s} {'bytes':>9s} {'default_us':>11s} {'tuned_us':>9s} {'tuned/def':>9s}")
     logs, rows = [], []
     for k in sorted(res["default"]):
