@@ -6,6 +6,7 @@
 // mixed). Also: pull is refused where it does not apply.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -162,6 +163,61 @@ TEST(BcastCompile, PullIsRefusedWhereItDoesNotApplyNamingDirectionCollectiveAndR
   std::shared_ptr<const dag::Plan> p;
   ASSERT_NO_THROW(p = strata::coll::compile(g, c, 0));
   for (const dag::Node& nd : p->nodes()) EXPECT_NE(nd.kind, dag::NodeKind::get);
+}
+
+// A parent with several children on other hosts posts fragment-major: each of
+// fragment f + 1's network puts depends on fragment f's first network put, so
+// the executor cannot post one child's whole message before the next child's
+// first fragment (docs/algorithms.md, "Broadcast"). Same-host puts (one memcpy
+// at the post) are not ordered.
+TEST(BcastCompile, NetworkPutsOfSeveralChildrenAreFragmentMajor) {
+  for (const bool grants : {true, false}) {
+    SCOPED_TRACE(grants ? "granted flags" : "ready-to-receive signals");
+    Group g = make_group(5, Place::one, 1 << 20);
+    g.host = {0, 1, 2, 3, 0};  // ranks 1-3 on other hosts, rank 4 beside the root
+    g.flags = grants;
+    g.grants = grants;
+    Call c = make_call(0, (1 << 20) / 4, false, kDirs[0], 128 * 1024, 0);  // 1 MiB in 8 fragments
+    c.algo.single = {strata::coll::Shape::flat, 0};
+    std::shared_ptr<const dag::Plan> root;
+    ASSERT_NO_THROW(root = strata::coll::compile(g, c, 0));
+    // The root's puts in plan order, per child: fragment f is the f-th put to that child.
+    std::vector<std::vector<dag::NodeId>> to(5);
+    for (dag::NodeId id = 0; id < root->size(); ++id)
+      if (root->node(id).kind == dag::NodeKind::put_with_signal)
+        to[static_cast<std::size_t>(root->node(id).peer)].push_back(id);
+    for (int ch = 1; ch < 5; ++ch) ASSERT_EQ(to[static_cast<std::size_t>(ch)].size(), 8u) << "child " << ch;
+    auto depends = [&](dag::NodeId a, dag::NodeId b) {
+      const auto& d = root->node(a).deps;
+      return std::find(d.begin(), d.end(), b) != d.end();
+    };
+    for (std::size_t f = 1; f < 8; ++f) {
+      for (int ch = 1; ch <= 3; ++ch)
+        EXPECT_TRUE(depends(to[static_cast<std::size_t>(ch)][f], to[1][f - 1]))
+            << "fragment " << f << " to rank " << ch << " does not wait for fragment " << f - 1 << " to rank 1";
+      EXPECT_FALSE(depends(to[4][f], to[1][f - 1])) << "the same-host put of fragment " << f << " is ordered";
+    }
+    // The whole broadcast, every rank's slice, over the fake transport in
+    // random order (the signal protocol: the fake ranks bind no flag tables).
+    if (grants) continue;
+    std::vector<std::shared_ptr<const dag::Plan>> plans;
+    for (int r = 0; r < 5; ++r) {
+      g.rank = r;
+      plans.push_back(strata::coll::compile(g, c, 1));
+    }
+    const strata::Status st = dag::validate(raw(plans));
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    FakeRanks sim(5, 1 << 20, 11);
+    std::vector<std::vector<std::int32_t>> buf(5, std::vector<std::int32_t>(c.count, -1));
+    for (std::size_t i = 0; i < c.count; ++i) buf[0][i] = val(0, i);
+    ASSERT_TRUE(sim.run(plans, [&](int r) -> FakeRanks::Io {
+      void* mine = buf[static_cast<std::size_t>(r)].data();
+      return r == 0 ? FakeRanks::Io{mine, nullptr} : FakeRanks::Io{nullptr, mine};
+    }));
+    for (std::size_t r = 1; r < 5; ++r)
+      for (std::size_t i = 0; i < c.count; i += 997)
+        ASSERT_EQ(buf[r][i], val(0, i)) << "rank " << r << " element " << i;
+  }
 }
 
 TEST(BcastCompile, EdgeDirectionFollowsThePlacesOfBothEnds) {
