@@ -612,6 +612,7 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
   }
   if (slot < 0 || slot >= g.credits)
     throw Error(Errc::invalid_argument, "compile: slot " + std::to_string(slot) + " outside [0, credits)");
+  if (c.algo.name == "mapped" || mapped_plan(g, c)) return compile_mapped(g, c, slot);  // explains what it needs
   switch (c.kind) {
     case Kind::barrier:
       return compile_barrier(g, c, slot);

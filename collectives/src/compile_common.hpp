@@ -367,6 +367,10 @@ inline void finish(Ctx& x) {
   x.barrier(kExitBarrier, all.empty() ? std::vector<NodeId>{} : std::vector<NodeId>{x.b().nop(all)});
 }
 
+// Mapped plans (compile_mapped.cpp): whether @p c on @p g runs as one, and the plan.
+bool mapped_plan(const Group& g, const Call& c);
+std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, int slot);
+
 // The compilers of compile_*.cpp (one per family), dispatched by compile().
 std::shared_ptr<const dag::Plan> compile_gather(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, int slot);

@@ -90,6 +90,9 @@ const std::vector<TuningField>& tuning_fields() {
       {"persistent_direct_min_bytes", &Tuning::persistent_direct_min_bytes, 0, 1024 * kGiB, 1,
        "persistent broadcast / allreduce plans of at least this many bytes write straight into the receivers' "
        "buffers (direct mode, one ready-to-receive signal per start; 0: never, always the window path)"},
+      {"mapped_max_bytes", &Tuning::mapped_max_bytes, 0, 1024 * kGiB, 1,
+       "one host: calls whose contribution per rank is at most this many bytes run as mapped plans (each rank's "
+       "contribution copied into its own window, read or folded by the others through their mappings; 0: never)"},
       {"fastpath_bytes", &Tuning::fastpath_bytes, 0, 1u << 20, 1,
        "engine: small-message fast path up to this contribution per rank (STRATA_FASTPATH_BYTES overrides)"},
       {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,

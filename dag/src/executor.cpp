@@ -1107,10 +1107,16 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
                                               std::to_string(d.ref.peer) + " is invalid or shorter than " +
                                               std::to_string(d.size) + " bytes"};
         binds[j].key = it->key;
+        binds[j].base = static_cast<unsigned char*>(it->mapped);
         break;
       }
     }
   }
+  for (const std::uint32_t j : p.mapped_reads())
+    if (binds[j].base == nullptr)
+      return {Errc::invalid_argument, who() + ": peer buffer " + std::to_string(p.buffers()[j].ref.id) + " of rank " +
+                                          std::to_string(p.buffers()[j].ref.peer) +
+                                          " is read directly but not mapped here (PeerKey::mapped)"};
 
   if (p.flag_words() > 0) {
     // Memory-protocol nodes: every flag_wait peer's flags must be mapped here

@@ -364,6 +364,13 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
       p.flag_words_ = std::max(p.flag_words_, nd.slot + 1);
     if (nd.kind == NodeKind::publish || nd.kind == NodeKind::read_peer)
       p.flag_words_ = std::max(p.flag_words_, nd.slot + kPublishWords);
+    if (nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce)
+      for (int which = 0; which < 2; ++which) {
+        const std::uint32_t j = p.nbuf_[3 * i + static_cast<std::uint32_t>(which)];
+        if (j != kNoNode && p.buffers_[j].ref.kind == BufferKind::peer &&
+            std::find(p.mapped_reads_.begin(), p.mapped_reads_.end(), j) == p.mapped_reads_.end())
+          p.mapped_reads_.push_back(j);
+      }
   }
   std::sort(p.slot_sparse_.begin(), p.slot_sparse_.end());
   for (int e : extra_peers_)
@@ -402,6 +409,22 @@ Status check_region(const Plan& p, NodeId id, const Region& r, const char* role,
                std::string(role) + " " + region_str(r) + " exceeds the buffer's " + std::to_string(size) + " bytes");
   return Status::ok();
 }
+
+// A copy / reduce source: local, or a peer region read through a mapping
+// (declared, in bounds, and the node waits directly on a flag of that peer).
+Status check_source(const Plan& p, NodeId id, const Region& r, const char* role) {
+  if (r.buf.is_local()) return check_region(p, id, r, role, true);
+  Status st = check_region(p, id, r, role, false);
+  if (!st) return st;
+  if (r.buf.peer == p.rank()) return bad(p, id, std::string(role) + " " + region_str(r) + " is this rank's own");
+  for (NodeId d : p.nodes()[id].deps)
+    if (d < p.size() && p.nodes()[d].kind == NodeKind::flag_wait && p.nodes()[d].peer == r.buf.peer &&
+        !p.nodes()[d].granted)
+      return Status::ok();
+  return bad(p, id,
+             std::string(role) + " " + region_str(r) + " is read through a mapping but the node does not depend on a " +
+                 "flag_wait on rank " + std::to_string(r.buf.peer));
+}
 }  // namespace
 
 Status validate(const Plan& p, bool require_output_coverage) {
@@ -431,13 +454,13 @@ Status validate(const Plan& p, bool require_output_coverage) {
       case NodeKind::signal:
         break;
       case NodeKind::copy:
-        if (!(st = check_region(p, i, nd.src, "source", true))) return st;
+        if (!(st = check_source(p, i, nd.src, "source"))) return st;
         if (!(st = check_region(p, i, nd.dst, "destination", true))) return st;
         if (nd.src.len != nd.dst.len) return bad(p, i, "source and destination lengths differ");
         break;
       case NodeKind::reduce: {
-        if (!(st = check_region(p, i, nd.src, "left operand", true))) return st;
-        if (!(st = check_region(p, i, nd.src2, "right operand", true))) return st;
+        if (!(st = check_source(p, i, nd.src, "left operand"))) return st;
+        if (!(st = check_source(p, i, nd.src2, "right operand"))) return st;
         if (!(st = check_region(p, i, nd.dst, "destination", true))) return st;
         if (nd.src.len != nd.dst.len || nd.src2.len != nd.dst.len) return bad(p, i, "operand lengths differ");
         std::size_t esize = 0;

@@ -33,10 +33,10 @@ coll::Algorithm rooted_algorithm_uncached(const CommImpl& impl, coll::Kind kind,
   const bool automatic = algo.empty() || algo == "auto";
   if (automatic) algo = is_v(kind) ? "flat" : "tree";
   CollOptions rest = o;
-  bool direct = algo == "flat" || algo == "ring";
+  bool direct = algo == "flat" || algo == "ring" || algo == "mapped";
   if (!direct && algo != "tree" && algo != "hierarchical" && algo != "single" && algo != "flat-tree")
     bad(coll::to_string(kind), impl,
-        "algorithm '" + algo + "' unknown (tree | single | flat | ring); see docs/algorithms.md");
+        "algorithm '" + algo + "' unknown (tree | single | flat | ring | mapped); see docs/algorithms.md");
   rest.algorithm = direct ? "tree" : algo;
   coll::Algorithm a = choose(kind, rest, impl.rank());
   // Pull needs the tree: an automatic choice (flat for scatterv) becomes the tree.

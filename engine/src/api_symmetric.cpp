@@ -30,13 +30,13 @@ const char* algo_names(coll::Kind k) {
   switch (k) {
     case coll::Kind::allgather:
     case coll::Kind::allgatherv:
-      return "ring | rd | bruck | hier | numa-ring | single-copy";
+      return "ring | rd | bruck | hier | numa-ring | single-copy | mapped";
     case coll::Kind::alltoall:
-      return "pairwise | bruck | pull | single-copy";
+      return "pairwise | bruck | pull | single-copy | mapped";
     case coll::Kind::alltoallv:
       return "pairwise | pull";
     default:
-      return "ring | rh | pairwise";
+      return "ring | rh | pairwise | mapped";
   }
 }
 
@@ -44,13 +44,14 @@ bool known_algo(coll::Kind k, const std::string& a) {
   switch (k) {
     case coll::Kind::allgather:
     case coll::Kind::allgatherv:
-      return a == "ring" || a == "rd" || a == "bruck" || a == "hier" || a == "numa-ring" || a == "single-copy";
+      return a == "ring" || a == "rd" || a == "bruck" || a == "hier" || a == "numa-ring" || a == "single-copy" ||
+             a == "mapped";
     case coll::Kind::alltoall:
-      return a == "pairwise" || a == "bruck" || a == "pull" || a == "single-copy";
+      return a == "pairwise" || a == "bruck" || a == "pull" || a == "single-copy" || a == "mapped";
     case coll::Kind::alltoallv:
       return a == "pairwise" || a == "pull";
     default:
-      return a == "ring" || a == "rh" || a == "rd" || a == "halving" || a == "pairwise";
+      return a == "ring" || a == "rh" || a == "rd" || a == "halving" || a == "pairwise" || a == "mapped";
   }
 }
 
@@ -268,11 +269,11 @@ coll::Algorithm resolve_allreduce_uncached(const CollOptions& o, const CommImpl&
   if (tree) return choose(coll::Kind::allreduce, topts, impl.rank());
   const bool hier = name == "hier" || name == "hier:rd" || name == "hier:rabenseifner" || name == "hier:ring";
   if (name == "recursive-doubling") name = "rd";
-  if (name != "rd" && name != "rabenseifner" && name != "ring" && !hier)
+  if (name != "rd" && name != "rabenseifner" && name != "ring" && name != "mapped" && !hier)
     throw Error(Errc::invalid_argument,
                 "allreduce on rank " + std::to_string(impl.rank()) + ": algorithm '" + name +
                     "' unknown (tree | single | rd | rabenseifner | ring | hier | hier:rd | hier:rabenseifner | "
-                    "hier:ring)");
+                    "hier:ring | mapped)");
   if (user_op && !user_op->commutative &&
       (name == "rabenseifner" || name == "ring" || name == "hier:rabenseifner" || name == "hier:ring"))
     throw Error(Errc::unsupported, "allreduce on rank " + std::to_string(impl.rank()) + ": algorithm '" + name +

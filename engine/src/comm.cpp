@@ -38,7 +38,7 @@ void CommImpl::fail_all(const Status& why) {
 
 transport::RemoteKey CommImpl::open_window() {
   // The fast path's area follows the collective slots (same offset on every member).
-  const std::size_t bytes = flags_at() + flag_area_bytes();
+  const std::size_t bytes = window_bytes();
   window = std::make_unique<WindowMem>(*core->transport, bytes, group.world);
   // Until the members mapped the region its name is in /dev/shm, where a job
   // killed with its launcher would leave it (docs/transport.md, "Mapped
@@ -66,16 +66,22 @@ void CommImpl::enable_flags() {
   std::uint64_t ok = on ? 1 : 0;
   const int myhost = group.host[static_cast<std::size_t>(rank())];
   bool remote = false;
+  // Mapped plans (Group::mapped_word) read the same-host members' windows through these mappings.
+  const std::size_t win_len = window_bytes();
+  std::vector<void*> wins(static_cast<std::size_t>(size()), nullptr);
+  std::uint64_t wins_ok = 1;
+  for (int r = 0; r < size(); ++r)
+    if (group.host[static_cast<std::size_t>(r)] != myhost) remote = true;
   for (int r = 0; r < size() && ok != 0; ++r) {
     const auto ur = static_cast<std::size_t>(r);
-    if (r == rank()) continue;
-    if (group.host[ur] != myhost) {
-      remote = true;
-      continue;
-    }
+    if (r == rank() || group.host[ur] != myhost) continue;
     void* p = core->transport->map_peer(peers[ur].rank, peers[ur].key, at, len);
     if (p == nullptr) ok = 0;
     flag_table[static_cast<std::size_t>(group.world[ur])] = static_cast<std::atomic<std::uint32_t>*>(p);
+    if (!remote) {
+      wins[ur] = core->transport->map_peer(peers[ur].rank, peers[ur].key, 0, win_len);
+      if (wins[ur] == nullptr) wins_ok = 0;
+    }
   }
   // Grants (Group::grants) for members on other hosts: local copies of
   // their flag words, bound before the agreement (a grant that arrives
@@ -118,13 +124,27 @@ void CommImpl::enable_flags() {
   // One agreement for all: 0 = no flags, 1 = flags, 2 = flags and grants
   // (members on other hosts), 3 = flags and single copy (one host).
   ok = agree_min(ok);
+  // Mapped plans: flags on, every member on this host, every window mapped
+  // everywhere (a second agreement; every member takes it or none, since ok
+  // and remote are the same on all of them). STRATA_MAPPED=off keeps them off.
+  static const bool mapped_on = [] { return !strata::detail::env::is("STRATA_MAPPED", "off"); }();
+  bool mapped = false;
+  if (ok != 0 && !remote && size() > 1)
+    mapped = agree_min(mapped_on && mapped_slot_bytes() > 0 ? wins_ok : 0) != 0;
   std::lock_guard<std::mutex> lk(mu);
   group.flags = ok != 0;
   group.grants = ok == 2;
   group.publish_word = ok == 3 ? publish_word() : 0;
+  group.mapped_word = mapped ? publish_word() : 0;
+  group.mapped_at = mapped ? mapped_at() : 0;
+  group.mapped_slot_bytes = mapped ? mapped_slot_bytes() : 0;
+  if (mapped)
+    for (int r = 0; r < size(); ++r)
+      if (r != rank()) peers[static_cast<std::size_t>(r)].mapped = wins[static_cast<std::size_t>(r)];
   cache.clear();  // plans compiled before (the agreement itself) use signals only
-  detail::logger().debug("comm {}: window flags {}, grants {}, single copy {}", id, group.flags ? "on" : "off",
-                         group.grants ? "on" : "off", group.publish_word != 0 ? "on" : "off");
+  detail::logger().debug("comm {}: window flags {}, grants {}, single copy {}, mapped plans {}", id,
+                         group.flags ? "on" : "off", group.grants ? "on" : "off",
+                         group.publish_word != 0 ? "on" : "off", mapped ? "on" : "off");
 }
 
 std::uint64_t CommImpl::agree_min(std::uint64_t mine) {
@@ -367,7 +387,10 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     }
     dag::Bindings b;
     b.inputs = {send};
-    b.outputs = {recv, slot_base};
+    b.outputs = {recv, slot_base,
+                 group.mapped_slot_bytes == 0 ? nullptr
+                                              : static_cast<char*>(window->p) + group.mapped_at +
+                                                    slot_index * group.mapped_slot_bytes};
     b.peer_table = peer_keys ? peer_keys.get() : &peers;
     b.flags = flag_table.data();
     b.nflags = flag_table.size();

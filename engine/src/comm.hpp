@@ -60,7 +60,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     if (window && core && core->transport) core->transport->deregister_memory(window->p, window->len);
     // This rank's mappings of the members' windows (its fast path pointed into them).
     if (core && core->transport && core->alive.load(std::memory_order_acquire))
-      for (int r = 0; r < static_cast<int>(peers.size()); ++r)
+      for (int r = 0; r < size() && r < static_cast<int>(peers.size()); ++r)
         if (r != group.rank)
           core->transport->unmap_peer(peers[static_cast<std::size_t>(r)].rank, peers[static_cast<std::size_t>(r)].key);
     if (core && core->exec && grants_bound) core->exec->bind_flags(id, nullptr, 0);
@@ -97,6 +97,22 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
         publish_word() + static_cast<std::size_t>(dag::kPublishWords) * static_cast<std::size_t>(group.credits);
     return (words * sizeof(std::uint32_t) + 63) / 64 * 64;
   }
+  // Then, on one-host communicators, the mapped plans' area (Group::mapped_at):
+  // credits slots of mapped_slot_bytes() each.
+  [[nodiscard]] bool one_host() const {
+    for (int h : group.host)
+      if (h != group.host[static_cast<std::size_t>(group.rank)]) return false;
+    return true;
+  }
+  [[nodiscard]] std::size_t mapped_slot_bytes() const {
+    if (!one_host() || size() < 2) return 0;
+    const std::uint64_t want = std::max<std::uint64_t>(core->tuning ? core->tuning->mapped_max_bytes : 0, 4096);
+    return static_cast<std::size_t>((std::min<std::uint64_t>(want, group.slot_bytes) + 63) / 64 * 64);
+  }
+  [[nodiscard]] std::size_t mapped_at() const { return flags_at() + flag_area_bytes(); }
+  [[nodiscard]] std::size_t window_bytes() const {
+    return mapped_at() + mapped_slot_bytes() * static_cast<std::size_t>(group.credits);
+  }
 
   // flag_table[w]: world rank w's flag words as mapped here (own included),
   // nullptr for ranks that are not same-host members (Bindings::flags).
@@ -118,12 +134,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   std::uint64_t agree_min(std::uint64_t mine);
 
   // Whether the fast path may serve this communicator: enabled, every member on this host.
-  [[nodiscard]] bool fast_candidate() const {
-    if (!core->fast_cfg.enabled) return false;
-    for (int h : group.host)
-      if (h != group.host[static_cast<std::size_t>(group.rank)]) return false;
-    return true;
-  }
+  [[nodiscard]] bool fast_candidate() const { return core->fast_cfg.enabled && one_host(); }
 
   // After set_peer_keys, on every member (collective): maps the members' fast
   // areas and agrees (one allreduce) that every member could, so that all of

@@ -118,8 +118,9 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
   if (kind == coll::Kind::barrier) {
     a.name = "dissemination";
     // Tree algorithm names are accepted (options are often shared between calls).
-    if (!algo.empty() && algo != "dissemination" && algo != "tree" && algo != "single")
-      throw Error(Errc::invalid_argument, "barrier: algorithm '" + algo + "' unknown (dissemination)");
+    if (algo == "mapped") a.name = "mapped";  // docs/algorithms.md, "Mapped plans"
+    else if (!algo.empty() && algo != "dissemination" && algo != "tree" && algo != "single")
+      throw Error(Errc::invalid_argument, "barrier: algorithm '" + algo + "' unknown (dissemination | mapped)");
     return a;
   }
   if (algo.empty() || algo == "tree" || algo == "hierarchical") {
@@ -130,9 +131,11 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
     a.hierarchical = false;
   } else if (algo == "single-copy" && kind == coll::Kind::broadcast) {
     a.name = "single-copy";  // docs/algorithms.md, "Single copy"
+  } else if (algo == "mapped") {
+    a.name = "mapped";  // docs/algorithms.md, "Mapped plans"
   } else {
     throw Error(Errc::invalid_argument,
-                std::string(coll::to_string(kind)) + ": algorithm '" + algo + "' unknown (tree | single" +
+                std::string(coll::to_string(kind)) + ": algorithm '" + algo + "' unknown (tree | single | mapped" +
                     (kind == coll::Kind::broadcast ? " | single-copy" : "") + "); see docs/algorithms.md");
   }
   std::string tree = env_or(o.tree, "STRATA_TREE_" + cname);

@@ -62,9 +62,18 @@ class FakeRanks {
     void* output = nullptr;
   };
 
+  /// Flag words per rank when with_flags() is on (memory-protocol plans).
+  static constexpr std::size_t kFlagWords = 256;
+  /// Word of the flag wake words ("somebody waits", then one per rank).
+  static constexpr std::uint32_t kFlagWake = 16;
+  /// Word of slot 0's record (Group::mapped_word / publish_word); slot s's is kRecordWord + 8 s.
+  static constexpr std::uint32_t kRecordWord = 64;
+
   FakeRanks(int n, std::size_t slot_bytes, std::uint64_t seed)
       : n_(n), slot_(slot_bytes), world_(n, strata::transport::FakeMode::manual, seed) {
     keys_.resize(static_cast<std::size_t>(n));
+    flag_blocks_.resize(static_cast<std::size_t>(n));
+    for (auto& blk : flag_blocks_) blk = std::make_unique<std::atomic<std::uint32_t>[]>(kFlagWords);
     for (int r = 0; r < n; ++r) {
       strata::dag::ExecutorOptions o;
       o.arena = &arena_;
@@ -78,6 +87,15 @@ class FakeRanks {
   ~FakeRanks() {
     for (int r = 0; r < n_; ++r)
       world_.endpoint(r).deregister_memory(win_[static_cast<std::size_t>(r)].data(), 2 * slot_);
+  }
+  /// Binds every rank's flag block and every window as mapped (PeerKey::mapped),
+  /// as the engine does for a one-host communicator (mapped plans, window flags).
+  /// Mapped plans' slot 1 (the slot run() binds) is at @p mapped_at + @p mapped_slot_bytes
+  /// of every window (Group::mapped_at, Group::mapped_slot_bytes).
+  void with_flags(std::size_t mapped_at = 0, std::size_t mapped_slot_bytes = 0) {
+    flags_ = true;
+    mapped_slot_ = mapped_at + mapped_slot_bytes;
+    for (int r = 0; r < n_; ++r) flag_table_.push_back(flag_blocks_[static_cast<std::size_t>(r)].get());
   }
   FakeRanks(const FakeRanks&) = delete;
   FakeRanks& operator=(const FakeRanks&) = delete;
@@ -95,8 +113,15 @@ class FakeRanks {
       const Io mine = io(r);
       strata::dag::Bindings b;
       b.inputs = {mine.input};
-      b.outputs = {mine.output, win_[ur].data() + slot_};
-      for (int q = 0; q < n_; ++q) b.peers.push_back({q, 0, keys_[static_cast<std::size_t>(q)]});
+      b.outputs = {mine.output, win_[ur].data() + slot_, flags_ ? win_[ur].data() + mapped_slot_ : nullptr};
+      for (int q = 0; q < n_; ++q)
+        b.peers.push_back(
+            {q, 0, keys_[static_cast<std::size_t>(q)], flags_ ? win_[static_cast<std::size_t>(q)].data() : nullptr});
+      if (flags_) {
+        b.flags = flag_table_.data();
+        b.nflags = flag_table_.size();
+        b.flag_wake = kFlagWake;
+      }
       const strata::Status st = ex_[ur]->start(plans[ur], b, 0, seq, [&](const strata::Status& s) {
         if (!s.is_ok()) failed.fetch_add(1);
         finished.fetch_add(1);
@@ -113,7 +138,9 @@ class FakeRanks {
         return false;
       }
       const bool moved = world_.release_random();
-      if (world_.progress_all() == 0 && !moved) std::this_thread::yield();
+      std::size_t flags_moved = 0;
+      for (auto& ex : ex_) flags_moved += ex->poll();  // memory-flag waits (the engine's progress hook)
+      if (world_.progress_all() == 0 && !moved && flags_moved == 0) std::this_thread::yield();
     }
     return failed.load() == 0;
   }
@@ -130,6 +157,10 @@ class FakeRanks {
   std::vector<std::unique_ptr<strata::dag::Executor>> ex_;
   std::vector<std::vector<char>> win_;
   std::vector<strata::transport::RemoteKey> keys_;
+  std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> flag_blocks_;
+  std::vector<std::atomic<std::uint32_t>*> flag_table_;
+  bool flags_ = false;
+  std::size_t mapped_slot_ = 0;
   std::uint32_t seq_ = 0;
 };
 

@@ -86,6 +86,9 @@ const std::vector<Var> kVars = {
    "single-copy (CMA) plans on one-host communicators (docs/algorithms.md, \"Single copy\"): `on` where the tuning "
    "table's windows (`bcast_single_copy_*`, `sym_single_copy_*`) say so, `always` for every automatic broadcast, "
    "allgather(v) and alltoall, `off` never (two copies through the window). Read once"},
+  {"STRATA_MAPPED", "on/off", "on", "engine",
+   "`off`: no mapped plans on one-host communicators (docs/algorithms.md, \"Mapped plans\"): small calls that the "
+   "fast path does not take run the window plans (puts and signals). Read once"},
   {"STRATA_WINDOW_FLAGS", "on/off", "on", "engine",
    "`off`: between ranks of one host keep the ready-to-receive signal before the first use of every window region "
    "instead of the window flags (docs/algorithms.md, \"Window flags\"). Read once"},

@@ -20,6 +20,7 @@
 //   inputs[0]  = the user's send buffer (broadcast: the buffer, at the root)
 //   outputs[0] = the user's receive buffer
 //   outputs[1] = this rank's window slot (slot_bytes bytes)
+//   outputs[2] = this rank's slot of its mapped area (mapped plans only)
 //   peer buffer (r, 0) = rank r's whole window (offsets include the slot base)
 //   peer buffer (r, 1) = rank r's receive buffer (Call::direct only)
 #pragma once
@@ -88,6 +89,20 @@ struct Group {
   /// block straight out of its owner's user buffer (docs/algorithms.md,
   /// "Single copy").
   std::uint32_t publish_word = 0;
+  /// Mapped plans (with flags, agreed by all; every member on this host and
+  /// every member's window mapped into this process, bound as
+  /// dag::PeerKey::mapped): the flag word of slot 0's record (the slots'
+  /// records are laid out as for publish_word); 0 = unavailable. Small calls
+  /// then run as mapped plans: each rank copies its contribution into its own
+  /// window slot, raises the record word, and the readers copy or fold it
+  /// straight out of that slot (docs/algorithms.md, "Mapped plans").
+  std::uint32_t mapped_word = 0;
+  /// Mapped plans: byte offset of the mapped area in every member's window
+  /// (credits slots of mapped_slot_bytes each, written only by mapped plans,
+  /// so no window plan's put or pull lands where a mapped reader may still
+  /// read), and the bytes of one slot of it (the most one rank writes per call).
+  std::size_t mapped_at = 0;
+  std::size_t mapped_slot_bytes = 0;
   /// The tuning table in effect (the engine's, docs/tuning.md); null = the
   /// built-in defaults. Plans compiled under different tables differ: a plan
   /// cache must not be shared between groups with different tables.

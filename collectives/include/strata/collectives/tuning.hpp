@@ -59,6 +59,9 @@ struct Tuning {
   // window path won at every size measured here (one host 8 B - 4 MiB, 2 x 1
   // hosts over loopback 8 B - 4 MiB), hence the default.
   std::uint64_t persistent_direct_min_bytes = 0;
+  // One host, mapped plans (docs/algorithms.md "Mapped plans"): calls whose
+  // contribution per rank is at most this many bytes (0: never).
+  std::uint64_t mapped_max_bytes = 65536;
   // ---- engine
   std::uint64_t fastpath_bytes = 4096;  ///< small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins)
   std::uint64_t inline_bytes = std::uint64_t{1}

@@ -98,6 +98,10 @@ struct PeerKey {
   int rank = -1;
   std::uint32_t id = 0;
   transport::RemoteKey key;
+  /// The buffer's start as mapped into this process (Transport::map_peer), or
+  /// nullptr. Required for the buffers a plan reads directly (mapped reads:
+  /// copy / reduce nodes with a peer source, Plan::mapped_reads()).
+  void* mapped = nullptr;
 };
 
 /// @brief Addresses bound to a plan's symbolic buffers for one instance:

@@ -7,9 +7,15 @@
 // an instance starts (see executor.hpp, Bindings).
 //
 // Node semantics:
-//  - copy:   dst <- src (local regions, equal lengths)
-//  - reduce: dst <- src OP src2 element-wise (local regions, equal lengths,
-//            multiple of the element size); src is the left operand
+//  - copy:   dst <- src (equal lengths; dst local)
+//  - reduce: dst <- src OP src2 element-wise (equal lengths, multiple of the
+//            element size; dst local); src is the left operand
+//            Mapped reads: the source of a copy and either operand of a
+//            reduce may be a peer region (a same-host peer's window, read
+//            through this process's mapping of it: PeerKey::mapped); the node
+//            must then depend directly on a flag_wait on that peer, which
+//            orders the peer's writes before the read (memory plans,
+//            docs/algorithms.md "Mapped plans")
 //  - put:    peer region dst <- local src; completes when visible at the peer
 //  - get:    local dst <- peer region src
 //  - put_with_signal: put, then the peer's wait node on `slot` counts one signal
@@ -205,6 +211,9 @@ class Plan {
   }
   /// Number of wait nodes.
   [[nodiscard]] const std::vector<NodeId>& wait_nodes() const noexcept { return waits_; }
+  /// Indices into buffers() of the peer buffers that copy / reduce nodes read
+  /// through a mapping (each must be bound with PeerKey::mapped).
+  [[nodiscard]] const std::vector<std::uint32_t>& mapped_reads() const noexcept { return mapped_reads_; }
   /// "name#rank node <id> (<kind> '<label>')": used in every error message.
   [[nodiscard]] std::string describe(NodeId id) const;
 
@@ -226,6 +235,7 @@ class Plan {
   std::vector<NodeId> slot_node_;
   std::vector<std::pair<std::uint32_t, NodeId>> slot_sparse_;
   std::vector<NodeId> waits_;
+  std::vector<std::uint32_t> mapped_reads_;
   std::vector<std::uint32_t> nbuf_;
   std::vector<int> peers_;
   std::vector<int> signalled_;  // sorted: peers of put_with_signal / signal nodes

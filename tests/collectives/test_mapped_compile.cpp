@@ -1,0 +1,308 @@
+// Mapped plans (collectives/src/compile_mapped.cpp, docs/algorithms.md
+// "Mapped plans") without processes: every rank's slice compiled for a
+// one-host group with mapped windows and window flags, executed over the fake
+// transport (random release order, every window bound as mapped) for several
+// instances in a row (the slot-reuse guard), against a sequential reference.
+// The multi-process runs over the real transports are in test_collectives*.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../common/fake_ranks.hpp"
+#include "strata/collectives/compile.hpp"
+#include "strata/dag/executor.hpp"
+
+using strata::coll::Call;
+using strata::coll::Group;
+using strata::coll::Kind;
+namespace dag = strata::dag;
+
+namespace {
+
+constexpr std::size_t kSlot = 1 << 16;
+
+Group mapped_group(int n) {
+  Group g = fake_ranks::make_group(n, fake_ranks::Place::one, kSlot);
+  g.flags = true;
+  g.mapped_word = fake_ranks::FakeRanks::kRecordWord;
+  g.mapped_at = 0;  // the fake windows hold only what these tests run
+  g.mapped_slot_bytes = kSlot / 2;
+  return g;
+}
+
+std::vector<std::shared_ptr<const dag::Plan>> compile_mapped(const Group& g, const Call& c) {
+  auto plans = strata::coll::compile_all(g, c, 1);
+  for (const auto& p : plans) EXPECT_EQ(p->algorithm(), "mapped") << strata::coll::to_string(c.kind);
+  return plans;
+}
+
+// A non-commutative operator on int32 pairs: (a, b) o (c, d) = (a + c, b * 3 + d) keeps rank order visible.
+dag::UserReduce ordered_op() {
+  dag::UserReduce u;
+  u.elem_size = 8;
+  u.commutative = false;
+  u.name = "ordered";
+  u.fn = [](const void* a, const void* b, void* d, std::size_t count) {
+    const auto* x = static_cast<const std::int32_t*>(a);
+    const auto* y = static_cast<const std::int32_t*>(b);
+    auto* z = static_cast<std::int32_t*>(d);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::int32_t s0 = x[2 * i] + y[2 * i];
+      const std::int32_t s1 = x[2 * i + 1] * 3 + y[2 * i + 1];
+      z[2 * i] = s0;
+      z[2 * i + 1] = s1;
+    }
+  };
+  return u;
+}
+
+class MappedSim : public ::testing::TestWithParam<int> {};
+
+TEST_P(MappedSim, EveryKindMatchesTheSequentialReferenceOverSeveralInstances) {
+  const int n = GetParam();
+  const auto nn = static_cast<std::size_t>(n);
+  const Group g = mapped_group(n);
+  fake_ranks::FakeRanks ranks(n, kSlot, 1234u + static_cast<unsigned>(n));
+  ranks.with_flags(g.mapped_at, g.mapped_slot_bytes);
+  std::mt19937 rng(77u + static_cast<unsigned>(n));
+  auto fill = [&rng](std::vector<std::int32_t>& v) {
+    for (auto& e : v) e = static_cast<std::int32_t>(rng() % 1000) - 500;
+  };
+  for (const std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{1000}}) {
+    for (int round = 0; round < 3; ++round) {  // back-to-back instances reuse the window slot
+      const int root = (round + 1) % n;
+      // Allreduce / reduce (sum), in place and not.
+      for (const Kind k : {Kind::allreduce, Kind::reduce}) {
+        for (const bool in_place : {false, true}) {
+          Call c;
+          c.kind = k;
+          c.count = count;
+          c.dtype = dag::DataType::i32;
+          c.op = dag::ReduceOp::sum;
+          c.root = root;
+          c.in_place = in_place;
+          c.algo.name = "mapped";
+          std::vector<std::vector<std::int32_t>> send(nn, std::vector<std::int32_t>(count)), recv = send;
+          for (auto& s : send) fill(s);
+          std::vector<std::int32_t> want(count, 0);
+          for (const auto& s : send)
+            for (std::size_t i = 0; i < count; ++i) want[i] += s[i];
+          for (int r = 0; r < n; ++r)
+            if (in_place) recv[static_cast<std::size_t>(r)] = send[static_cast<std::size_t>(r)];
+          const auto plans = compile_mapped(g, c);
+          ASSERT_TRUE(ranks.run(plans, [&](int r) {
+            const auto ur = static_cast<std::size_t>(r);
+            const bool gets = k == Kind::allreduce || r == root;
+            fake_ranks::FakeRanks::Io io;
+            io.input = in_place && gets ? nullptr : send[ur].data();
+            io.output = gets ? recv[ur].data() : nullptr;
+            return io;
+          }));
+          for (int r = 0; r < n; ++r) {
+            if (k != Kind::allreduce && r != root) continue;
+            EXPECT_EQ(recv[static_cast<std::size_t>(r)], want)
+                << strata::coll::to_string(k) << " n=" << n << " count=" << count << " rank " << r
+                << (in_place ? " in place" : "");
+          }
+        }
+      }
+      // Broadcast, gather, scatter, allgather, alltoall, reduce_scatter_block, barrier.
+      for (const Kind k : {Kind::broadcast, Kind::gather, Kind::scatter, Kind::allgather, Kind::alltoall,
+                           Kind::reduce_scatter_block, Kind::barrier}) {
+        Call c;
+        c.kind = k;
+        c.count = k == Kind::barrier ? 0 : count;
+        c.dtype = dag::DataType::i32;
+        c.op = dag::ReduceOp::sum;
+        c.root = root;
+        c.algo.name = "mapped";
+        const std::size_t per = c.count;
+        const bool wide_in = k == Kind::scatter || k == Kind::alltoall || k == Kind::reduce_scatter_block;
+        const bool wide_out = k == Kind::gather || k == Kind::allgather || k == Kind::alltoall;
+        std::vector<std::vector<std::int32_t>> send(nn, std::vector<std::int32_t>(wide_in ? per * nn : per));
+        std::vector<std::vector<std::int32_t>> recv(nn, std::vector<std::int32_t>(wide_out ? per * nn : per, -7));
+        for (auto& s : send) fill(s);
+        const auto plans = compile_mapped(g, c);
+        ASSERT_TRUE(ranks.run(plans, [&](int r) {
+          const auto ur = static_cast<std::size_t>(r);
+          fake_ranks::FakeRanks::Io io;
+          const bool has_in = k != Kind::barrier && (k != Kind::broadcast || r == root) &&
+                              (k != Kind::scatter || r == root);
+          const bool has_out = k != Kind::barrier && (k != Kind::broadcast || r != root) &&
+                               (k != Kind::gather || r == root);
+          io.input = has_in && per > 0 ? send[ur].data() : nullptr;
+          io.output = has_out && per > 0 ? recv[ur].data() : nullptr;
+          return io;
+        })) << strata::coll::to_string(k);
+        for (int r = 0; r < n && per > 0; ++r) {
+          const auto ur = static_cast<std::size_t>(r);
+          std::vector<std::int32_t> want;
+          switch (k) {
+            case Kind::broadcast:
+              if (r == root) continue;
+              want = send[static_cast<std::size_t>(root)];
+              break;
+            case Kind::gather:
+              if (r != root) continue;
+              for (const auto& s : send) want.insert(want.end(), s.begin(), s.end());
+              break;
+            case Kind::scatter:
+              want.assign(send[static_cast<std::size_t>(root)].begin() + static_cast<std::ptrdiff_t>(ur * per),
+                          send[static_cast<std::size_t>(root)].begin() + static_cast<std::ptrdiff_t>((ur + 1) * per));
+              break;
+            case Kind::allgather:
+              for (const auto& s : send) want.insert(want.end(), s.begin(), s.end());
+              break;
+            case Kind::alltoall:
+              for (const auto& s : send)
+                want.insert(want.end(), s.begin() + static_cast<std::ptrdiff_t>(ur * per),
+                            s.begin() + static_cast<std::ptrdiff_t>((ur + 1) * per));
+              break;
+            case Kind::reduce_scatter_block:
+              want.assign(per, 0);
+              for (const auto& s : send)
+                for (std::size_t i = 0; i < per; ++i) want[i] += s[ur * per + i];
+              break;
+            default:
+              break;
+          }
+          EXPECT_EQ(recv[ur], want) << strata::coll::to_string(k) << " n=" << n << " count=" << count << " rank "
+                                    << r;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MappedSim, NonCommutativeFoldsInRankOrder) {
+  const int n = GetParam();
+  const auto nn = static_cast<std::size_t>(n);
+  const Group g = mapped_group(n);
+  fake_ranks::FakeRanks ranks(n, kSlot, 99u);
+  ranks.with_flags(g.mapped_at, g.mapped_slot_bytes);
+  Call c;
+  c.kind = Kind::allreduce;
+  c.count = 5;
+  c.user_op = std::make_shared<const dag::UserReduce>(ordered_op());
+  c.algo.name = "mapped";
+  std::vector<std::vector<std::int32_t>> send(nn, std::vector<std::int32_t>(2 * c.count)), recv = send;
+  for (int r = 0; r < n; ++r)
+    for (std::size_t i = 0; i < 2 * c.count; ++i)
+      send[static_cast<std::size_t>(r)][i] = static_cast<std::int32_t>(r * 10 + static_cast<int>(i) + 1);
+  std::vector<std::int32_t> want = send[0];
+  const dag::UserReduce op = ordered_op();
+  for (int r = 1; r < n; ++r) op.fn(want.data(), send[static_cast<std::size_t>(r)].data(), want.data(), c.count);
+  const auto plans = compile_mapped(g, c);
+  ASSERT_TRUE(ranks.run(plans, [&](int r) {
+    fake_ranks::FakeRanks::Io io;
+    io.input = send[static_cast<std::size_t>(r)].data();
+    io.output = recv[static_cast<std::size_t>(r)].data();
+    return io;
+  }));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(recv[static_cast<std::size_t>(r)], want) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MappedSim, ::testing::Values(2, 3, 5));
+
+TEST(MappedCompile, ChosenAutomaticallyOnlyWhereTheTableAndTheGroupAllowIt) {
+  Group g = mapped_group(3);
+  Call c;
+  c.kind = Kind::allreduce;
+  c.count = 4;
+  c.dtype = dag::DataType::f32;
+  c.algo.name = "rd";
+  c.fast_ok = true;  // the caller left the choice to strata
+  EXPECT_EQ(strata::coll::compile(g, c, 0)->algorithm(), "mapped");
+  c.fast_ok = false;  // an algorithm asked for
+  EXPECT_EQ(strata::coll::compile(g, c, 0)->algorithm(), "rd");
+  c.fast_ok = true;
+  c.count = 1u << 20;  // above mapped_max_bytes and the mapped slot
+  EXPECT_NE(strata::coll::compile(g, c, 0)->algorithm(), "mapped");
+  c.count = 4;
+  c.exit_all = true;  // strict: the window plans with their barriers
+  EXPECT_NE(strata::coll::compile(g, c, 0)->algorithm(), "mapped");
+  c.exit_all = false;
+  Group two_hosts = g;
+  two_hosts.host = {0, 0, 1};
+  two_hosts.mapped_word = 0;  // the engine maps windows only when every member shares the host
+  EXPECT_NE(strata::coll::compile(two_hosts, c, 0)->algorithm(), "mapped");
+}
+
+TEST(MappedCompile, AskedForWhereItCannotRunIsAnErrorThatSaysWhy) {
+  Group g = mapped_group(2);
+  g.mapped_word = 0;
+  Call c;
+  c.kind = Kind::broadcast;
+  c.count = 4;
+  c.dtype = dag::DataType::u8;
+  c.algo.name = "mapped";
+  try {
+    (void)strata::coll::compile(g, c, 0);
+    FAIL() << "expected an error";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("algorithm 'mapped' needs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("on rank 0"), std::string::npos) << e.what();
+  }
+  g.mapped_word = fake_ranks::FakeRanks::kRecordWord;
+  c.kind = Kind::allgatherv;  // not a mapped kind
+  c.counts = {1, 2};
+  c.displs = {0, 1};
+  EXPECT_THROW((void)strata::coll::compile(g, c, 0), strata::Error);
+}
+
+TEST(MappedPlan, AMappedReadMustFollowAFlagWaitOnItsOwner) {
+  dag::PlanBuilder b("copy", 0, 2);
+  b.output(0, 8);
+  b.peer_buffer(1, 0, 64);
+  b.copy(dag::peer(1, 0, 0, 8), dag::out(0, 0, 8));
+  try {
+    (void)b.build();
+    FAIL() << "expected an error";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not depend on a flag_wait on rank 1"), std::string::npos) << e.what();
+  }
+  dag::PlanBuilder ok("copy", 0, 2);
+  ok.output(0, 8);
+  ok.peer_buffer(1, 0, 64);
+  const dag::NodeId fw = ok.flag_wait(1, 3, 0);
+  ok.copy(dag::peer(1, 0, 8, 8), dag::out(0, 0, 8), {fw});
+  const auto plan = ok.build();
+  ASSERT_EQ(plan->mapped_reads().size(), 1u);
+}
+
+TEST(MappedPlan, StartRefusesAPeerBufferThatIsNotMapped) {
+  strata::transport::FakeWorld world(2, strata::transport::FakeMode::manual, 5);
+  dag::Executor ex(world.endpoint(0));
+  dag::PlanBuilder b("copy", 0, 2);
+  b.output(0, 8);
+  b.peer_buffer(1, 0, 64);
+  const dag::NodeId fw = b.flag_wait(1, 3, 0);
+  b.copy(dag::peer(1, 0, 8, 8), dag::out(0, 0, 8), {fw});
+  const auto plan = b.build();
+  std::vector<char> out(8), peer(64);
+  strata::transport::RemoteKey key;
+  ASSERT_TRUE(world.endpoint(1).register_memory(peer.data(), peer.size(), &key).is_ok());
+  std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> blocks;
+  std::vector<std::atomic<std::uint32_t>*> table;
+  for (int r = 0; r < 2; ++r) {
+    blocks.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(64));
+    table.push_back(blocks.back().get());
+  }
+  dag::Bindings bind;
+  bind.outputs = {out.data()};
+  bind.peers = {{1, 0, key, nullptr}};
+  bind.flags = table.data();
+  bind.nflags = table.size();
+  bind.flag_wake = 8;
+  const strata::Status st = ex.start(plan, bind, 0, 0, [](const strata::Status&) {});
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("not mapped here"), std::string::npos) << st.message();
+  world.endpoint(1).deregister_memory(peer.data(), peer.size());
+}
+
+}  // namespace
