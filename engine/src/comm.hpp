@@ -106,7 +106,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   }
   [[nodiscard]] std::size_t mapped_slot_bytes() const {
     if (!one_host() || size() < 2) return 0;
-    const std::uint64_t want = std::max<std::uint64_t>(core->tuning ? core->tuning->mapped_max_bytes : 0, 4096);
+    // Room for the widest call (scatter, alltoall, reduce_scatter_block: one block per member).
+    const std::uint64_t block = std::max<std::uint64_t>(core->tuning ? core->tuning->mapped_max_bytes : 0, 4096);
+    const std::uint64_t want = block * static_cast<std::uint64_t>(size());
     return static_cast<std::size_t>((std::min<std::uint64_t>(want, group.slot_bytes) + 63) / 64 * 64);
   }
   [[nodiscard]] std::size_t mapped_at() const { return flags_at() + flag_area_bytes(); }

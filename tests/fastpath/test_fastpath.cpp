@@ -45,6 +45,8 @@ INSTANTIATE_TEST_SUITE_P(Matrix, FastPath,
                                            Case{"n2_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
                                            Case{"n3_inline", "STRATA_PROGRESS_THREADS=0", "-n 3"},
                                            Case{"n2_off", "STRATA_FASTPATH=off", "-n 2"},
+                                           Case{"n3_off", "STRATA_FASTPATH=off", "-n 3"},
+                                           Case{"n3_off_unmapped", "STRATA_FASTPATH=off STRATA_MAPPED=off", "-n 3"},
                                            Case{"n4_hosts2", "", "-n 4 --hosts 2"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
@@ -59,6 +61,27 @@ TEST(FastPathLog, ShowsWhichPathRan) {
   EXPECT_EQ(count(off, "fast path"), 0) << off;
   EXPECT_EQ(run("STRATA_LOG_LEVEL=debug", "-n 2 --hosts 2", "", &hosts), 0) << hosts;
   EXPECT_EQ(count(hosts, "on comm 0: fast path"), 0) << hosts;  // the split's one-member halves may use it
+}
+
+// With the fast path off, the small one-host calls run as mapped plans (the
+// same collectives, DAG nodes run by the executor: collectives/src/
+// compile_mapped.cpp), and none do with STRATA_MAPPED=off (window plans).
+TEST(MappedPlansLog, SmallOneHostCallsRunAsMappedPlans) {
+  std::string mapped, unmapped;
+  EXPECT_EQ(run("STRATA_LOG_LEVEL=info STRATA_FASTPATH=off", "-n 3", "", &mapped), 0) << mapped;
+  EXPECT_GT(count(mapped, "algorithm mapped"), 10) << mapped;
+  // Every kind the fast path takes has a mapped plan ("plan: <kind> of ... algorithm mapped").
+  for (const char* kind : {"barrier", "broadcast", "reduce", "allreduce", "gather", "scatter", "allgather",
+                           "alltoall", "reduce_scatter_block"}) {
+    bool seen = false;
+    std::istringstream lines(mapped);
+    for (std::string line; std::getline(lines, line) && !seen;)
+      seen = line.find(std::string("plan: ") + kind + " of ") != std::string::npos &&
+             line.find("algorithm mapped") != std::string::npos;
+    EXPECT_TRUE(seen) << kind;
+  }
+  EXPECT_EQ(run("STRATA_LOG_LEVEL=info STRATA_FASTPATH=off STRATA_MAPPED=off", "-n 3", "", &unmapped), 0) << unmapped;
+  EXPECT_EQ(count(unmapped, "algorithm mapped"), 0) << unmapped;
 }
 
 // STRATA_TRACE shows every fast-path call (they bypass the executor's DAG):
