@@ -289,6 +289,34 @@ struct Executor::Impl {
   std::mutex flag_mu;
   std::vector<std::pair<Instance*, NodeId>> flag_pending;  // under flag_mu
   std::atomic<std::size_t> nflag_pending{0};
+  std::atomic<int> parked{0};  // threads of this rank blocked (park): flag waits ask for nudges meanwhile
+
+  // Asks the owner of flag_wait @p nd to nudge this rank when it sets the flag
+  // (the wake words of its block; a Dekker pair with set_flag: this side
+  // stores them, then reads the flag; the owner stores the flag, then reads them).
+  void want_nudge(Instance* in, const Node& nd) {
+    std::atomic<std::uint32_t>* blk = in->flags[nd.peer];
+    blk[in->flag_wake + 1 + static_cast<std::uint32_t>(tp.rank())].store(1, std::memory_order_seq_cst);
+    blk[in->flag_wake].store(1, std::memory_order_seq_cst);
+  }
+
+  void park(bool parking) {
+    if (!parking) {
+      parked.fetch_sub(1, std::memory_order_seq_cst);
+      return;
+    }
+    parked.fetch_add(1, std::memory_order_seq_cst);
+    if (nflag_pending.load(std::memory_order_seq_cst) == 0) return;
+    {
+      std::lock_guard<std::mutex> g(flag_mu);
+      for (auto& [in, id] : flag_pending) {
+        const Node& nd = in->plan->nodes()[id];
+        if (!nd.granted && !in->failed.load(std::memory_order_acquire)) want_nudge(in, nd);
+      }
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    poll_flags();  // a flag set before the owner could see the wake words
+  }
   std::atomic<bool> flag_repoll{false};  // poll_flags() found the scan busy
   std::atomic<int> sending{0};           // complete() calls still sending grants
   // Instance blocks of finished instances, kept for the next start of the
@@ -545,17 +573,21 @@ struct Executor::Impl {
           return false;
         }
         {
-          // Ask the owner for a nudge, then look again (a Dekker pair with
-          // set_flag: the owner stores the flag then reads the wake words,
-          // this rank stores them then reads the flag; one of us sees the other).
-          std::atomic<std::uint32_t>* blk = in->flags[nd.peer];
-          blk[in->flag_wake + 1 + static_cast<std::uint32_t>(tp.rank())].store(1, std::memory_order_seq_cst);
-          blk[in->flag_wake].store(1, std::memory_order_seq_cst);
+          // Park it; while a thread of this rank blocks (park), ask the owner
+          // for a nudge and look again. A park(true) that comes later sees
+          // the entry and asks itself (the pending entry, then `parked`, on
+          // this side; `parked`, then the entries, on park's).
+          {
+            std::lock_guard<std::mutex> g(flag_mu);
+            flag_pending.emplace_back(in, id);
+            nflag_pending.fetch_add(1, std::memory_order_seq_cst);
+          }
           std::atomic_thread_fence(std::memory_order_seq_cst);
-          if (flag_ready(in, nd)) return true;
-          std::lock_guard<std::mutex> g(flag_mu);
-          flag_pending.emplace_back(in, id);
-          nflag_pending.fetch_add(1, std::memory_order_release);
+          if (parked.load(std::memory_order_seq_cst) > 0) {
+            want_nudge(in, nd);
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+          }
+          if (flag_ready(in, nd)) poll_flags();  // set meanwhile: release it now
         }
         return false;  // poll() releases it
     }
@@ -1019,6 +1051,7 @@ void Executor::trace_event(const std::string& cat, const std::string& name, std:
 }
 std::uint64_t Executor::trace_now_ns() noexcept { return now_ns(); }
 std::size_t Executor::poll() { return impl_->poll_flags(); }
+void Executor::park(bool parking) { impl_->park(parking); }
 std::size_t Executor::in_flight() const { return static_cast<std::size_t>(impl_->live.load()); }
 std::uint64_t Executor::tasks_spawned() const noexcept { return impl_->spawned.load(std::memory_order_relaxed); }
 bool Executor::serial() const noexcept { return impl_->serial; }

@@ -550,7 +550,12 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   // A server about to block counts itself as a sleeper of the fast channels
   // with pending calls (their peers then nudge it); a call posted while it
   // blocks wakes it.
-  po.on_block = [hub = core_->fast_hub.get()](bool parking) { hub->park(parking); };
+  // The executor's flag waits ask their owners for nudges only while a thread
+  // of this rank blocks (Executor::park): servers here, waiters below.
+  po.on_block = [hub = core_->fast_hub.get(), ex = core_->exec.get()](bool parking) {
+    hub->park(parking);
+    ex->park(parking);
+  };
   core_->fast_hub->set_waker([t = core_->transport.get()] { t->wake(); });
   core_->progress = std::make_unique<transport::ProgressServer>(*core_->transport, po);
   auto ctx = std::make_shared<FutureContext>();
@@ -558,6 +563,14 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   // The fields are never written again; shutdown clears `live` instead
   // (regression: the destructor wrote them while waiters read them).
   ctx->live = std::shared_ptr<const std::atomic<bool>>(core_->hooks, &core_->hooks->live);
+  ctx->park = [ex = core_->exec.get(), g = core_->hooks](bool parking) {
+    g->run(
+        [&] {
+          ex->park(parking);
+          return 0;
+        },
+        0);
+  };
   if (po.threads == 0) {
     transport::Transport* t = core_->transport.get();
     ctx->progress = [t, g = core_->hooks] { return g->run([t] { return t->progress() > 0; }, false); };

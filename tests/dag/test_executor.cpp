@@ -682,6 +682,10 @@ TEST(Executor, ParkedFlagWaitIsNudgedByTheFlagSetAndCompletesInPoll) {
   EXPECT_FALSE(d0.done());
   EXPECT_EQ(c.ex[0]->poll(), 0u);
   EXPECT_FALSE(d0.done());
+  // Nothing of rank 0 blocks yet: its pollers see the flag themselves, no nudge is asked for.
+  EXPECT_EQ(fb.blk[1][FlagBlocks::kWake].load(), 0u);
+  EXPECT_EQ(fb.blk[1][FlagBlocks::kWake + 1 + 0].load(), 0u);
+  c.ex[0]->park(true);  // a thread of rank 0 is about to block
   EXPECT_EQ(fb.blk[1][FlagBlocks::kWake].load(), 1u);
   EXPECT_EQ(fb.blk[1][FlagBlocks::kWake + 1 + 0].load(), 1u);  // rank 0 asked rank 1 for a nudge
   // Rank 1 finishes its instance 5: flag = 6, and it nudges rank 0.
@@ -698,6 +702,51 @@ TEST(Executor, ParkedFlagWaitIsNudgedByTheFlagSetAndCompletesInPoll) {
   EXPECT_TRUE(d0.done());
   EXPECT_TRUE(d0.status.is_ok()) << d0.status.message();
   EXPECT_STREQ(dst, "0123456");
+  c.ex[0]->park(false);
+}
+
+// A flag wait parked while a thread of its rank already blocks asks for the
+// nudge at once; one parked while nothing blocks is released by a poll
+// without any message (the owner's flag_set sends nothing).
+TEST(Executor, FlagWaitAsksForANudgeOnlyWhileItsRankBlocks) {
+  Cluster c(2);
+  for (int r = 0; r < 2; ++r) {
+    ExecutorOptions o;
+    o.arena = &c.arena;
+    o.nudge_payload = kNudge;
+    c.ex[static_cast<std::size_t>(r)].reset();
+    c.ex[static_cast<std::size_t>(r)] = std::make_unique<Executor>(c.world.endpoint(r), o);
+  }
+  FlagBlocks fb;
+  PlanBuilder b0("fw", 0, 2);
+  b0.input(0, 8).output(0, 8);
+  b0.copy(in(0, 0, 8), out(0, 0, 8), {b0.flag_wait(1, 3, 0)});
+  auto p0 = b0.build();
+  PlanBuilder b1("fs", 1, 2);
+  b1.flag_set(3, {b1.nop()});
+  b1.require_output_coverage(false);
+  auto p1 = b1.build();
+  char src[8] = "abcdefg", dst[8] = {};
+  // Nothing blocks: no nudge, the poll completes it.
+  Done d0, d1;
+  ASSERT_TRUE(c.ex[0]->start(p0, fb.bind(src, dst), 0, 1, d0.fn()).is_ok());
+  EXPECT_EQ(fb.blk[1][FlagBlocks::kWake].load(), 0u);
+  ASSERT_TRUE(c.ex[1]->start(p1, fb.bind(nullptr, nullptr), 0, 1, d1.fn()).is_ok());
+  EXPECT_TRUE(c.world.pending().empty());
+  EXPECT_EQ(c.ex[0]->poll(), 1u);
+  EXPECT_TRUE(d0.done());
+  // A thread of rank 0 blocks first: the wait asks as it parks, the flag_set nudges.
+  c.ex[0]->park(true);
+  Done e0, e1;
+  ASSERT_TRUE(c.ex[0]->start(p0, fb.bind(src, dst), 0, 2, e0.fn()).is_ok());
+  EXPECT_EQ(fb.blk[1][FlagBlocks::kWake + 1 + 0].load(), 1u);
+  ASSERT_TRUE(c.ex[1]->start(p1, fb.bind(nullptr, nullptr), 0, 2, e1.fn()).is_ok());
+  const auto ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].payload, kNudge);
+  EXPECT_EQ(c.ex[0]->poll(), 1u);
+  EXPECT_TRUE(e0.done());
+  c.ex[0]->park(false);
 }
 
 TEST(Executor, FlagWaitNeedsThePeersFlagsAndADeadPeerFailsAParkedWait) {

@@ -47,6 +47,11 @@ INSTANTIATE_TEST_SUITE_P(Matrix, FastPath,
                                            Case{"n2_off", "STRATA_FASTPATH=off", "-n 2"},
                                            Case{"n3_off", "STRATA_FASTPATH=off", "-n 3"},
                                            Case{"n3_off_unmapped", "STRATA_FASTPATH=off STRATA_MAPPED=off", "-n 3"},
+                                           // Mapped plans whose waiters sleep at once: flag waits must ask for nudges
+                                           // as the waiters park (Executor::park), or calls stall until a timeout.
+                                           Case{"n3_off_sleeping_waiters",
+                                                "STRATA_FASTPATH=off STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
+                                           Case{"n2_off_inline", "STRATA_FASTPATH=off STRATA_PROGRESS_THREADS=0", "-n 2"},
                                            Case{"n4_hosts2", "", "-n 4 --hosts 2"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 

@@ -202,6 +202,14 @@ class Executor {
   /// as part of the transport's progress hook); never blocks (skips when
   /// another thread is polling).
   std::size_t poll();
+  /// @brief A thread of this rank that drives progress is about to block
+  /// (true) or runs again (false). A flag_wait that finds its flag unset asks
+  /// the owner for a nudge (ExecutorOptions::nudge_payload) only while some
+  /// such thread blocks; park(true) asks for every pending one, then looks
+  /// again (a Dekker pair with the owner's flag_set, so no wake-up is lost).
+  /// While nothing blocks, the pollers see the flag themselves and the owner
+  /// sends nothing (a nudge costs both sides a transport message).
+  void park(bool parking);
   /// @brief Registers the flag table of communicator @p comm for grants
   /// (PlanBuilder::flag_wait with `granted`): @p table[r] is world rank r's
   /// flag words as seen here: this rank's own block, and for peers on other
