@@ -255,6 +255,16 @@ TEST(MappedCompile, AskedForWhereItCannotRunIsAnErrorThatSaysWhy) {
   EXPECT_THROW((void)strata::coll::compile(g, c, 0), strata::Error);
 }
 
+// Rank 0 of 2 copies 8 bytes of rank 1's buffer 0 through the mapping, after a flag_wait on rank 1.
+std::shared_ptr<const dag::Plan> mapped_read_plan() {
+  dag::PlanBuilder b("copy", 0, 2);
+  b.output(0, 8);
+  b.peer_buffer(1, 0, 64);
+  const dag::NodeId fw = b.flag_wait(1, 3, 0);
+  b.copy(dag::peer(1, 0, 8, 8), dag::out(0, 0, 8), {fw});
+  return b.build();
+}
+
 TEST(MappedPlan, AMappedReadMustFollowAFlagWaitOnItsOwner) {
   dag::PlanBuilder b("copy", 0, 2);
   b.output(0, 8);
@@ -266,24 +276,13 @@ TEST(MappedPlan, AMappedReadMustFollowAFlagWaitOnItsOwner) {
   } catch (const strata::Error& e) {
     EXPECT_NE(std::string(e.what()).find("does not depend on a flag_wait on rank 1"), std::string::npos) << e.what();
   }
-  dag::PlanBuilder ok("copy", 0, 2);
-  ok.output(0, 8);
-  ok.peer_buffer(1, 0, 64);
-  const dag::NodeId fw = ok.flag_wait(1, 3, 0);
-  ok.copy(dag::peer(1, 0, 8, 8), dag::out(0, 0, 8), {fw});
-  const auto plan = ok.build();
-  ASSERT_EQ(plan->mapped_reads().size(), 1u);
+  ASSERT_EQ(mapped_read_plan()->mapped_reads().size(), 1u);
 }
 
 TEST(MappedPlan, StartRefusesAPeerBufferThatIsNotMapped) {
   strata::transport::FakeWorld world(2, strata::transport::FakeMode::manual, 5);
   dag::Executor ex(world.endpoint(0));
-  dag::PlanBuilder b("copy", 0, 2);
-  b.output(0, 8);
-  b.peer_buffer(1, 0, 64);
-  const dag::NodeId fw = b.flag_wait(1, 3, 0);
-  b.copy(dag::peer(1, 0, 8, 8), dag::out(0, 0, 8), {fw});
-  const auto plan = b.build();
+  const auto plan = mapped_read_plan();
   std::vector<char> out(8), peer(64);
   strata::transport::RemoteKey key;
   ASSERT_TRUE(world.endpoint(1).register_memory(peer.data(), peer.size(), &key).is_ok());

@@ -655,16 +655,20 @@ TEST(Executor, FlagWaitOnATimelyPeerCompletesAtStartWithoutAnyMessage) {
   EXPECT_EQ(fb.blk[1][FlagBlocks::kWake].load(), 0u);  // never asked for a nudge
 }
 
-TEST(Executor, ParkedFlagWaitIsNudgedByTheFlagSetAndCompletesInPoll) {
-  Cluster c(2);
+// Rebuilds @p c's executors with nudges (the Cluster's have none).
+static void with_nudges(Cluster& c) {
   for (int r = 0; r < 2; ++r) {
-    // Executors with nudges: rebuild them (the Cluster's have none).
     ExecutorOptions o;
     o.arena = &c.arena;
     o.nudge_payload = kNudge;
     c.ex[static_cast<std::size_t>(r)].reset();
     c.ex[static_cast<std::size_t>(r)] = std::make_unique<Executor>(c.world.endpoint(r), o);
   }
+}
+
+TEST(Executor, ParkedFlagWaitIsNudgedByTheFlagSetAndCompletesInPoll) {
+  Cluster c(2);
+  with_nudges(c);
   FlagBlocks fb;
   PlanBuilder b0("fw", 0, 2);
   b0.input(0, 8).output(0, 8);
@@ -710,13 +714,7 @@ TEST(Executor, ParkedFlagWaitIsNudgedByTheFlagSetAndCompletesInPoll) {
 // without any message (the owner's flag_set sends nothing).
 TEST(Executor, FlagWaitAsksForANudgeOnlyWhileItsRankBlocks) {
   Cluster c(2);
-  for (int r = 0; r < 2; ++r) {
-    ExecutorOptions o;
-    o.arena = &c.arena;
-    o.nudge_payload = kNudge;
-    c.ex[static_cast<std::size_t>(r)].reset();
-    c.ex[static_cast<std::size_t>(r)] = std::make_unique<Executor>(c.world.endpoint(r), o);
-  }
+  with_nudges(c);
   FlagBlocks fb;
   PlanBuilder b0("fw", 0, 2);
   b0.input(0, 8).output(0, 8);
