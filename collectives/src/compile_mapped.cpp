@@ -237,11 +237,13 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
       x.b().input(0, total);
       x.b().output(0, total);
       offer(x, dag::in(0, 0, total), 0, &ready);
-      if (B > 0) x.b().copy(dag::in(0, B * static_cast<std::uint64_t>(me), B), dag::out(0, B * static_cast<std::uint64_t>(me), B));
+      if (B > 0)
+        x.b().copy(dag::in(0, B * static_cast<std::uint64_t>(me), B),
+                   dag::out(0, B * static_cast<std::uint64_t>(me), B));
       for (int k = 1; k < n && B > 0; ++k) {
         const int r = (me + k) % n;
-        x.b().copy(theirs(x, r, B * static_cast<std::uint64_t>(me), B), dag::out(0, B * static_cast<std::uint64_t>(r), B),
-                   {wait_for(r)});
+        x.b().copy(theirs(x, r, B * static_cast<std::uint64_t>(me), B),
+                   dag::out(0, B * static_cast<std::uint64_t>(r), B), {wait_for(r)});
       }
       break;
     }
@@ -250,7 +252,9 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
       x.b().input(0, total);
       x.b().output(0, B);
       const NodeId put = offer(x, dag::in(0, 0, total), 0, &ready);
-      if (B > 0) fold(x, mine(B * static_cast<std::uint64_t>(me), B), put, B * static_cast<std::uint64_t>(me), dag::out(0, 0, B));
+      if (B > 0)
+        fold(x, mine(B * static_cast<std::uint64_t>(me), B), put, B * static_cast<std::uint64_t>(me),
+             dag::out(0, 0, B));
       break;
     }
     default:

@@ -129,8 +129,7 @@ void CommImpl::enable_flags() {
   // and remote are the same on all of them). STRATA_MAPPED=off keeps them off.
   static const bool mapped_on = [] { return !strata::detail::env::is("STRATA_MAPPED", "off"); }();
   bool mapped = false;
-  if (ok != 0 && !remote && size() > 1)
-    mapped = agree_min(mapped_on && mapped_slot_bytes() > 0 ? wins_ok : 0) != 0;
+  if (ok != 0 && !remote && size() > 1) mapped = agree_min(mapped_on && mapped_slot_bytes() > 0 ? wins_ok : 0) != 0;
   std::lock_guard<std::mutex> lk(mu);
   group.flags = ok != 0;
   group.grants = ok == 2;
@@ -388,9 +387,9 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     dag::Bindings b;
     b.inputs = {send};
     b.outputs = {recv, slot_base,
-                 group.mapped_slot_bytes == 0 ? nullptr
-                                              : static_cast<char*>(window->p) + group.mapped_at +
-                                                    slot_index * group.mapped_slot_bytes};
+                 group.mapped_slot_bytes == 0
+                     ? nullptr
+                     : static_cast<char*>(window->p) + group.mapped_at + slot_index * group.mapped_slot_bytes};
     b.peer_table = peer_keys ? peer_keys.get() : &peers;
     b.flags = flag_table.data();
     b.nflags = flag_table.size();

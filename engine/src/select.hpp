@@ -118,7 +118,8 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
   if (kind == coll::Kind::barrier) {
     a.name = "dissemination";
     // Tree algorithm names are accepted (options are often shared between calls).
-    if (algo == "mapped") a.name = "mapped";  // docs/algorithms.md, "Mapped plans"
+    if (algo == "mapped")
+      a.name = "mapped";  // docs/algorithms.md, "Mapped plans"
     else if (!algo.empty() && algo != "dissemination" && algo != "tree" && algo != "single")
       throw Error(Errc::invalid_argument, "barrier: algorithm '" + algo + "' unknown (dissemination | mapped)");
     return a;

@@ -131,10 +131,10 @@ TEST_P(MappedSim, EveryKindMatchesTheSequentialReferenceOverSeveralInstances) {
         ASSERT_TRUE(ranks.run(plans, [&](int r) {
           const auto ur = static_cast<std::size_t>(r);
           fake_ranks::FakeRanks::Io io;
-          const bool has_in = k != Kind::barrier && (k != Kind::broadcast || r == root) &&
-                              (k != Kind::scatter || r == root);
-          const bool has_out = k != Kind::barrier && (k != Kind::broadcast || r != root) &&
-                               (k != Kind::gather || r == root);
+          const bool has_in =
+              k != Kind::barrier && (k != Kind::broadcast || r == root) && (k != Kind::scatter || r == root);
+          const bool has_out =
+              k != Kind::barrier && (k != Kind::broadcast || r != root) && (k != Kind::gather || r == root);
           io.input = has_in && per > 0 ? send[ur].data() : nullptr;
           io.output = has_out && per > 0 ? recv[ur].data() : nullptr;
           return io;
@@ -171,8 +171,7 @@ TEST_P(MappedSim, EveryKindMatchesTheSequentialReferenceOverSeveralInstances) {
             default:
               break;
           }
-          EXPECT_EQ(recv[ur], want) << strata::coll::to_string(k) << " n=" << n << " count=" << count << " rank "
-                                    << r;
+          EXPECT_EQ(recv[ur], want) << strata::coll::to_string(k) << " n=" << n << " count=" << count << " rank " << r;
         }
       }
     }

@@ -38,22 +38,20 @@ TEST_P(FastPath, MatchesSequentialReference) {
   EXPECT_EQ(count(out, "fast_rank: OK"), n) << out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, FastPath,
-                         ::testing::Values(Case{"n1", "", "-n 1"}, Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"},
-                                           Case{"n5", "", "-n 5"},
-                                           Case{"n3_bytes256", "STRATA_FASTPATH_BYTES=256", "-n 3"},
-                                           Case{"n2_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
-                                           Case{"n3_inline", "STRATA_PROGRESS_THREADS=0", "-n 3"},
-                                           Case{"n2_off", "STRATA_FASTPATH=off", "-n 2"},
-                                           Case{"n3_off", "STRATA_FASTPATH=off", "-n 3"},
-                                           Case{"n3_off_unmapped", "STRATA_FASTPATH=off STRATA_MAPPED=off", "-n 3"},
-                                           // Mapped plans whose waiters sleep at once: flag waits must ask for nudges
-                                           // as the waiters park (Executor::park), or calls stall until a timeout.
-                                           Case{"n3_off_sleeping_waiters",
-                                                "STRATA_FASTPATH=off STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
-                                           Case{"n2_off_inline", "STRATA_FASTPATH=off STRATA_PROGRESS_THREADS=0", "-n 2"},
-                                           Case{"n4_hosts2", "", "-n 4 --hosts 2"}),
-                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, FastPath,
+    ::testing::Values(Case{"n1", "", "-n 1"}, Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"}, Case{"n5", "", "-n 5"},
+                      Case{"n3_bytes256", "STRATA_FASTPATH_BYTES=256", "-n 3"},
+                      Case{"n2_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
+                      Case{"n3_inline", "STRATA_PROGRESS_THREADS=0", "-n 3"},
+                      Case{"n2_off", "STRATA_FASTPATH=off", "-n 2"}, Case{"n3_off", "STRATA_FASTPATH=off", "-n 3"},
+                      Case{"n3_off_unmapped", "STRATA_FASTPATH=off STRATA_MAPPED=off", "-n 3"},
+                      // Mapped plans whose waiters sleep at once: flag waits must ask for nudges
+                      // as the waiters park (Executor::park), or calls stall until a timeout.
+                      Case{"n3_off_sleeping_waiters", "STRATA_FASTPATH=off STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
+                      Case{"n2_off_inline", "STRATA_FASTPATH=off STRATA_PROGRESS_THREADS=0", "-n 2"},
+                      Case{"n4_hosts2", "", "-n 4 --hosts 2"}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // The debug log names the path: small calls on one host take the fast path,
 // none do when it is off, and the world's calls do not when its members are on
@@ -76,8 +74,8 @@ TEST(MappedPlansLog, SmallOneHostCallsRunAsMappedPlans) {
   EXPECT_EQ(run("STRATA_LOG_LEVEL=info STRATA_FASTPATH=off", "-n 3", "", &mapped), 0) << mapped;
   EXPECT_GT(count(mapped, "algorithm mapped"), 10) << mapped;
   // Every kind the fast path takes has a mapped plan ("plan: <kind> of ... algorithm mapped").
-  for (const char* kind : {"barrier", "broadcast", "reduce", "allreduce", "gather", "scatter", "allgather",
-                           "alltoall", "reduce_scatter_block"}) {
+  for (const char* kind : {"barrier", "broadcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall",
+                           "reduce_scatter_block"}) {
     bool seen = false;
     std::istringstream lines(mapped);
     for (std::string line; std::getline(lines, line) && !seen;)
