@@ -61,10 +61,10 @@ struct Tuning {
   std::uint64_t persistent_direct_min_bytes = 0;
   // One host, mapped plans (docs/algorithms.md "Mapped plans"): calls whose
   // contribution per rank is at most this many bytes (0: never). Measured on
-  // 2 ranks, one per core: mapped plans won at 8 KiB against the window plans
-  // (broadcast 1.23 vs 1.52 us, allgather 1.99 vs 2.38), were mixed at
-  // 16 KiB and lost at 64 KiB (broadcast 8.9 vs 7.3 us).
-  std::uint64_t mapped_max_bytes = 8192;
+  // 2 ranks, one per core, medians of 5 alternating pairs: mapped / window
+  // plans 0.84-0.93 at 8 KiB, 0.88-0.99 at 16 KiB, 0.93-1.04 at 32 KiB,
+  // 1.00-1.23 at 64 KiB (docs/algorithms.md "Mapped plans").
+  std::uint64_t mapped_max_bytes = 16384;
   // ---- engine
   std::uint64_t fastpath_bytes = 4096;  ///< small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins)
   std::uint64_t inline_bytes = std::uint64_t{1}
