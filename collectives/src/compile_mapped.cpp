@@ -83,17 +83,6 @@ bool kind_supported(const Call& c) {
   }
 }
 
-// The node after which this rank may rewrite its slot: every reader of it
-// finished the slot's previous instance.
-NodeId slot_guard(Ctx& x, const std::vector<int>& readers) {
-  std::vector<NodeId> d;
-  for (int r : readers) d.push_back(x.slot_free(r));
-  if (d.empty()) return dag::kNoNode;
-  return d.size() == 1 ? d[0] : x.b().nop(std::move(d));
-}
-
-std::vector<NodeId> after(NodeId a) { return a == dag::kNoNode ? std::vector<NodeId>{} : std::vector<NodeId>{a}; }
-
 std::vector<int> others(const Group& g) {
   std::vector<int> v;
   for (int r = 0; r < g.size(); ++r)
@@ -101,15 +90,15 @@ std::vector<int> others(const Group& g) {
   return v;
 }
 
-// Copies @p src into the own slot at @p off after the guard (every member
-// finished the slot's previous instance), then raises the
-// record word; returns the copy (kNoNode when nothing is copied) and sets *ready.
-NodeId offer(Ctx& x, const Region& src, std::uint64_t off, NodeId* ready) {
-  // Every member: the slot's previous instance may have had other readers than this one.
-  const NodeId guard = slot_guard(x, others(x.g()));
-  NodeId put = dag::kNoNode;
-  if (src.len > 0) put = x.b().copy(src, mine(off, src.len), after(guard));
-  *ready = x.b().flag_set(record_word(x), after(put != dag::kNoNode ? put : guard));
+// Copies @p src into the own slot at @p off once every member finished the
+// slot's previous instance (its readers may have been any of them), then
+// raises the record word; returns the copy (kNoNode when nothing is copied).
+NodeId offer(Ctx& x, const Region& src, std::uint64_t off) {
+  std::vector<NodeId> free;
+  for (int r : others(x.g())) free.push_back(x.slot_free(r));
+  const NodeId guard = free.size() == 1 ? free[0] : x.b().nop(std::move(free));
+  const NodeId put = src.len > 0 ? x.b().copy(src, mine(off, src.len), {guard}) : dag::kNoNode;
+  x.b().flag_set(record_word(x), {put != dag::kNoNode ? put : guard});
   return put;
 }
 
@@ -169,7 +158,6 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
   const std::uint32_t w = record_word(x);
   const std::vector<int> all = others(g);
   auto wait_for = [&](int r) { return x.b().flag_wait(x.world(r), w, 0); };
-  NodeId ready = dag::kNoNode;
 
   switch (c.kind) {
     case Kind::barrier:
@@ -179,7 +167,7 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
     case Kind::broadcast:
       if (me == c.root) {
         x.b().input(0, B);
-        offer(x, dag::in(0, 0, B), 0, &ready);
+        offer(x, dag::in(0, 0, B), 0);
       } else {
         x.b().output(0, B);
         if (B > 0) x.b().copy(theirs(x, c.root, 0, B), dag::out(0, 0, B), {wait_for(c.root)});
@@ -193,7 +181,7 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
       if (!self_in_out) x.b().input(0, B);
       if (gets) x.b().output(0, B);
       const Region own = self_in_out ? dag::out(0, 0, B) : dag::in(0, 0, B);
-      const NodeId put = offer(x, own, 0, &ready);
+      const NodeId put = offer(x, own, 0);
       if (gets && B > 0) fold(x, mine(0, B), put, 0, dag::out(0, 0, B));
       break;
     }
@@ -201,7 +189,7 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
       if (!c.in_place) x.b().input(0, B);
       x.b().output(0, B * static_cast<std::uint64_t>(n));
       const Region own = c.in_place ? dag::out(0, B * static_cast<std::uint64_t>(me), B) : dag::in(0, 0, B);
-      offer(x, own, 0, &ready);
+      offer(x, own, 0);
       if (!c.in_place && B > 0) x.b().copy(own, dag::out(0, B * static_cast<std::uint64_t>(me), B));
       for (int k = 1; k < n && B > 0; ++k) {  // rotated: rank r reads r + 1 first, no slot read by all at once
         const int r = (me + k) % n;
@@ -219,14 +207,14 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
           x.b().copy(theirs(x, r, 0, B), dag::out(0, B * static_cast<std::uint64_t>(r), B), {wait_for(r)});
         }
       } else {
-        offer(x, dag::in(0, 0, B), 0, &ready);
+        offer(x, dag::in(0, 0, B), 0);
       }
       break;
     case Kind::scatter:
       if (!(c.in_place && me == c.root)) x.b().output(0, B);
       if (me == c.root) {
         x.b().input(0, B * static_cast<std::uint64_t>(n));
-        offer(x, dag::in(0, 0, B * static_cast<std::uint64_t>(n)), 0, &ready);
+        offer(x, dag::in(0, 0, B * static_cast<std::uint64_t>(n)), 0);
         if (B > 0 && !c.in_place) x.b().copy(dag::in(0, B * static_cast<std::uint64_t>(me), B), dag::out(0, 0, B));
       } else if (B > 0) {
         x.b().copy(theirs(x, c.root, B * static_cast<std::uint64_t>(me), B), dag::out(0, 0, B), {wait_for(c.root)});
@@ -236,7 +224,7 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
       const std::uint64_t total = B * static_cast<std::uint64_t>(n);
       x.b().input(0, total);
       x.b().output(0, total);
-      offer(x, dag::in(0, 0, total), 0, &ready);
+      offer(x, dag::in(0, 0, total), 0);
       if (B > 0)
         x.b().copy(dag::in(0, B * static_cast<std::uint64_t>(me), B),
                    dag::out(0, B * static_cast<std::uint64_t>(me), B));
@@ -251,7 +239,7 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
       const std::uint64_t total = B * static_cast<std::uint64_t>(n);
       x.b().input(0, total);
       x.b().output(0, B);
-      const NodeId put = offer(x, dag::in(0, 0, total), 0, &ready);
+      const NodeId put = offer(x, dag::in(0, 0, total), 0);
       if (B > 0)
         fold(x, mine(B * static_cast<std::uint64_t>(me), B), put, B * static_cast<std::uint64_t>(me),
              dag::out(0, 0, B));

@@ -60,7 +60,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     if (window && core && core->transport) core->transport->deregister_memory(window->p, window->len);
     // This rank's mappings of the members' windows (its fast path pointed into them).
     if (core && core->transport && core->alive.load(std::memory_order_acquire))
-      for (int r = 0; r < size() && r < static_cast<int>(peers.size()); ++r)
+      for (int r = 0; r < static_cast<int>(peers.size()); ++r)
         if (r != group.rank)
           core->transport->unmap_peer(peers[static_cast<std::size_t>(r)].rank, peers[static_cast<std::size_t>(r)].key);
     if (core && core->exec && grants_bound) core->exec->bind_flags(id, nullptr, 0);
