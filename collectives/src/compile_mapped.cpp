@@ -15,8 +15,11 @@
 // window plan's put into (or a pull out of) the regular window slot must
 // never land where a mapped reader may still read. Every mapped plan guards
 // its write with every member's end flag, whatever the slot's previous
-// instance was. The record word is the single-copy publication word of the
-// slot (Group::mapped_word); its reads-done word is not used here.
+// instance was. The record word is the slot's first word (Group::mapped_word)
+// and the contribution follows it in the same cache line: a reader that finds
+// the owner on time pays one cache-line transfer for both. The end flags are
+// read through this rank's shadows of them (Bindings::flag_shadows): in a
+// loop a credit check costs no transfer.
 //
 // Cost per call (n ranks, B bytes per contribution, one host): one copy of B
 // into the own slot (n B for scatter / alltoall / reduce_scatter_block at
@@ -37,18 +40,23 @@ namespace strata::coll::cc {
 
 namespace {
 
-// Record word of this instance's slot (the owner raises it when its slot holds the contribution).
-std::uint32_t record_word(const Ctx& x) { return x.g().mapped_word + dag::kPublishWords * x.slot(); }
+// Record word of this instance's slot (the owner raises it when its slot
+// holds the contribution): the slot's first word, in the contribution's line.
+std::uint32_t record_word(const Ctx& x) {
+  return x.g().mapped_word + static_cast<std::uint32_t>(x.g().mapped_slot_bytes / 4) * x.slot();
+}
 
-// This rank's slot of its mapped area (outputs[2]).
-Region mine(std::uint64_t off, std::uint64_t len) { return dag::out(2, off, len); }
+constexpr std::uint64_t kHeader = Group::kMappedHeader;
+
+// This rank's slot of its mapped area (outputs[2]), past the record word.
+Region mine(std::uint64_t off, std::uint64_t len) { return dag::out(2, kHeader + off, len); }
 
 // Peer r's slot of its mapped area, read through this process's mapping of
 // r's window (peer buffer (r, 0), PeerKey::mapped).
 Region theirs(Ctx& x, int r, std::uint64_t off, std::uint64_t len) {
   const Group& g = x.g();
   x.b().peer_buffer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * static_cast<std::uint64_t>(g.credits));
-  return dag::peer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * x.slot() + off, len);
+  return dag::peer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * x.slot() + kHeader + off, len);
 }
 
 // Bytes one rank writes into its own slot for @p c (B = count x element size).
@@ -133,7 +141,7 @@ bool mapped_plan(const Group& g, const Call& c) {
   if (!kind_supported(c) || c.count > (std::size_t{1} << 30)) return false;
   const std::size_t es = c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
   const std::uint64_t block = c.kind == Kind::barrier ? 0 : c.count * es;
-  if (slot_need(g, c, block) > g.mapped_slot_bytes) return false;
+  if (slot_need(g, c, block) + kHeader > g.mapped_slot_bytes) return false;
   if (c.algo.name == "mapped") return true;
   // Automatic only when the caller left every choice to strata (Call::fast_ok:
   // no algorithm, tree, fragmentation or direction asked for, loose sync; the

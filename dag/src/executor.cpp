@@ -148,15 +148,22 @@ struct Instance {
   Status error;
   NodeState* nodes = nullptr;
   BufBind* bufs = nullptr;
-  std::atomic<std::uint32_t>* const* flags = nullptr;  // Bindings::flags (memory-protocol nodes)
-  std::uint32_t flag_wake = 0;                         // Bindings::flag_wake
-  NodeId granting = kNoNode;                           // the flag_set whose grants go out after the instance completed
-  struct Drain* drain = nullptr;                       // the communicator's drain watermark (bind_flags with copies)
+  std::atomic<std::uint32_t>* const* flags = nullptr;    // Bindings::flags (memory-protocol nodes)
+  std::uint32_t flag_wake = 0;                           // Bindings::flag_wake
+  std::atomic<std::uint64_t>* const* shadows = nullptr;  // Bindings::flag_shadows
+  std::uint32_t shadow_words = 0;                        // Bindings::shadow_words
+  NodeId granting = kNoNode;      // the flag_set whose grants go out after the instance completed
+  struct Drain* drain = nullptr;  // the communicator's drain watermark (bind_flags with copies)
   void* block = nullptr;
   std::size_t block_size = 0;
+  // Instances of plans without wait nodes (no signal names them) sit in their
+  // shard's list instead of its hash map (no node allocation per start).
+  Instance* prev = nullptr;
+  Instance* next = nullptr;
+  bool listed = false;
 };
 
-constexpr std::size_t kAlign = 64;
+constexpr std::size_t kAlign = kInstanceAlign;
 constexpr std::size_t kShards = 16;
 
 std::size_t align_up(std::size_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
@@ -171,6 +178,34 @@ struct Entry {
 struct Shard {
   std::mutex mu;
   std::unordered_map<std::uint64_t, Entry> map;
+  Instance* listed = nullptr;  // instances without wait nodes (Instance::listed), under mu
+  void link(Instance* in) {
+    in->prev = nullptr;
+    in->next = listed;
+    if (listed != nullptr) listed->prev = in;
+    listed = in;
+    in->listed = true;
+  }
+  void unlink(Instance* in) {
+    (in->prev != nullptr ? in->prev->next : listed) = in->next;
+    if (in->next != nullptr) in->next->prev = in->prev;
+    in->listed = false;
+  }
+  // The in-flight instance under @p key (hashed or listed), or nullptr.
+  Instance* find(std::uint64_t key) {
+    const auto it = map.find(key);
+    if (it != map.end() && it->second.inst != nullptr) return it->second.inst;
+    for (Instance* in = listed; in != nullptr; in = in->next)
+      if (in->key == key) return in;
+    return nullptr;
+  }
+  // Every in-flight instance.
+  template <class F>
+  void each(F f) {
+    for (auto& [k, e] : map)
+      if (e.inst != nullptr) f(e.inst);
+    for (Instance* in = listed; in != nullptr; in = in->next) f(in);
+  }
   std::unordered_set<std::uint64_t> tomb;  // failed instances: late signals are dropped
   std::deque<std::uint64_t> tomb_order;
 };
@@ -602,7 +637,36 @@ struct Executor::Impl {
   // Flags hold seq + 1 modulo 2^28 and only grow; "at or after" is a half-range comparison.
   static bool flag_ready(const Instance* in, const Node& nd) {
     const std::uint32_t need = (in->seq - nd.count + 1) & kSeqMask;
+    if (nd.slot < in->shadow_words && in->shadows != nullptr && in->shadows[nd.peer] != nullptr)
+      return shadow_ready(in, nd, need);
     return reached(in->flags[nd.peer][nd.slot].load(std::memory_order_acquire), need);
+  }
+
+  // Bindings::flag_shadows: this rank's copy of the word, if it was observed
+  // recently (entry: the observer's seq << 32 | the value; a flag value only
+  // grows, so an old observation that shows `need` proves it). Otherwise one
+  // read of the owner's words in the word's cache line (the transfer is of
+  // the whole line anyway), each copied into the shadow: in a loop the next
+  // credit checks of that peer then cost no transfer at all.
+  static bool shadow_ready(const Instance* in, const Node& nd, std::uint32_t need) {
+    std::atomic<std::uint64_t>* sh = in->shadows[nd.peer];
+    const std::uint64_t e = sh[nd.slot].load(std::memory_order_acquire);
+    // Recent: observed fewer than 2^20 instances ago (the half-range
+    // comparison could not be fooled by a value 2^27 instances old).
+    const std::uint32_t age = (in->seq - static_cast<std::uint32_t>(e >> 32)) & kSeqMask;
+    const bool recent = age < (1u << 20) || age > kSeqMask - (1u << 20);
+    if (e != 0 && recent && reached(static_cast<std::uint32_t>(e), need)) return true;
+    const std::atomic<std::uint32_t>* w = in->flags[nd.peer];
+    const std::uint32_t lo = nd.slot & ~15u;  // 16 words: the line (flag blocks are 64-byte aligned)
+    const std::uint32_t hi = std::min(lo + 16, in->shadow_words);
+    bool ok = false;
+    for (std::uint32_t i = lo; i < hi; ++i) {
+      const std::uint32_t v = w[i].load(std::memory_order_acquire);
+      if (i == nd.slot) ok = reached(v, need);
+      // A racing observer may store an older value: the shadow stays a lower bound.
+      sh[i].store(std::uint64_t{in->seq} << 32 | v, std::memory_order_release);
+    }
+    return ok;
   }
 
   // flag_set: publish seq + 1, then nudge the same-host ranks that wait on it.
@@ -841,7 +905,10 @@ struct Executor::Impl {
     {
       Shard& sh = shard(in->key);
       std::lock_guard<std::mutex> g(sh.mu);
-      sh.map.erase(in->key);
+      if (in->listed)
+        sh.unlink(in);
+      else
+        sh.map.erase(in->key);
       if (failed) tombstone(sh, in->key);
     }
     DoneFn done = std::move(in->done);
@@ -903,8 +970,13 @@ struct Executor::Impl {
     Impl* ex = in->ex;
     const std::size_t n = in->plan->size();
     for (std::size_t i = 0; i < n; ++i) in->nodes[i].~NodeState();
+    // The block goes back to its plan for the next start (Plan::spare_block_);
+    // the plan is held here, not by the instance being destroyed inside it.
+    std::shared_ptr<const Plan> plan = std::move(in->plan);
     in->~Instance();
-    ex->free_block(block, total);
+    void* none = nullptr;
+    if (!plan->spare_block_.compare_exchange_strong(none, block, std::memory_order_acq_rel))
+      ex->free_block(block, total);
   }
 
   // ------------------------------------------------------------ tracing
@@ -1021,8 +1093,7 @@ Executor::~Executor() {
   std::vector<std::uint64_t> keys;
   for (Shard& sh : im.shards) {
     std::lock_guard<std::mutex> g(sh.mu);
-    for (auto& [k, e] : sh.map)
-      if (e.inst != nullptr) keys.push_back(k);
+    sh.each([&](Instance* in) { keys.push_back(in->key); });
   }
   for (std::uint64_t k : keys) cancel(static_cast<std::uint16_t>(k >> 32), static_cast<std::uint32_t>(k & kSeqMask));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -1164,7 +1235,9 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
   }
 
   const std::uint64_t key = make_key(comm, seq);
-  void* block = im.alloc_block(total);
+  // The block of this plan's last finished instance, else a new one.
+  void* block = p.spare_block_.exchange(nullptr, std::memory_order_acq_rel);
+  if (block == nullptr) block = im.alloc_block(total);
   auto* in = new (block) Instance();
   in->ex = &im;
   in->block_size = total;
@@ -1177,6 +1250,8 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
   in->nodes = reinterpret_cast<NodeState*>(static_cast<unsigned char*>(block) + off_nodes);
   in->bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(block) + off_bufs);
   in->flags = b.flags;
+  in->shadows = b.flag_shadows;
+  in->shadow_words = b.flag_shadows != nullptr ? b.shadow_words : 0;
   in->flag_wake = b.flag_wake;
   in->drain = b.flags != nullptr ? im.drain_of(comm) : nullptr;
   if (im.tracing) in->trace_name = im.intern(in->plan->name());
@@ -1205,15 +1280,19 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
   {
     Shard& sh = im.shard(key);
     std::lock_guard<std::mutex> g(sh.mu);
-    Entry& e = sh.map[key];
-    if (e.inst != nullptr) {
+    if (sh.find(key) != nullptr) {
       Impl::destroy(in);
       if (drain != nullptr) drain->live.fetch_sub(1, std::memory_order_acq_rel);  // start() abandons the watermark
       return {Errc::invalid_argument, who() + ": this (comm, seq) is already in flight"};
     }
-    sh.tomb.erase(key);
-    e.inst = in;
-    early.swap(e.early);
+    if (p.wait_nodes().empty()) {
+      sh.link(in);  // no signal can name it
+    } else {
+      Entry& e = sh.map[key];
+      sh.tomb.erase(key);
+      e.inst = in;
+      early.swap(e.early);
+    }
   }
   im.live.fetch_add(1, std::memory_order_acq_rel);
   for (std::uint32_t slot : early) {
@@ -1244,9 +1323,8 @@ bool Executor::cancel(std::uint16_t comm, std::uint32_t seq) {
   {
     Shard& sh = im.shard(key);
     std::lock_guard<std::mutex> g(sh.mu);
-    auto it = sh.map.find(key);
-    if (it == sh.map.end() || it->second.inst == nullptr || !im.pin(it->second.inst)) return false;
-    in = it->second.inst;
+    in = sh.find(key);
+    if (in == nullptr || !im.pin(in)) return false;
   }
   im.fail(in, Status(Errc::cancelled, "plan '" + in->plan->name() + "' comm " + std::to_string(comm) + " seq " +
                                           std::to_string(seq) + " cancelled on rank " + std::to_string(im.tp.rank())));
@@ -1293,12 +1371,13 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
     Shard& sh = im.shard(key);
     std::lock_guard<std::mutex> g(sh.mu);
     if (sh.tomb.count(key) != 0) return;  // instance already failed here
-    Entry& e = sh.map[key];
-    if (e.inst == nullptr || !im.pin(e.inst)) {
-      e.early.push_back(k.slot);
+    // A listed instance (no wait nodes) is found too: the signal is then an
+    // error below, not an early signal kept forever.
+    in = sh.find(key);
+    if (in == nullptr || !im.pin(in)) {
+      sh.map[key].early.push_back(k.slot);
       return;
     }
-    in = e.inst;
   }
   const NodeId w = in->plan->wait_node(k.slot);
   if (w == kNoNode) {
@@ -1357,8 +1436,9 @@ void Executor::handle_peer_failure(int peer, const Status& why) {
   std::vector<Instance*> hit;
   for (Shard& sh : im.shards) {
     std::lock_guard<std::mutex> g(sh.mu);
-    for (auto& [k, e] : sh.map)
-      if (e.inst != nullptr && e.inst->plan->involves(peer) && im.pin(e.inst)) hit.push_back(e.inst);
+    sh.each([&](Instance* in) {
+      if (in->plan->involves(peer) && im.pin(in)) hit.push_back(in);
+    });
   }
   for (Instance* in : hit) {
     im.fail(in, Status(Errc::peer_dead, "plan '" + in->plan->name() + "' rank " + std::to_string(im.tp.rank()) +

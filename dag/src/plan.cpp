@@ -72,6 +72,12 @@ bool overlaps(const Region& a, const Region& b) {
 }
 }  // namespace
 
+Plan::~Plan() {
+  // Allocated by the executor (instance blocks are 64-byte aligned).
+  if (void* b = spare_block_.load(std::memory_order_acquire); b != nullptr)
+    ::operator delete(b, std::align_val_t(kInstanceAlign));
+}
+
 std::int64_t Plan::buffer_size(const BufferRef& ref) const noexcept {
   for (const auto& d : buffers_)
     if (same_buffer(d.ref, ref)) return static_cast<std::int64_t>(d.size);

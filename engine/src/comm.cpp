@@ -134,13 +134,37 @@ void CommImpl::enable_flags() {
   group.flags = ok != 0;
   group.grants = ok == 2;
   group.publish_word = ok == 3 ? publish_word() : 0;
-  group.mapped_word = mapped ? publish_word() : 0;
+  group.mapped_word = mapped ? mapped_word() : 0;
   group.mapped_at = mapped ? mapped_at() : 0;
   group.mapped_slot_bytes = mapped ? mapped_slot_bytes() : 0;
   if (mapped)
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      const auto ur = static_cast<std::size_t>(r);
+      peers[ur].mapped = wins[ur];
+      // The record words live in the mapped area, past the flag area: bind
+      // the flag words inside the whole window's mapping (Group::mapped_word).
+      flag_table[static_cast<std::size_t>(group.world[ur])] =
+          reinterpret_cast<std::atomic<std::uint32_t>*>(static_cast<std::byte*>(wins[ur]) + at);
+    }
+  // Shadows of the same-host members' slot flags (their credit checks in a
+  // loop then read this rank's own memory; Bindings::flag_shadows).
+  // STRATA_FLAG_SHADOWS=off reads the owners' words every time.
+  static const bool shadows_on = [] { return !strata::detail::env::is("STRATA_FLAG_SHADOWS", "off"); }();
+  if (group.flags && shadows_on) {
+    const auto credits = static_cast<std::size_t>(group.credits);
+    shadow_store.reset(new std::atomic<std::uint64_t>[static_cast<std::size_t>(size()) * credits]());
+    shadow_table.assign(static_cast<std::size_t>(group.world_size), nullptr);
     for (int r = 0; r < size(); ++r)
-      if (r != rank()) peers[static_cast<std::size_t>(r)].mapped = wins[static_cast<std::size_t>(r)];
+      if (r != rank() && group.host[static_cast<std::size_t>(r)] == myhost)
+        shadow_table[static_cast<std::size_t>(group.world[static_cast<std::size_t>(r)])] =
+            shadow_store.get() + static_cast<std::size_t>(r) * credits;
+  }
   cache.clear();  // plans compiled before (the agreement itself) use signals only
+  for (Slot& sl : slots) {
+    sl.memo_key.clear();
+    sl.memo_plan.reset();
+  }
   detail::logger().debug("comm {}: window flags {}, grants {}, single copy {}, mapped plans {}", id,
                          group.flags ? "on" : "off", group.grants ? "on" : "off",
                          group.publish_word != 0 ? "on" : "off", mapped ? "on" : "off");
@@ -249,13 +273,75 @@ void CommImpl::check_pairwise_counts(const coll::Call& c) {
                     "j's recv_counts[i]; detected by STRATA_CHECK=1)");
 }
 
-void CommImpl::release(std::size_t slot, std::optional<std::uint32_t> finished) {
+void CommImpl::finished(std::size_t slot, std::uint32_t seq, const Status& st) {
+  // Frees the slot before it fulfils the future (a waiter woken by the future
+  // may drop the last handle at once: regression, heap corruption at exit, 1
+  // run in ~30); `keep` holds the communicator until this function returns.
+  std::shared_ptr<CommImpl> keep;
+  std::optional<Promise<void>> promise;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    Slot& sl = slots[slot];
+    if (sl.live_seq == seq) {
+      keep = std::move(sl.keep);
+      promise = std::move(sl.live);  // empty when fail_all failed it already
+      sl.live.reset();
+    }
+  }
+  release(slot);
+  if (promise) promise->set(st);
+}
+
+bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan,
+                      const void* send, void* recv, const std::vector<dag::PeerKey>* peer_keys) {
+  // Queued starts may run while the engine shuts down (the executor's drain
+  // completes the instance ahead of them): fail them, never start.
+  Status st = core->check_alive(plan->name().c_str());
+  if (st.is_ok()) {
+    // Per thread, reused: no allocation per call. Executor::start reads the
+    // bindings before it runs any node, so a start nested in it (the slot's
+    // next instance, launched by a completion on this thread) may overwrite them.
+    thread_local dag::Bindings b;
+    b.inputs.assign(1, send);
+    b.outputs.assign({recv, static_cast<char*>(window->p) + slot * group.slot_bytes,
+                      group.mapped_slot_bytes == 0
+                          ? nullptr
+                          : static_cast<char*>(window->p) + group.mapped_at + slot * group.mapped_slot_bytes});
+    b.peer_table = peer_keys != nullptr ? peer_keys : &peers;
+    b.flags = flag_table.data();
+    b.nflags = flag_table.size();
+    b.flag_wake = flag_wake_word();
+    b.flag_shadows = shadow_table.empty() ? nullptr : shadow_table.data();
+    b.shadow_words = static_cast<std::uint32_t>(group.credits);
+    // Sequence numbers travel modulo 2^28 (the executor's and the signals' width).
+    // The callback captures 16 trivially copyable bytes: std::function keeps
+    // them inline (no allocation); the slot holds the promise and `keep`.
+    const auto slot32 = static_cast<std::uint32_t>(slot);
+    st = core->exec->start(plan, b, id, seq & dag::kSeqMask,
+                           [this, slot32, seq](const Status& s) { finished(slot32, seq, s); });
+  }
+  if (st.is_ok()) return true;
+  std::shared_ptr<CommImpl> keep;
+  std::optional<Promise<void>> promise;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    Slot& sl = slots[slot];
+    if (sl.live_seq == seq) {
+      keep = std::move(sl.keep);
+      promise = std::move(sl.live);
+      sl.live.reset();
+    }
+  }
+  if (promise) promise->set_error(st);
+  return false;
+}
+
+void CommImpl::release(std::size_t slot) {
   // Iterative: an instance that completes (or fails) inside its own start
   // releases the slot again from the same stack; the active loop picks that
   // up instead of recursing (a long queue failing at once must not overflow).
   std::unique_lock<std::mutex> lk(mu);
   Slot& sl = slots[slot];
-  if (finished && sl.live && sl.live_seq == *finished) sl.live.reset();
   ++sl.released;
   if (sl.draining) return;
   sl.draining = true;
@@ -307,26 +393,11 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
                            fast->direct(c) ? "fast path, shared buffers" : "fast path");
     return f;
   }
-  std::uint32_t seq = 0;
-  Status dead;
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    dead = broken;
-    if (dead.is_ok()) seq = next_seq++;
-  }
-  if (!dead.is_ok()) {
-    // A member died: fail at once. Queued behind a window slot, the call
-    // would wait for an instance that member_died() failed but that still
-    // holds the slot (it waits for a survivor that gave up): forever.
-    Promise<void> failed(core->fctx);
-    Future<void> f = failed.get_future();
-    failed.set_error(dead);
-    return f;
-  }
-  const int slot = static_cast<int>(seq % static_cast<std::uint32_t>(group.credits));
   // Binary key: the call's fields as raw bytes, gathered in a stack buffer
   // and appended once to a per-thread string (no allocation per call; ten
-  // appends into a fresh string cost ~1,500 instructions: callgrind).
+  // appends into a fresh string cost ~1,500 instructions: callgrind). The
+  // slot is not in it: each slot remembers its last plan (Slot::memo_key),
+  // and the cache's key adds the slot.
   thread_local std::string key;
   key.clear();
   if (!c.user_op && !c.on_block) {
@@ -354,78 +425,95 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     put(static_cast<std::uint8_t>(static_cast<unsigned>(c.algo.dir_host) | static_cast<unsigned>(c.algo.dir_numa) << 1 |
                                   static_cast<unsigned>(c.algo.dir_core) << 2 |
                                   static_cast<unsigned>(c.algo.dir_single) << 3));
-    put(slot);
     for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) put(v->size());
     key.assign(fixed.data(), nfixed);
     for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls})
       if (!v->empty()) key.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(std::size_t));
     key += c.algo.name;
   }
-  auto plan = plan_for(c, slot, key);
   Promise<void> promise(core->fctx);
   Future<void> fut = promise.get_future();
-  char* slot_base = static_cast<char*>(window->p) + static_cast<std::size_t>(slot) * group.slot_bytes;
-  auto start = [this, plan, send, recv, slot_base, seq, promise, peer_keys]() mutable -> bool {
-    // Queued starts may run while the engine shuts down (the executor's
-    // drain completes the instance ahead of them): fail them, never start.
+  std::shared_ptr<const dag::Plan> plan;
+  std::uint32_t seq = 0;
+  std::size_t slot = 0;
+  bool run_now = false;
+  // The caller becomes the slot's holder (under mu): its promise and the
+  // communicator's handle go into the slot for finished().
+  auto hold = [&](Slot& sl) {
+    sl.busy = true;
+    sl.live = promise;
+    sl.live_seq = seq;
+    sl.keep = shared_from_this();
+    run_now = true;
+  };
+  Status dead;
+  {
+    // One lock in the common case: a member's death, the sequence number,
+    // the slot's remembered plan and whether the slot is free.
+    std::lock_guard<std::mutex> lk(mu);
+    dead = broken;
+    if (dead.is_ok()) {
+      seq = next_seq++;
+      slot = seq % static_cast<std::uint32_t>(group.credits);
+      Slot& sl = slots[slot];
+      if (!key.empty() && sl.memo_plan && sl.memo_key == key) {
+        plan = sl.memo_plan;
+        if (!sl.busy) hold(sl);
+      }
+    }
+  }
+  if (!dead.is_ok()) {
+    // A member died: fail at once. Queued behind a window slot, the call
+    // would wait for an instance that member_died() failed but that still
+    // holds the slot (it waits for a survivor that gave up): forever.
+    promise.set_error(dead);
+    return fut;
+  }
+  const bool memo_hit = plan != nullptr;
+  if (!memo_hit) {
+    std::string full;
+    if (!key.empty()) {
+      full = key;
+      full.append(reinterpret_cast<const char*>(&slot), sizeof slot);
+    }
+    plan = plan_for(c, static_cast<int>(slot), full);
+  }
+  auto queued = [this, plan, send, recv, seq, promise, peer_keys]() mutable -> bool {
     const auto slot_index = static_cast<std::size_t>(seq % static_cast<std::uint32_t>(group.credits));
-    Status alive_st = core->check_alive(plan->name().c_str());
-    if (alive_st.is_ok()) {
-      // One lock: a member's death (broken), and the promise parked in the
-      // slot for fail_all (the slot is this call's until it releases it).
+    Status st;
+    {
+      // A member's death (broken), and the promise parked in the slot for
+      // fail_all (the slot is this call's until it releases it).
       std::lock_guard<std::mutex> lk(mu);
-      alive_st = broken;
-      if (alive_st.is_ok()) {
-        slots[slot_index].live = promise;
-        slots[slot_index].live_seq = seq;
+      st = broken;
+      if (st.is_ok()) {
+        Slot& sl = slots[slot_index];
+        sl.live = promise;
+        sl.live_seq = seq;
+        sl.keep = shared_from_this();
       }
     }
-    if (!alive_st.is_ok()) {
-      promise.set_error(alive_st);
-      return false;
-    }
-    dag::Bindings b;
-    b.inputs = {send};
-    b.outputs = {recv, slot_base,
-                 group.mapped_slot_bytes == 0
-                     ? nullptr
-                     : static_cast<char*>(window->p) + group.mapped_at + slot_index * group.mapped_slot_bytes};
-    b.peer_table = peer_keys ? peer_keys.get() : &peers;
-    b.flags = flag_table.data();
-    b.nflags = flag_table.size();
-    b.flag_wake = flag_wake_word();
-    // The callback keeps the communicator alive and frees the slot before it
-    // fulfils the future: a waiter woken by the future may drop the last
-    // handle at once (regression: heap corruption at exit, 1 run in ~30).
-    std::shared_ptr<CommImpl> self = shared_from_this();
-    // Sequence numbers travel modulo 2^28 (the executor's and the signals' width).
-    const Status st =
-        core->exec->start(plan, b, id, seq & dag::kSeqMask, [self, slot_index, seq, promise](const Status& s) mutable {
-          self->release(slot_index, seq);
-          promise.set(s);
-        });
     if (!st.is_ok()) {
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        if (slots[slot_index].live_seq == seq) slots[slot_index].live.reset();
-      }
       promise.set_error(st);
       return false;
     }
-    return true;
+    return launch(slot_index, seq, plan, send, recv, peer_keys.get());
   };
-  bool run_now = false;
-  {
+  if (!memo_hit || !run_now) {
     std::lock_guard<std::mutex> lk(mu);
-    Slot& sl = slots[static_cast<std::size_t>(slot)];
-    if (!sl.busy) {
-      sl.busy = true;
-      run_now = true;
-    } else {
-      sl.pending.push_back(std::move(start));
+    Slot& sl = slots[slot];
+    if (!key.empty() && !memo_hit) {
+      sl.memo_key = key;
+      sl.memo_plan = plan;
+    }
+    if (!run_now) {
+      if (!sl.busy)
+        hold(sl);
+      else
+        sl.pending.emplace_back(std::move(queued));
     }
   }
-  if (run_now && !start()) release(static_cast<std::size_t>(slot));
+  if (run_now && !launch(slot, seq, plan, send, recv, peer_keys.get())) release(slot);
   detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, id, c.algo.name,
                          plan->size());
   return fut;

@@ -40,6 +40,14 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     // fail it if the executor could not drain it), and its sequence number.
     std::optional<Promise<void>> live;
     std::uint32_t live_seq = 0;
+    // The communicator, held while the slot's instance runs (its completion
+    // callback takes it: the callback's own capture stays small enough for
+    // std::function to keep it without an allocation).
+    std::shared_ptr<CommImpl> keep;
+    // The plan of the slot's last call and its key: a loop that repeats one
+    // call finds it here without a cache lookup.
+    std::string memo_key;
+    std::shared_ptr<const dag::Plan> memo_plan;
   };
   std::vector<Slot> slots;
 
@@ -108,10 +116,12 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     if (!one_host() || size() < 2) return 0;
     // Room for the widest call (scatter, alltoall, reduce_scatter_block: one block per member).
     const std::uint64_t block = std::max<std::uint64_t>(core->tuning ? core->tuning->mapped_max_bytes : 0, 4096);
-    const std::uint64_t want = block * static_cast<std::uint64_t>(size());
+    const std::uint64_t want = block * static_cast<std::uint64_t>(size()) + 64;  // + the record's line
     return static_cast<std::size_t>((std::min<std::uint64_t>(want, group.slot_bytes) + 63) / 64 * 64);
   }
   [[nodiscard]] std::size_t mapped_at() const { return flags_at() + flag_area_bytes(); }
+  // Group::mapped_word: the mapped area's first word, counted from the flag words.
+  [[nodiscard]] std::uint32_t mapped_word() const { return static_cast<std::uint32_t>(flag_area_bytes() / 4); }
   [[nodiscard]] std::size_t window_bytes() const {
     return mapped_at() + mapped_slot_bytes() * static_cast<std::size_t>(group.credits);
   }
@@ -122,6 +132,10 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // Copies of the flag words of members on other hosts (Group::grants):
   // one word per credit slot each, updated by their grants.
   std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> grant_copies;
+  // shadow_table[w]: this rank's copies of same-host member w's slot flags
+  // (Bindings::flag_shadows; credits entries each), nullptr elsewhere.
+  std::vector<std::atomic<std::uint64_t>*> shadow_table;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> shadow_store;
   bool grants_bound = false;
 
   // After set_peer_keys, on every member (collective): maps the flag words of
@@ -160,9 +174,17 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   void check_pairwise_counts(const coll::Call& c);
 
   // Frees a slot: starts the next queued instance for it, if any.
-  // @p finished: the slot's instance with this sequence number ended (its
-  // promise leaves the slot under the same lock).
-  void release(std::size_t slot, std::optional<std::uint32_t> finished = std::nullopt);
+  void release(std::size_t slot);
+
+  // The slot's instance @p seq finished with @p st (the executor's done
+  // callback): frees the slot, then fulfils the call's future.
+  void finished(std::size_t slot, std::uint32_t seq, const Status& st);
+
+  // Starts the instance the caller just made the holder of @p slot (its
+  // promise and `keep` are in the slot); false when it failed at once (the
+  // promise then holds the error).
+  bool launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan, const void* send,
+              void* recv, const std::vector<dag::PeerKey>* peer_keys);
 
   static constexpr std::size_t kPlanCacheEntries = 512;  // per communicator (docs/algorithms.md)
   std::shared_ptr<const dag::Plan> plan_for(const coll::Call& c, int slot, const std::string& key);

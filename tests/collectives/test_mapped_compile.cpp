@@ -29,9 +29,11 @@ constexpr std::size_t kSlot = 1 << 16;
 Group mapped_group(int n) {
   Group g = fake_ranks::make_group(n, fake_ranks::Place::one, kSlot);
   g.flags = true;
-  g.mapped_word = fake_ranks::FakeRanks::kRecordWord;
-  g.mapped_at = 0;  // the fake windows hold only what these tests run
-  g.mapped_slot_bytes = kSlot / 2;
+  // The fake windows hold the flag words, then the mapped slots, then
+  // (at kSlot) the regular slot run() binds.
+  g.mapped_at = fake_ranks::FakeRanks::kFlagBytes;
+  g.mapped_word = static_cast<std::uint32_t>(g.mapped_at / 4);
+  g.mapped_slot_bytes = kSlot / 2 - fake_ranks::FakeRanks::kFlagBytes;
   return g;
 }
 
@@ -247,7 +249,7 @@ TEST(MappedCompile, AskedForWhereItCannotRunIsAnErrorThatSaysWhy) {
     EXPECT_NE(std::string(e.what()).find("algorithm 'mapped' needs"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("on rank 0"), std::string::npos) << e.what();
   }
-  g.mapped_word = fake_ranks::FakeRanks::kRecordWord;
+  g.mapped_word = static_cast<std::uint32_t>(fake_ranks::FakeRanks::kFlagBytes / 4);
   c.kind = Kind::allgatherv;  // not a mapped kind
   c.counts = {1, 2};
   c.displs = {0, 1};

@@ -66,14 +66,14 @@ class FakeRanks {
   static constexpr std::size_t kFlagWords = 256;
   /// Word of the flag wake words ("somebody waits", then one per rank).
   static constexpr std::uint32_t kFlagWake = 16;
-  /// Word of slot 0's record (Group::mapped_word / publish_word); slot s's is kRecordWord + 8 s.
-  static constexpr std::uint32_t kRecordWord = 64;
+  /// with_flags(): every rank's flag words are the first kFlagBytes of its
+  /// window (as the engine binds them for mapped plans: words past them
+  /// address the rest of the window; Group::mapped_word = mapped_at / 4).
+  static constexpr std::size_t kFlagBytes = kFlagWords * 4;
 
   FakeRanks(int n, std::size_t slot_bytes, std::uint64_t seed)
       : n_(n), slot_(slot_bytes), world_(n, strata::transport::FakeMode::manual, seed) {
     keys_.resize(static_cast<std::size_t>(n));
-    flag_blocks_.resize(static_cast<std::size_t>(n));
-    for (auto& blk : flag_blocks_) blk = std::make_unique<std::atomic<std::uint32_t>[]>(kFlagWords);
     for (int r = 0; r < n; ++r) {
       strata::dag::ExecutorOptions o;
       o.arena = &arena_;
@@ -88,14 +88,16 @@ class FakeRanks {
     for (int r = 0; r < n_; ++r)
       world_.endpoint(r).deregister_memory(win_[static_cast<std::size_t>(r)].data(), 2 * slot_);
   }
-  /// Binds every rank's flag block and every window as mapped (PeerKey::mapped),
-  /// as the engine does for a one-host communicator (mapped plans, window flags).
-  /// Mapped plans' slot 1 (the slot run() binds) is at @p mapped_at + @p mapped_slot_bytes
-  /// of every window (Group::mapped_at, Group::mapped_slot_bytes).
-  void with_flags(std::size_t mapped_at = 0, std::size_t mapped_slot_bytes = 0) {
+  /// Binds every rank's flag words (the start of its window) and every
+  /// window as mapped (PeerKey::mapped), as the engine does for a one-host
+  /// communicator (mapped plans, window flags). Mapped plans' slot 1 (the
+  /// slot run() binds) is at @p mapped_at + @p mapped_slot_bytes of every
+  /// window (Group::mapped_at >= kFlagBytes, Group::mapped_slot_bytes).
+  void with_flags(std::size_t mapped_at = kFlagBytes, std::size_t mapped_slot_bytes = 0) {
     flags_ = true;
     mapped_slot_ = mapped_at + mapped_slot_bytes;
-    for (int r = 0; r < n_; ++r) flag_table_.push_back(flag_blocks_[static_cast<std::size_t>(r)].get());
+    for (int r = 0; r < n_; ++r)
+      flag_table_.push_back(reinterpret_cast<std::atomic<std::uint32_t>*>(win_[static_cast<std::size_t>(r)].data()));
   }
   FakeRanks(const FakeRanks&) = delete;
   FakeRanks& operator=(const FakeRanks&) = delete;
@@ -157,7 +159,6 @@ class FakeRanks {
   std::vector<std::unique_ptr<strata::dag::Executor>> ex_;
   std::vector<std::vector<char>> win_;
   std::vector<strata::transport::RemoteKey> keys_;
-  std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> flag_blocks_;
   std::vector<std::atomic<std::uint32_t>*> flag_table_;
   bool flags_ = false;
   std::size_t mapped_slot_ = 0;

@@ -747,6 +747,90 @@ TEST(Executor, FlagWaitAsksForANudgeOnlyWhileItsRankBlocks) {
   c.ex[0]->park(false);
 }
 
+// Bindings::flag_shadows: a credit check first looks at this rank's recent
+// copy of the peer's word; a real read copies the whole line's words into it;
+// an observation 2^20 or more instances old is not trusted; words past
+// shadow_words are always read from the owner.
+TEST(Executor, FlagShadowsAnswerCreditChecksAndOnlyRecentOnes) {
+  Cluster c(2);
+  FlagBlocks fb;
+  std::atomic<std::uint64_t> sh[2][16]{};
+  std::atomic<std::uint64_t>* shadows[2] = {nullptr, sh[1]};
+  auto bind = [&](const void* src, void* dst) {
+    Bindings b = fb.bind(src, dst);
+    b.flag_shadows = shadows;
+    b.shadow_words = 4;
+    return b;
+  };
+  auto wait_plan = [](std::uint32_t word) {
+    PlanBuilder b("fw", 0, 2);
+    b.input(0, 8).output(0, 8);
+    b.copy(in(0, 0, 8), out(0, 0, 8), {b.flag_wait(1, word, 2)});
+    return b.build();
+  };
+  const auto plan = wait_plan(2);
+  char src[8] = "abcdefg", dst[8] = {};
+  // A real read (seq 7 needs the peer's instance 5: flag >= 6) refreshes words 0-3.
+  fb.blk[1][2].store(6);
+  fb.blk[1][3].store(9);
+  Done d0;
+  ASSERT_TRUE(c.ex[0]->start(plan, bind(src, dst), 0, 7, d0.fn()).is_ok());
+  EXPECT_TRUE(d0.done());
+  EXPECT_EQ(sh[1][2].load(), std::uint64_t{7} << 32 | 6);
+  EXPECT_EQ(sh[1][3].load(), std::uint64_t{7} << 32 | 9);
+  EXPECT_EQ(sh[1][4].load(), 0u);  // past shadow_words
+  // The copy answers the next check without the owner's word (zeroed here
+  // to tell the two apart: a real flag never goes back).
+  fb.blk[1][2].store(0);
+  Done d1;
+  ASSERT_TRUE(c.ex[0]->start(plan, bind(src, dst), 1, 7, d1.fn()).is_ok());
+  EXPECT_TRUE(d1.done());
+  // An observation 2^21 instances away is not trusted: the wait reads the owner and parks.
+  sh[1][2].store((std::uint64_t{(7u + (1u << 21)) & strata::dag::kSeqMask} << 32) | 6);
+  Done d2;
+  ASSERT_TRUE(c.ex[0]->start(plan, bind(src, dst), 2, 7, d2.fn()).is_ok());
+  EXPECT_FALSE(d2.done());
+  EXPECT_EQ(c.ex[0]->poll(), 0u);
+  fb.blk[1][2].store(6);
+  EXPECT_EQ(c.ex[0]->poll(), 1u);
+  EXPECT_TRUE(d2.done());
+  // A word past shadow_words reads the owner every time.
+  const auto far = wait_plan(5);
+  fb.blk[1][5].store(6);
+  sh[1][5].store(0);
+  Done d3;
+  ASSERT_TRUE(c.ex[0]->start(far, bind(src, dst), 3, 7, d3.fn()).is_ok());
+  EXPECT_TRUE(d3.done());
+  EXPECT_EQ(sh[1][5].load(), 0u);
+}
+
+// Instances without wait nodes are kept in a list, not the signal map: a
+// second start of the same (comm, seq) is still refused, cancel finds them.
+TEST(Executor, InstancesWithoutWaitNodesAreRefusedTwiceAndCancellable) {
+  Cluster c(2);
+  FlagBlocks fb;
+  PlanBuilder b("fw", 0, 2);
+  b.flag_wait(1, 0, 1);
+  b.require_output_coverage(false);
+  auto plan = b.build();
+  ASSERT_TRUE(plan->wait_nodes().empty());
+  Done d, again;
+  ASSERT_TRUE(c.ex[0]->start(plan, fb.bind(nullptr, nullptr), 4, 9, d.fn()).is_ok());
+  EXPECT_FALSE(d.done());
+  const Status st = c.ex[0]->start(plan, fb.bind(nullptr, nullptr), 4, 9, again.fn());
+  EXPECT_EQ(st.code(), Errc::invalid_argument);
+  EXPECT_NE(st.message().find("already in flight"), std::string::npos) << st.message();
+  EXPECT_FALSE(c.ex[0]->cancel(4, 10));
+  EXPECT_TRUE(c.ex[0]->cancel(4, 9));
+  ASSERT_TRUE(c.pump([&] {
+    c.ex[0]->poll();
+    return d.done();
+  }));
+  EXPECT_EQ(d.status.code(), Errc::cancelled);
+  EXPECT_FALSE(again.done());
+  EXPECT_EQ(c.ex[0]->in_flight(), 0u);
+}
+
 TEST(Executor, FlagWaitNeedsThePeersFlagsAndADeadPeerFailsAParkedWait) {
   Cluster c(2);
   FlagBlocks fb;

@@ -89,6 +89,9 @@ const std::vector<Var> kVars = {
   {"STRATA_MAPPED", "on/off", "on", "engine",
    "`off`: no mapped plans on one-host communicators (docs/algorithms.md, \"Mapped plans\"): small calls that the "
    "fast path does not take run the window plans (puts and signals). Read once"},
+  {"STRATA_FLAG_SHADOWS", "on/off", "on", "engine",
+   "`off`: every credit check of a flag plan reads the same-host owner's flag word instead of this rank's recent "
+   "copy of it first (docs/algorithms.md, \"Window flags\"; an A/B switch). Read once"},
   {"STRATA_WINDOW_FLAGS", "on/off", "on", "engine",
    "`off`: between ranks of one host keep the ready-to-receive signal before the first use of every window region "
    "instead of the window flags (docs/algorithms.md, \"Window flags\"). Read once"},

@@ -91,11 +91,16 @@ struct Group {
   std::uint32_t publish_word = 0;
   /// Mapped plans (with flags, agreed by all; every member on this host and
   /// every member's window mapped into this process, bound as
-  /// dag::PeerKey::mapped): the flag word of slot 0's record (the slots'
-  /// records are laid out as for publish_word); 0 = unavailable. Small calls
-  /// then run as mapped plans: each rank copies its contribution into its own
-  /// window slot, raises the record word, and the readers copy or fold it
-  /// straight out of that slot (docs/algorithms.md, "Mapped plans").
+  /// dag::PeerKey::mapped, and the flag words of each bound at the flag words
+  /// of that window, so that words past the flag area address the rest of
+  /// it): the flag word where the mapped area begins (mapped_at in words
+  /// from the flag words); 0 = unavailable. Each mapped slot opens with its
+  /// record word (slot s's is mapped_word + s x mapped_slot_bytes / 4) and
+  /// holds the contribution from byte kMappedHeader on, in the record's cache
+  /// line: a reader's one transfer brings both. Small calls then run as mapped
+  /// plans: each rank copies its contribution into its own slot, raises the
+  /// record word, and the readers copy or fold it straight out of that slot
+  /// (docs/algorithms.md, "Mapped plans").
   std::uint32_t mapped_word = 0;
   /// Mapped plans: byte offset of the mapped area in every member's window
   /// (credits slots of mapped_slot_bytes each, written only by mapped plans,
@@ -103,6 +108,8 @@ struct Group {
   /// read), and the bytes of one slot of it (the most one rank writes per call).
   std::size_t mapped_at = 0;
   std::size_t mapped_slot_bytes = 0;
+  /// Bytes before the contribution in a mapped slot (the record word, padded).
+  static constexpr std::size_t kMappedHeader = 8;
   /// The tuning table in effect (the engine's, docs/tuning.md); null = the
   /// built-in defaults. Plans compiled under different tables differ: a plan
   /// cache must not be shared between groups with different tables.

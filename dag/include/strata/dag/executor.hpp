@@ -126,6 +126,17 @@ struct Bindings {
   /// waits" (a flag_wait that finds its flag unset raises both, a flag_set
   /// that finds them raised nudges the waiters; see ExecutorOptions::nudge).
   std::uint32_t flag_wake = 0;
+  /// Optional shadows of same-host peers' flag words: flag_shadows[r] is this
+  /// rank's copy of world rank r's first @p shadow_words flag words (nullptr:
+  /// none; never this rank's own), each entry `observer seq << 32 | value`,
+  /// zero-initialized. A flag_wait on such a word first looks at the copy: a
+  /// flag value only grows, so a recent observation that shows the flag
+  /// reached proves it without touching the owner's cache line (in a loop,
+  /// the credit check of a slot finds it there: the previous calls saw the
+  /// peer finish it). Otherwise it reads the owner's words of that cache line
+  /// and refreshes the copy. Must outlive every instance started with it.
+  std::atomic<std::uint64_t>* const* flag_shadows = nullptr;
+  std::uint32_t shadow_words = 0;
 };
 
 /// @brief Called once when an instance finishes: OK, or the first failure's cause.

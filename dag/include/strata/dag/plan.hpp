@@ -54,6 +54,7 @@
 //  - nop:    joins dependencies
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -172,10 +173,17 @@ struct BufferDecl {
   std::uint64_t size = 0;
 };
 
+/// @brief Alignment of the executor's per-instance memory blocks (a cache line).
+inline constexpr std::size_t kInstanceAlign = 64;
+
 /// @brief One rank's slice of a collective: immutable once built, shared by
 /// every instance that runs it (thread-safe to read).
 class Plan {
  public:
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan();
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   /// The concrete algorithm the compiler chose (e.g. "ring", "bruck", "tree"), empty if not recorded.
   [[nodiscard]] const std::string& algorithm() const noexcept { return algorithm_; }
@@ -219,6 +227,12 @@ class Plan {
 
  private:
   friend class PlanBuilder;
+  friend class Executor;
+  // One finished instance's memory (node states, bindings, scratch: its size
+  // follows from the plan alone), kept for the next start of this plan by any
+  // executor: a cached plan starts without an allocation or a lock (per-call
+  // cost, docs/architecture.md). Freed with the plan.
+  mutable std::atomic<void*> spare_block_{nullptr};
   std::string name_;
   std::string algorithm_;
   int rank_ = 0;
