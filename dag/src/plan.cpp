@@ -370,6 +370,7 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
       p.flag_words_ = std::max(p.flag_words_, nd.slot + 1);
     if (nd.kind == NodeKind::publish || nd.kind == NodeKind::read_peer)
       p.flag_words_ = std::max(p.flag_words_, nd.slot + kPublishWords);
+    if (nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::read_peer) p.flag_peers_.push_back(nd.peer);
     if (nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce)
       for (int which = 0; which < 2; ++which) {
         const std::uint32_t j = p.nbuf_[3 * i + static_cast<std::uint32_t>(which)];
@@ -379,6 +380,8 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
       }
   }
   std::sort(p.slot_sparse_.begin(), p.slot_sparse_.end());
+  std::sort(p.flag_peers_.begin(), p.flag_peers_.end());
+  p.flag_peers_.erase(std::unique(p.flag_peers_.begin(), p.flag_peers_.end()), p.flag_peers_.end());
   for (int e : extra_peers_)
     if (e != p.rank_) p.peers_.push_back(e);
   std::sort(p.peers_.begin(), p.peers_.end());

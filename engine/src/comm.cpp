@@ -280,15 +280,15 @@ void CommImpl::finished(std::size_t slot, std::uint32_t seq, const Status& st) {
   std::shared_ptr<CommImpl> keep;
   std::optional<Promise<void>> promise;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    std::unique_lock<std::mutex> lk(mu);
     Slot& sl = slots[slot];
     if (sl.live_seq == seq) {
       keep = std::move(sl.keep);
       promise = std::move(sl.live);  // empty when fail_all failed it already
       sl.live.reset();
     }
+    release(slot, lk);
   }
-  release(slot);
   if (promise) promise->set(st);
 }
 
@@ -337,10 +337,14 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr
 }
 
 void CommImpl::release(std::size_t slot) {
+  std::unique_lock<std::mutex> lk(mu);
+  release(slot, lk);
+}
+
+void CommImpl::release(std::size_t slot, std::unique_lock<std::mutex>& lk) {
   // Iterative: an instance that completes (or fails) inside its own start
   // releases the slot again from the same stack; the active loop picks that
   // up instead of recursing (a long queue failing at once must not overflow).
-  std::unique_lock<std::mutex> lk(mu);
   Slot& sl = slots[slot];
   ++sl.released;
   if (sl.draining) return;
@@ -441,7 +445,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   // communicator's handle go into the slot for finished().
   auto hold = [&](Slot& sl) {
     sl.busy = true;
-    sl.live = promise;
+    sl.live = std::move(promise);
     sl.live_seq = seq;
     sl.keep = shared_from_this();
     run_now = true;
@@ -478,26 +482,29 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     }
     plan = plan_for(c, static_cast<int>(slot), full);
   }
-  auto queued = [this, plan, send, recv, seq, promise, peer_keys]() mutable -> bool {
-    const auto slot_index = static_cast<std::size_t>(seq % static_cast<std::uint32_t>(group.credits));
-    Status st;
-    {
-      // A member's death (broken), and the promise parked in the slot for
-      // fail_all (the slot is this call's until it releases it).
-      std::lock_guard<std::mutex> lk(mu);
-      st = broken;
-      if (st.is_ok()) {
-        Slot& sl = slots[slot_index];
-        sl.live = promise;
-        sl.live_seq = seq;
-        sl.keep = shared_from_this();
+  // Behind the slot's holder: the start waits in the slot's queue.
+  auto queue = [&](Slot& sl) {
+    sl.pending.emplace_back([this, plan, send, recv, seq, promise = std::move(promise), peer_keys]() mutable -> bool {
+      const auto slot_index = static_cast<std::size_t>(seq % static_cast<std::uint32_t>(group.credits));
+      Status st;
+      {
+        // A member's death (broken), and the promise parked in the slot for
+        // fail_all (the slot is this call's until it releases it).
+        std::lock_guard<std::mutex> lk(mu);
+        st = broken;
+        if (st.is_ok()) {
+          Slot& held = slots[slot_index];
+          held.live = std::move(promise);
+          held.live_seq = seq;
+          held.keep = shared_from_this();
+        }
       }
-    }
-    if (!st.is_ok()) {
-      promise.set_error(st);
-      return false;
-    }
-    return launch(slot_index, seq, plan, send, recv, peer_keys.get());
+      if (!st.is_ok()) {
+        promise.set_error(st);
+        return false;
+      }
+      return launch(slot_index, seq, plan, send, recv, peer_keys.get());
+    });
   };
   if (!memo_hit || !run_now) {
     std::lock_guard<std::mutex> lk(mu);
@@ -510,7 +517,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
       if (!sl.busy)
         hold(sl);
       else
-        sl.pending.emplace_back(std::move(queued));
+        queue(sl);
     }
   }
   if (run_now && !launch(slot, seq, plan, send, recv, peer_keys.get())) release(slot);

@@ -175,6 +175,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   // Frees a slot: starts the next queued instance for it, if any.
   void release(std::size_t slot);
+  // Same, with mu held by @p lk (released while a queued start runs, held on return).
+  void release(std::size_t slot, std::unique_lock<std::mutex>& lk);
 
   // The slot's instance @p seq finished with @p st (the executor's done
   // callback): frees the slot, then fulfils the call's future.

@@ -213,6 +213,9 @@ class Plan {
   [[nodiscard]] const std::vector<UserReduce>& user_ops() const noexcept { return user_ops_; }
   /// One past the largest flag word a flag_wait / flag_set node uses (0: the plan uses no flags).
   [[nodiscard]] std::uint32_t flag_words() const noexcept { return flag_words_; }
+  /// Ranks whose flag words a flag_wait or read_peer node reads (sorted, unique):
+  /// each must be mapped in Bindings::flags.
+  [[nodiscard]] const std::vector<int>& flag_peers() const noexcept { return flag_peers_; }
   /// Index into buffers() of node @p id's region @p which (0 src, 1 src2, 2 dst), or kNoNode.
   [[nodiscard]] std::uint32_t buffer_index(NodeId id, int which) const noexcept {
     return nbuf_[3 * static_cast<std::size_t>(id) + static_cast<std::size_t>(which)];
@@ -250,6 +253,7 @@ class Plan {
   std::vector<std::pair<std::uint32_t, NodeId>> slot_sparse_;
   std::vector<NodeId> waits_;
   std::vector<std::uint32_t> mapped_reads_;
+  std::vector<int> flag_peers_;
   std::vector<std::uint32_t> nbuf_;
   std::vector<int> peers_;
   std::vector<int> signalled_;  // sorted: peers of put_with_signal / signal nodes
