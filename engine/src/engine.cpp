@@ -38,6 +38,18 @@ const void* const in_place = &in_place_marker;
 // ---------------------------------------------------------------- options
 namespace {
 
+/// Flag scans between two transport polls of a waiter's spin (Engine::Engine).
+constexpr int kFlagRounds = 8;
+
+/// A spin-wait hint to the CPU (pause).
+inline void relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 /// STRATA_WAITER_BLOCK: transport (default) | cv. Where a waiter sleeps after
 /// its spin when progress servers run (FutureContext::block).
 bool waiter_blocks_on_transport() {
@@ -578,8 +590,27 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
     // Poll for a bounded time before sleeping: an imminent answer costs no
     // thread hand-off (ProgressServer::spin_until re-arms the servers).
     transport::ProgressServer* ps = core_->progress.get();
-    ctx->spin = [ps, g = core_->hooks](const std::function<bool()>& done) {
-      return g->run([&] { return ps->spin_until(done, ps->options().wait_spin); }, false) || done();
+    // Between two transport polls the waiter looks at the executor's flag
+    // waits up to kFlagRounds times: the flag plans (mapped plans, window
+    // flags) complete there, and a full transport poll (every backend, every
+    // peer's ring) costs several times one flag scan, so a flag set by a peer
+    // is seen within one scan, not one transport round (8 B mapped allreduce:
+    // docs/algorithms.md, "Per-call cost of the plan path").
+    ctx->spin = [ps, g = core_->hooks, core = core_.get()](const std::function<bool()>& done) {
+      return g->run(
+                 [&] {
+                   const auto lean = [&] {
+                     dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire);
+                     for (int i = 0; i < kFlagRounds && ex != nullptr; ++i) {
+                       if (done()) return true;
+                       if (ex->poll() == 0) relax();
+                     }
+                     return done();
+                   };
+                   return ps->spin_until(lean, ps->options().wait_spin);
+                 },
+                 false) ||
+             done();
     };
     // Then sleep on the transport's descriptors (one wake-up when a message
     // arrives, not a server's and then ours); off with STRATA_WAITER_BLOCK=cv.
