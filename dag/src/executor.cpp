@@ -1265,13 +1265,11 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
       bb->key = transport::RemoteKey{};
     }
   }
+  const Plan::Initial* init = p.initial().data();
   for (NodeId i = 0; i < n; ++i) {
     NodeState* ns = new (&in->nodes[i]) NodeState();
-    const Node& nd = p.nodes()[i];
-    const auto deps = static_cast<std::int32_t>(nd.deps.size());
-    const auto sig = nd.kind == NodeKind::wait ? static_cast<std::int32_t>(nd.count) : 0;
-    ns->deps.store(deps + sig, std::memory_order_relaxed);
-    ns->sig.store(sig, std::memory_order_relaxed);
+    ns->deps.store(init[i].deps, std::memory_order_relaxed);
+    ns->sig.store(init[i].sig, std::memory_order_relaxed);
     ns->inst = in;
   }
   in->remaining.store(static_cast<std::int64_t>(n) + 1, std::memory_order_relaxed);  // + start token
@@ -1313,8 +1311,7 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
   }
   // Roots (wait nodes are released by their signals only); the start token
   // keeps the instance alive while we launch them.
-  for (NodeId i = 0; i < n; ++i)
-    if (p.nodes()[i].deps.empty() && p.nodes()[i].kind != NodeKind::wait) im.ready_outside(in, i);
+  for (const NodeId i : p.roots()) im.ready_outside(in, i);
   im.unpin(in);
   return Status::ok();
 }

@@ -388,6 +388,16 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
   p.peers_.erase(std::unique(p.peers_.begin(), p.peers_.end()), p.peers_.end());
   std::sort(p.signalled_.begin(), p.signalled_.end());
   p.signalled_.erase(std::unique(p.signalled_.begin(), p.signalled_.end()), p.signalled_.end());
+  // What every start needs of each node, in two small arrays (a start then
+  // reads no Node: they are large and their lines would be touched per call).
+  p.initial_.resize(p.nodes_.size());
+  p.roots_.clear();
+  for (NodeId i = 0; i < p.nodes_.size(); ++i) {
+    const Node& nd = p.nodes_[i];
+    const auto sig = nd.kind == NodeKind::wait ? static_cast<std::int32_t>(nd.count) : 0;
+    p.initial_[i] = {static_cast<std::int32_t>(nd.deps.size()) + sig, sig};
+    if (nd.deps.empty() && nd.kind != NodeKind::wait) p.roots_.push_back(i);
+  }
   *out = std::move(plan_);
   return Status::ok();
 }

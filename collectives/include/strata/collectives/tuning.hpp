@@ -52,7 +52,7 @@ struct Tuning {
   std::uint64_t bcast_single_copy_min_bytes = std::uint64_t{32} << 10;   ///< broadcast: from this many bytes ...
   std::uint64_t bcast_single_copy_max_bytes = std::uint64_t{128} << 10;  ///< ... up to this many
   std::uint64_t sym_single_copy_min_bytes = std::uint64_t{64} << 10;     ///< allgather(v) / alltoall: block from ...
-  std::uint64_t sym_single_copy_max_bytes = std::uint64_t{128} << 10;   ///< ... up to this (0: never)
+  std::uint64_t sym_single_copy_max_bytes = std::uint64_t{128} << 10;    ///< ... up to this (0: never)
   // Persistent plans (Communicator::plan_broadcast / plan_allreduce): write
   // straight into the receivers' registered buffers (direct mode: a
   // ready-to-receive signal per start) from this many bytes, 0 = never. The

@@ -216,6 +216,16 @@ class Plan {
   /// Ranks whose flag words a flag_wait or read_peer node reads (sorted, unique):
   /// each must be mapped in Bindings::flags.
   [[nodiscard]] const std::vector<int>& flag_peers() const noexcept { return flag_peers_; }
+  /// Per node, the counters an instance starts with: dependencies still to
+  /// finish (local predecessors plus, for wait nodes, the signals expected)
+  /// and the signals alone.
+  struct Initial {
+    std::int32_t deps = 0;
+    std::int32_t sig = 0;
+  };
+  [[nodiscard]] const std::vector<Initial>& initial() const noexcept { return initial_; }
+  /// Nodes an instance launches at its start: no local predecessor, not a wait node.
+  [[nodiscard]] const std::vector<NodeId>& roots() const noexcept { return roots_; }
   /// Index into buffers() of node @p id's region @p which (0 src, 1 src2, 2 dst), or kNoNode.
   [[nodiscard]] std::uint32_t buffer_index(NodeId id, int which) const noexcept {
     return nbuf_[3 * static_cast<std::size_t>(id) + static_cast<std::size_t>(which)];
@@ -254,6 +264,8 @@ class Plan {
   std::vector<NodeId> waits_;
   std::vector<std::uint32_t> mapped_reads_;
   std::vector<int> flag_peers_;
+  std::vector<Initial> initial_;
+  std::vector<NodeId> roots_;
   std::vector<std::uint32_t> nbuf_;
   std::vector<int> peers_;
   std::vector<int> signalled_;  // sorted: peers of put_with_signal / signal nodes
