@@ -396,10 +396,12 @@ class Tuner {
          q ? std::vector<std::uint64_t>{1 * M, 4 * M} : std::vector<std::uint64_t>{1 * M, 4 * M, 16 * M},
          "allreduce: rabenseifner vs ring"},
         {"fastpath_bytes",
-         q ? std::vector<std::uint64_t>{1 * K, 16 * K} : std::vector<std::uint64_t>{1 * K, 16 * K, 64 * K},
+         q ? std::vector<std::uint64_t>{0, 1 * K, 16 * K} : std::vector<std::uint64_t>{0, 1 * K, 16 * K, 64 * K},
          {"allreduce", "bcast", "reduce"},
-         q ? std::vector<std::uint64_t>{512, 2 * K, 8 * K} : std::vector<std::uint64_t>{512, 2 * K, 8 * K, 32 * K},
-         "small-message fast path vs compiled plans (a larger limit also spreads the small entries)"},
+         q ? std::vector<std::uint64_t>{8, 512, 2 * K, 8 * K}
+           : std::vector<std::uint64_t>{8, 512, 2 * K, 8 * K, 32 * K},
+         "small-message fast path vs compiled plans (mapped plans below mapped_max_bytes; 0 leaves the fast path "
+         "only barriers and shared-buffer calls; a larger limit also spreads the small entries)"},
         {"mapped_max_bytes",
          q ? std::vector<std::uint64_t>{0, 32 * K} : std::vector<std::uint64_t>{0, 32 * K, 64 * K},
          {"allgather", "bcast", "allreduce"},
