@@ -281,15 +281,19 @@ void CommImpl::finished(std::size_t slot, std::uint32_t seq, const Status& st) {
   std::optional<Promise<void>> promise;
   {
     std::unique_lock<std::mutex> lk(mu);
-    Slot& sl = slots[slot];
-    if (sl.live_seq == seq) {
-      keep = std::move(sl.keep);
-      promise = std::move(sl.live);  // empty when fail_all failed it already
-      sl.live.reset();
-    }
+    promise = vacate(slots[slot], seq, keep);
     release(slot, lk);
   }
   if (promise) promise->set(st);
+}
+
+std::optional<Promise<void>> CommImpl::vacate(Slot& sl, std::uint32_t seq, std::shared_ptr<CommImpl>& keep) {
+  std::optional<Promise<void>> promise;
+  if (sl.live_seq != seq) return promise;
+  keep = std::move(sl.keep);
+  promise = std::move(sl.live);  // empty when fail_all failed it already
+  sl.live.reset();
+  return promise;
 }
 
 bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan,
@@ -325,12 +329,7 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr
   std::optional<Promise<void>> promise;
   {
     std::lock_guard<std::mutex> lk(mu);
-    Slot& sl = slots[slot];
-    if (sl.live_seq == seq) {
-      keep = std::move(sl.keep);
-      promise = std::move(sl.live);
-      sl.live.reset();
-    }
+    promise = vacate(slots[slot], seq, keep);
   }
   if (promise) promise->set_error(st);
   return false;

@@ -182,6 +182,11 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // callback): frees the slot, then fulfils the call's future.
   void finished(std::size_t slot, std::uint32_t seq, const Status& st);
 
+  // The slot's holder @p seq leaves it (mu held): its promise (empty when
+  // fail_all failed it already, or when @p seq no longer holds the slot) and,
+  // through @p keep, the communicator's handle.
+  std::optional<Promise<void>> vacate(Slot& sl, std::uint32_t seq, std::shared_ptr<CommImpl>& keep);
+
   // Starts the instance the caller just made the holder of @p slot (its
   // promise and `keep` are in the slot); false when it failed at once (the
   // promise then holds the error).

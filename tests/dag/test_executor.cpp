@@ -806,13 +806,18 @@ TEST(Executor, FlagShadowsAnswerCreditChecksAndOnlyRecentOnes) {
 
 // Instances without wait nodes are kept in a list, not the signal map: a
 // second start of the same (comm, seq) is still refused, cancel finds them.
-TEST(Executor, InstancesWithoutWaitNodesAreRefusedTwiceAndCancellable) {
-  Cluster c(2);
-  FlagBlocks fb;
+// Rank 0 of 2: a lone flag_wait on rank 1's word 0 (lag 1), nothing else.
+std::shared_ptr<const Plan> lone_flag_wait() {
   PlanBuilder b("fw", 0, 2);
   b.flag_wait(1, 0, 1);
   b.require_output_coverage(false);
-  auto plan = b.build();
+  return b.build();
+}
+
+TEST(Executor, InstancesWithoutWaitNodesAreRefusedTwiceAndCancellable) {
+  Cluster c(2);
+  FlagBlocks fb;
+  auto plan = lone_flag_wait();
   ASSERT_TRUE(plan->wait_nodes().empty());
   Done d, again;
   ASSERT_TRUE(c.ex[0]->start(plan, fb.bind(nullptr, nullptr), 4, 9, d.fn()).is_ok());
@@ -834,10 +839,7 @@ TEST(Executor, InstancesWithoutWaitNodesAreRefusedTwiceAndCancellable) {
 TEST(Executor, FlagWaitNeedsThePeersFlagsAndADeadPeerFailsAParkedWait) {
   Cluster c(2);
   FlagBlocks fb;
-  PlanBuilder b("fw", 0, 2);
-  b.flag_wait(1, 0, 1);
-  b.require_output_coverage(false);
-  auto plan = b.build();
+  auto plan = lone_flag_wait();
   Done d;
   const Status st = c.ex[0]->start(plan, {}, 0, 3, d.fn());
   EXPECT_EQ(st.code(), Errc::invalid_argument);
