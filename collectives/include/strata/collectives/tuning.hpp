@@ -64,7 +64,7 @@ struct Tuning {
   // 2 ranks, one per core, medians of 5 alternating pairs: mapped / window
   // plans 0.84-0.93 at 8 KiB, 0.88-0.99 at 16 KiB, 0.93-1.04 at 32 KiB,
   // 1.00-1.23 at 64 KiB (docs/algorithms.md "Mapped plans").
-  std::uint64_t mapped_max_bytes = 16384;
+  std::uint64_t mapped_max_bytes = 4096;
   // ---- engine
   std::uint64_t fastpath_bytes = 4096;  ///< small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins)
   std::uint64_t inline_bytes = std::uint64_t{1}
