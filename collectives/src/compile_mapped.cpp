@@ -146,7 +146,9 @@ bool mapped_plan(const Group& g, const Call& c) {
   // Automatic only when the caller left every choice to strata (Call::fast_ok:
   // no algorithm, tree, fragmentation or direction asked for, loose sync; the
   // engine may have resolved the name from the decision table already).
-  return c.fast_ok && block <= tuning(g).mapped_max_bytes;
+  // The bytes one rank writes into its slot, as the fast path's limit counts
+  // them (n blocks at the owners of scatter, alltoall, reduce_scatter_block).
+  return c.fast_ok && slot_need(g, c, block) <= tuning(g).mapped_max_bytes;
 }
 
 std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, int slot) {
