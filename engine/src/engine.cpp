@@ -1,6 +1,7 @@
 // Engine and Communicator: bootstrap -> hierarchy -> transport -> executor ->
 // progress servers, and the per-communicator windows, credits and plan cache.
 #include "strata/engine.hpp"
+#include "strata/detail/cpu.hpp"
 #include "strata/detail/env.hpp"
 
 #include "checks.hpp"
@@ -40,15 +41,6 @@ namespace {
 
 /// Flag scans between two transport polls of a waiter's spin (Engine::Engine).
 constexpr int kFlagRounds = 8;
-
-/// A spin-wait hint to the CPU (pause).
-inline void relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 /// STRATA_WAITER_BLOCK: transport (default) | cv. Where a waiter sleeps after
 /// its spin when progress servers run (FutureContext::block).
@@ -603,7 +595,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
                      dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire);
                      for (int i = 0; i < kFlagRounds && ex != nullptr; ++i) {
                        if (done()) return true;
-                       if (ex->poll() == 0) relax();
+                       if (ex->poll() == 0) strata::detail::cpu_relax();
                      }
                      return done();
                    };

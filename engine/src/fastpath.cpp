@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "strata/dag/executor.hpp"
+#include "strata/detail/cpu.hpp"
 #include "strata/detail/env.hpp"
 #include "strata/detail/log.hpp"
 
@@ -41,12 +42,6 @@ constexpr std::size_t kDirectSpinCapUs = 2000;
 // An entry holds up to cap bytes of data, or (direct mode) one RemoteKey.
 std::size_t stride_for(std::size_t cap) {
   return (kEntryHeader + std::max(cap, sizeof(transport::RemoteKey)) + 63) / 64 * 64;
-}
-
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
 }
 
 std::uint64_t coarse_ns() noexcept {
@@ -149,7 +144,7 @@ std::shared_ptr<FastChannel> FastChannel::create(transport::Transport& t, transp
             for (int i = 0; i < 64; ++i) {
               c->poll();
               if (done()) return true;
-              cpu_relax();
+              strata::detail::cpu_relax();
             }
             return false;
           },

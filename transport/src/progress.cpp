@@ -1,4 +1,5 @@
 #include "strata/transport/progress.hpp"
+#include "strata/detail/cpu.hpp"
 #include "strata/detail/env.hpp"
 
 #include <pthread.h>
@@ -40,12 +41,6 @@ std::vector<int> parse_cpus(const char* var, const std::string& s) {
     pos = comma + 1;
   }
   return out;
-}
-
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
 }
 
 }  // namespace
@@ -162,7 +157,7 @@ void ProgressServer::serve(int /*index*/) {
     }
     ++idle;
     if (idle < spin) {
-      cpu_relax();
+      strata::detail::cpu_relax();
     } else if (idle < yield_end) {
       std::this_thread::yield();
     } else {
@@ -221,7 +216,7 @@ bool ProgressServer::spin_phase(const std::function<bool()>& done, std::chrono::
       extend = false;
     }
     if ((ok = done())) break;
-    cpu_relax();
+    strata::detail::cpu_relax();
     if ((i & 15U) == 0 && std::chrono::steady_clock::now() >= end) break;
   }
   leave_polling();
@@ -251,7 +246,7 @@ bool ProgressServer::spin_until(const std::function<bool()>& done, std::chrono::
   if (inline_mode()) {
     const auto end = std::chrono::steady_clock::now() + budget;
     for (unsigned i = 1;; ++i) {
-      if (t_.progress() == 0) cpu_relax();
+      if (t_.progress() == 0) strata::detail::cpu_relax();
       if (done()) return true;
       if ((i & 15U) == 0 && std::chrono::steady_clock::now() >= end) return false;
     }
@@ -275,7 +270,7 @@ bool ProgressServer::wait_until(const std::function<bool()>& done, std::chrono::
       const auto now = Clock::now();
       if (now >= deadline) return done();
       if (++idle < opts_.spin_polls) {
-        cpu_relax();
+        strata::detail::cpu_relax();
       } else if (idle < yield_end) {
         std::this_thread::yield();
       } else {
