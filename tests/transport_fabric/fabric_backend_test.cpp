@@ -122,7 +122,11 @@ void expect_all_ok(const std::vector<int>& st, int killed_rank = -1) {
   }
 }
 
-class FabricProvider : public ::testing::TestWithParam<const char*> {};
+class FabricProvider : public ::testing::TestWithParam<const char*> {
+ protected:
+  /// "1" where the backend must use mailboxes (socket providers), else "0".
+  static const char* mailboxes_expected() { return std::string(GetParam()).rfind("tcp", 0) == 0 ? "1" : "0"; }
+};
 
 TEST_P(FabricProvider, DataIntegrityPutGetPutWithSignalTwoRanks) {
   Spawn s;
@@ -151,14 +155,15 @@ TEST_P(FabricProvider, ThousandsOfSignalsArriveOnceAndInOrderPerPair) {
 
 // Two ranks: each serves a single fabric peer, so signals travel as remote CQ
 // data even over tcp;ofi_rxm (which reports no source for remote writes):
-// the target attributes them to its only peer.
+// the target attributes them to its only peer. (Mailboxes off: they would
+// carry every bare signal.)
 TEST_P(FabricProvider, TwoRanksSignalAsCqDataInOrderWithoutSourceAddresses) {
   Spawn s;
   s.n = 2;
   s.scenario = "signals";
   s.provider = GetParam();
   s.timeout_ms = 30000;
-  s.env = {{"FABRIC_TEST_K", "20000"}};
+  s.env = {{"FABRIC_TEST_K", "20000"}, {"STRATA_FI_MAILBOX", "off"}, {"FABRIC_TEST_MAILBOXES", "0"}};
   expect_all_ok(run(s));
 }
 
@@ -168,20 +173,48 @@ TEST_P(FabricProvider, SignalsAsMessagesKeepOrderToo) {
   s.scenario = "signals";
   s.provider = GetParam();
   s.timeout_ms = 30000;
-  s.env = {{"STRATA_FI_SIGNAL", "msg"}, {"FABRIC_TEST_K", "2000"}};
+  s.env = {{"STRATA_FI_SIGNAL", "msg"}, {"FABRIC_TEST_K", "2000"}, {"STRATA_FI_MAILBOX", "off"}};
+  expect_all_ok(run(s));
+}
+
+// Mailboxes (socket providers): bursts of 20,000 bare signals per pair fill
+// each 64-entry ring many times over (posts wait for the receiver's credit
+// reports); every signal arrives once and in order.
+TEST_P(FabricProvider, MailboxSignalsArriveOnceAndInOrderThroughFullRings) {
+  Spawn s;
+  s.n = 3;
+  s.scenario = "signals";
+  s.provider = GetParam();
+  s.timeout_ms = 60000;
+  s.env = {{"FABRIC_TEST_K", "20000"}, {"FABRIC_TEST_MAILBOXES", mailboxes_expected()}};
+  expect_all_ok(run(s));
+}
+
+// Two ranks: put_with_signal of <= 24 B rides in mailbox entries, larger ones
+// are writes carrying the signal as CQ data; the target still sees every
+// source's signals in posting order, each after its data.
+TEST_P(FabricProvider, MailboxEntriesAndCqDataSignalsKeepOneOrder) {
+  Spawn s;
+  s.n = 2;
+  s.scenario = "pws_order";
+  s.provider = GetParam();
+  s.timeout_ms = 30000;
+  s.env = {{"FABRIC_TEST_K", "2000"}, {"FABRIC_TEST_MAILBOXES", mailboxes_expected()}};
   expect_all_ok(run(s));
 }
 
 // Four ranks, three fabric peers each: over tcp;ofi_rxm put_with_signal takes
 // the message path, small payloads inside the signal message; forced onto the
 // message path for shm too. The targets check order and data at each signal.
+// With mailboxes (tcp) the small ones ride in mailbox entries, ordered with
+// the messages by signal index.
 TEST_P(FabricProvider, PutWithSignalDataBeforeSignalInOrderWithSeveralPeers) {
   Spawn s;
   s.n = 4;
   s.scenario = "pws_order";
   s.provider = GetParam();
   s.timeout_ms = 30000;
-  s.env = {{"STRATA_FI_SIGNAL", "msg"}};
+  s.env = {{"STRATA_FI_SIGNAL", "msg"}, {"FABRIC_TEST_MAILBOXES", mailboxes_expected()}};
   expect_all_ok(run(s));
 }
 

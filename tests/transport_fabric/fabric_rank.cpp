@@ -260,7 +260,16 @@ int scenario_integrity(Rank& R) {
 // ---------------------------------------------------------------- signals
 // Every rank sends K tagged sequence numbers to every peer (every 7th one as
 // a put_with_signal of 8 bytes); receivers check no loss and per-pair order.
+// FABRIC_TEST_MAILBOXES=1|0: the backend must (not) use mailboxes.
+void check_mailboxes(const Rank& R) {
+  const char* want = std::getenv("FABRIC_TEST_MAILBOXES");
+  if (want == nullptr) return;
+  const bool has = R.be->name().find("+mailboxes") != std::string::npos;
+  CHECK(has == (std::string(want) == "1"), "backend " + R.be->name() + ": mailboxes expected " + want);
+}
+
 int scenario_signals(Rank& R) {
+  check_mailboxes(R);
   const std::uint64_t K =
       std::getenv("FABRIC_TEST_K") ? std::strtoull(std::getenv("FABRIC_TEST_K"), nullptr, 10) : 5000;
   std::vector<std::uint64_t> landing(static_cast<std::size_t>(R.n), 0);
@@ -333,6 +342,7 @@ int scenario_signals(Rank& R) {
 // that it is the next one from that source and that its data is already
 // there: data before signal, in order, on both paths, with several peers.
 int scenario_pws_order(Rank& R) {
+  check_mailboxes(R);
   const std::uint64_t K = std::getenv("FABRIC_TEST_K") ? std::strtoull(std::getenv("FABRIC_TEST_K"), nullptr, 10) : 300;
   const std::vector<std::size_t> sizes = {1, 8, 0, 64, 500, 959, 960, 961, 1100, 4096};
   const std::size_t stride = 4096;

@@ -152,6 +152,12 @@ const std::vector<Var> kVars = {
   {"STRATA_FI_INLINE", "`off`", "on", "fabric",
    "`off`: message-path put_with_signal of <= 960 B as write + message instead of one message carrying the data "
    "(measurement only)"},
+  {"STRATA_FI_MAILBOX", "`off`", "on", "fabric",
+   "`off`: no mailboxes; signals and small put_with_signal travel as remote CQ data or messages (measurement only; "
+   "docs/fabric.md)"},
+  {"STRATA_FI_INJECT", "`off`", "on", "fabric",
+   "`off`: signals and put_with_signal up to the provider's inject_size are posted with completions instead of "
+   "fi_inject* (measurement only; docs/fabric.md)"},
   {"STRATA_FI_DOORBELL", "`off`", "on", "fabric",
    "`off`: no UDP doorbell; an idle rank polls libfabric every 1 ms instead of sleeping until a peer rings "
    "(docs/fabric.md)"},

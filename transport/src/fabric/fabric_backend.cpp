@@ -54,6 +54,8 @@ constexpr std::size_t kSlotSize = 1024;            // one send / receive slot: h
 /// put_with_signal payloads up to this size travel inside the signal message
 /// on the message path (one message instead of a write plus a message).
 constexpr std::size_t kInlineMax = kSlotSize - kMsgSize;
+/// post_step's result for a step posted with fi_inject*: complete at the post.
+constexpr int kInjected = 1;
 constexpr std::size_t kSendSlots = 1024;
 constexpr std::size_t kRecvSlots = 256;
 constexpr std::uint64_t kMrAccess = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
@@ -64,6 +66,29 @@ constexpr std::uint64_t kMrAccess = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REM
 // data and WAW ordering: signals *to* it travel as CQ data.
 constexpr std::uint32_t kCanResolveSource = 1u;
 constexpr std::uint32_t kNativeAtomics = 2u;  // fi_fetch_atomic(FI_UINT64, FI_SUM) valid
+constexpr std::uint32_t kMailboxes = 4u;      // takes signals as mailbox entries (MboxEntry)
+
+/// Mailboxes (docs/fabric.md, "Mailboxes"): every rank keeps, per fabric
+/// peer, a ring of kMboxEntries 64-byte entries that only that peer writes,
+/// with fi_inject_write (one message, no completion on either side). An entry
+/// carries a signal and up to kMboxInline bytes of put_with_signal data; its
+/// last word is its sequence number (entries counted from 1), which the
+/// receiver's progress reads after the provider placed the entry.
+constexpr std::size_t kMboxEntries = 64;
+constexpr std::size_t kMboxInline = 24;
+/// Consumed entries are reported back (one 8-byte inject) every this many.
+constexpr std::size_t kMboxCreditEvery = kMboxEntries / 4;
+
+struct alignas(64) MboxEntry {
+  std::uint64_t signal = 0;
+  std::uint64_t raddr = 0;  // inline data: its destination (RMA address and key at the receiver)
+  std::uint64_t rkey = 0;
+  std::uint32_t len = 0;    // inline bytes, 0: a bare signal
+  std::uint32_t index = 0;  // the signal's index among all signals to the receiver (mod 2^32), from 1
+  std::array<std::byte, kMboxInline> data{};
+  std::uint64_t seq = 0;  // the entry's number in its ring, from 1: written last (the entry's last bytes)
+};
+static_assert(sizeof(MboxEntry) == 64, "a mailbox entry is one 64-byte inject");
 
 /// Control messages (pre-posted receives, FI_ORDER_SAS per pair).
 /// put_signal: a put_with_signal whose data (d bytes) follows the header; the
@@ -97,6 +122,10 @@ struct BlobHeader {
   std::uint32_t name_len = 0;
   std::uint64_t landing_addr = 0;  // RMA address of the 64-byte signal landing region
   std::uint64_t landing_key = 0;
+  std::uint64_t mbox_addr = 0;  // RMA address of the mailbox rings (size x kMboxEntries entries)
+  std::uint64_t mbox_key = 0;
+  std::uint64_t credit_addr = 0;  // RMA address of the credit words (one u64 per rank)
+  std::uint64_t credit_key = 0;
   char provider[48] = {};
   char error[128] = {};
   std::uint32_t bell_len = 0;                // 0: this rank has no doorbell
@@ -132,6 +161,7 @@ struct Op {
   std::uint64_t* fetched = nullptr;
   const MrCache::Entry* local_mr = nullptr;  // pinned while the op uses it as a local descriptor
   bool inline_data = false;                  // put_with_signal: the data rides in the signal message
+  bool mbox = false;                         // posted as one mailbox entry (MboxEntry)
   bool bulk = false;                         // counted in bulk_ops_ until its user completion
   int slot = -1;                             // send slot (messages, native atomic operand/result)
   Msg msg{};                                 // message to send (copied into the slot when posted)
@@ -150,6 +180,23 @@ struct PeerState {
   socklen_t bell_len = 0;
   std::int64_t last_bell = 0;   // steady ns of the last doorbell rung at it (under mu_)
   std::int64_t last_heard = 0;  // steady ns of the last signal or message from it (under mu_)
+  // Mailboxes (both sides have them): where this rank's entries and credit
+  // reports land at the peer, and the counts of each direction.
+  bool mbox = false;
+  std::uint64_t mbox_addr = 0;  // RMA address of this rank's ring at the peer
+  std::uint64_t mbox_key = 0;
+  std::uint64_t credit_addr = 0;  // RMA address of this rank's credit word at the peer
+  std::uint64_t credit_key = 0;
+  std::uint64_t mbox_sent = 0;      // entries written into the peer's ring
+  std::uint64_t mbox_got = 0;       // entries consumed from the peer's ring here
+  std::uint64_t mbox_reported = 0;  // mbox_got last reported to the peer
+  // Signal order across paths: every signal to the peer (entry, CQ data or
+  // message) gets the next index when posted; signals from it that did not
+  // come through the ring wait in `pending` (payload, deliver?) until the
+  // ring's entries with lower indices were delivered (scan_mailboxes).
+  std::uint32_t sig_sent = 0;
+  std::uint32_t sig_got = 0;
+  std::deque<std::pair<std::uint64_t, bool>> pending;
 };
 
 struct Event {
@@ -263,6 +310,10 @@ class FabricBackend final : public Backend, public PollHint {
     h.flags = local_flags_;
     h.landing_addr = landing_rma_addr_;
     h.landing_key = landing_key_;
+    h.mbox_addr = mbox_rma_addr_;
+    h.mbox_key = mbox_key_;
+    h.credit_addr = credit_rma_addr_;
+    h.credit_key = credit_key_;
     std::snprintf(h.provider, sizeof(h.provider), "%s", provider_.c_str());
     std::snprintf(h.error, sizeof(h.error), "%s", open_error.c_str());
     h.name_len = static_cast<std::uint32_t>(ep_name_.size());
@@ -313,6 +364,16 @@ class FabricBackend final : public Backend, public PollHint {
       }
       ps.landing_addr = ph.landing_addr;
       ps.landing_key = ph.landing_key;
+      // Mailboxes when both sides keep them; each rank's ring and credit word
+      // at the peer are indexed by its world rank.
+      ps.mbox = (local_flags_ & kMailboxes) != 0 && (ph.flags & kMailboxes) != 0;
+      if (ps.mbox) {
+        ps.mbox_addr = ph.mbox_addr + static_cast<std::uint64_t>(rank_) * kMboxEntries * sizeof(MboxEntry);
+        ps.mbox_key = ph.mbox_key;
+        ps.credit_addr = ph.credit_addr + static_cast<std::uint64_t>(rank_) * sizeof(std::uint64_t);
+        ps.credit_key = ph.credit_key;
+        mbox_peers_.push_back(p);
+      }
       // Per direction: signals to p are CQ data when p can attribute them (the
       // provider is the same on both sides, so cq_data_ok_ holds there too).
       ps.cq_signals = cq_data_ok_ && (ph.flags & kCanResolveSource) != 0 && !env_is("STRATA_FI_SIGNAL", "msg");
@@ -343,7 +404,8 @@ class FabricBackend final : public Backend, public PollHint {
   [[nodiscard]] int rank() const noexcept override { return rank_; }
   [[nodiscard]] int size() const noexcept override { return size_; }
   [[nodiscard]] std::string name() const override {
-    return "ofi:" + (provider_.empty() ? std::string("none") : provider_);
+    // "+mailboxes": small signals to some peers travel as mailbox entries.
+    return "ofi:" + (provider_.empty() ? std::string("none") : provider_) + (mbox_peers_.empty() ? "" : "+mailboxes");
   }
 
   void set_completion_handler(CompletionHandler h) override {
@@ -418,14 +480,20 @@ class FabricBackend final : public Backend, public PollHint {
     Op* op = new_op(Kind::signal, peer, context);
     op->data = payload;
     const PeerState& ps = peers_[static_cast<std::size_t>(peer)];
-    if (ps.cq_signals) {
+    op->mbox = ps.mbox;
+    if (ps.mbox) {
+      // one mailbox entry (post_mbox)
+    } else if (ps.cq_signals) {
       op->raddr = ps.landing_addr;
       op->rkey = ps.landing_key;
     } else {
       op->msg.type = static_cast<std::uint32_t>(MsgType::signal);
       op->msg.a = payload;
     }
-    submit(op);
+    if (submit(op)) {
+      lk.unlock();
+      dispatch();
+    }
     return Status::ok();
   }
 
@@ -728,6 +796,11 @@ class FabricBackend final : public Backend, public PollHint {
     if (cq_data_ok_ && ((has_source && source_for_rma) || single_peer_ >= 0)) local_flags_ |= kCanResolveSource;
     // Delivery complete: requested per operation; fall back to a flushing read.
     delivery_complete_ = !env_is("STRATA_FI_DELIVERY", "flush") || !raw_;
+    // Small signals and put_with_signal go out with fi_inject*: done at the
+    // post, no transmit completion to reap (over tcp;ofi_rxm that completion
+    // costs a poll, a pipe write and read and a CQ read: ~2.4 us measured on
+    // a broadcast root's 8 B put, docs/transport.md).
+    inject_max_ = env_is("STRATA_FI_INJECT", "off") ? 0 : info_->tx_attr->inject_size;
 
     auto check = [this](int rc, const char* what) {
       if (rc != 0)
@@ -808,6 +881,24 @@ class FabricBackend final : public Backend, public PollHint {
     recv_desc_ = fi_mr_desc(mr_of(hold(recv_slab_.data(), kRecvSlots * kSlotSize, "receive slots")));
     landing_key_ = fi_mr_key(mr_of(hold(landing_.data(), kMsgSize, "signal landing region")));
     landing_rma_addr_ = virt_addr_ ? reinterpret_cast<std::uintptr_t>(landing_.data()) : 0;
+    // Mailboxes: only where the provider places incoming data inside this
+    // rank's own progress calls (manual data progress, a socket provider), so
+    // that an entry whose last word shows its sequence number was placed
+    // whole before progress_locked() reads it; and where a 64-byte entry is
+    // one inject behind earlier writes (WAW).
+    const bool socket_prov = provider_.rfind("tcp", 0) == 0 || provider_.rfind("sockets", 0) == 0;
+    if (socket_prov && info_->domain_attr->data_progress == FI_PROGRESS_MANUAL &&
+        info_->tx_attr->inject_size >= sizeof(MboxEntry) && (info_->tx_attr->msg_order & FI_ORDER_WAW) != 0 &&
+        !env_is("STRATA_FI_MAILBOX", "off")) {
+      mbox_.resize(static_cast<std::size_t>(size_) * kMboxEntries);
+      mbox_credit_.assign(static_cast<std::size_t>(size_), 0);
+      mbox_key_ = fi_mr_key(mr_of(hold(mbox_.data(), mbox_.size() * sizeof(MboxEntry), "mailboxes")));
+      credit_key_ = fi_mr_key(
+          mr_of(hold(mbox_credit_.data(), mbox_credit_.size() * sizeof(std::uint64_t), "mailbox credit words")));
+      mbox_rma_addr_ = virt_addr_ ? reinterpret_cast<std::uintptr_t>(mbox_.data()) : 0;
+      credit_rma_addr_ = virt_addr_ ? reinterpret_cast<std::uintptr_t>(mbox_credit_.data()) : 0;
+      local_flags_ |= kMailboxes;
+    }
     for (std::size_t i = 0; i < kSendSlots; ++i) free_slots_.push_back(static_cast<int>(kSendSlots - 1 - i));
     recv_ops_.resize(kRecvSlots);
     for (std::size_t i = 0; i < kRecvSlots; ++i) {
@@ -946,9 +1037,13 @@ class FabricBackend final : public Backend, public PollHint {
     const PeerState& ps = peers_[static_cast<std::size_t>(peer)];
     // Small put_with_signal on the message path: the data is copied into the
     // signal message (one message; the target copies it out before the signal).
-    const bool inline_data = kind == Kind::put_signal && !ps.cq_signals && len > 0 && len <= inline_max_;
+    // Up to kMboxInline bytes ride in a mailbox entry (one inject, nothing to
+    // complete on either side); larger data keeps one write carrying the
+    // signal (or the message path), ordered with the entries by signal index.
+    const bool mbox = kind == Kind::put_signal && ps.mbox && len <= kMboxInline;
+    const bool inline_data = !mbox && kind == Kind::put_signal && !ps.cq_signals && len > 0 && len <= inline_max_;
     const MrCache::Entry* local_mr = nullptr;
-    if (len > 0 && mr_local_ && !inline_data) {
+    if (len > 0 && mr_local_ && !inline_data && !mbox) {
       void* a = kind == Kind::get ? dst : const_cast<void*>(src);
       if (Status s = cache_->acquire(a, len, &local_mr); !s)
         return err(Errc::not_registered, std::string(what) + ": registering the local buffer failed: " + s.message());
@@ -962,12 +1057,15 @@ class FabricBackend final : public Backend, public PollHint {
     op->data = signal_value;
     op->local_mr = local_mr;
     op->inline_data = inline_data;
+    op->mbox = mbox;
     if (len >= kStreamBytes) {
       op->bulk = true;
       bulk_ops_.fetch_add(1, std::memory_order_relaxed);
     }
     std::size_t chunks = len == 0 ? 0 : (len + max_msg_ - 1) / max_msg_;
-    if (inline_data) {
+    if (mbox) {
+      op->nsteps = 1;
+    } else if (inline_data) {
       op->nsteps = 1;
       op->msg.type = static_cast<std::uint32_t>(MsgType::put_signal);
       op->msg.a = signal_value;
@@ -1001,7 +1099,10 @@ class FabricBackend final : public Backend, public PollHint {
       dispatch();
       return Status::ok();
     }
-    submit(op);
+    if (submit(op)) {
+      lk.unlock();
+      dispatch();
+    }
     return Status::ok();
   }
 
@@ -1042,7 +1143,10 @@ class FabricBackend final : public Backend, public PollHint {
   }
 
   /// Makes the op live, posts as much as possible; keeps FIFO order behind queued ops.
-  void submit(Op* raw) {
+  /// Returns true when the op finished at the post (injected, or failed):
+  /// its completion waits in events_, and the caller should dispatch() once
+  /// it released mu_.
+  bool submit(Op* raw) {
     link(raw);
     live_ops_.store(ops_.size(), std::memory_order_relaxed);
     // new_op() read the clock for the deadline: reuse it (one read per post).
@@ -1054,11 +1158,13 @@ class FabricBackend final : public Backend, public PollHint {
       raw->queued = true;
       retry_.push_back(raw);
       ring(raw->peer, posted);
-      return;
+      return false;
     }
     ring(raw->peer, posted);
+    const bool finished = raw->user_done;
     mark(*raw);
-    reap();
+    reap();  // may recycle raw
+    return finished;
   }
 
   /// Notes that @p op may have become free-able.
@@ -1078,7 +1184,7 @@ class FabricBackend final : public Backend, public PollHint {
         return false;
       int rc = post_step(op, op.step);
       if (rc == -FI_EAGAIN) return false;
-      if (rc != 0) {
+      if (rc < 0) {
         // A lost connection fails this op as peer_dead too: the caller sees
         // the same error class whichever op noticed the death first.
         const bool lost = connection_lost(-rc);
@@ -1089,9 +1195,15 @@ class FabricBackend final : public Backend, public PollHint {
         if (lost) fail_peer_locked(op.peer, why);
         return true;
       }
-      ++op.outstanding;
+      if (rc != kInjected) ++op.outstanding;
+      // The last step of a signal or put_with_signal carries its signal.
+      if (op.step == op.nsteps - 1 && (op.kind == Kind::put_signal || op.kind == Kind::signal))
+        ++peers_[static_cast<std::size_t>(op.peer)].sig_sent;
       ++op.step;
     }
+    // Every step injected (or the rest completed meanwhile): done at the post.
+    if (op.step == op.nsteps && op.outstanding == 0 && !op.user_done && !op.awaiting_resp)
+      finish_user(op, Status::ok());
     return true;
   }
 
@@ -1167,6 +1279,14 @@ class FabricBackend final : public Backend, public PollHint {
       m.rma_iov_count = 1;
       m.context = ctx;
       m.data = with_data ? op.data : 0;
+      if (write && injectable(op, n)) {
+        // Copied by the provider at the post, no completion owed: the op's
+        // step is done here (no CQ entry to reap, no wake of the provider's
+        // completion signal).
+        const ssize_t rc = with_data ? fi_inject_writedata(ep_, iov.iov_base, n, op.data, ps.addr, riov.addr, riov.key)
+                                     : fi_inject_write(ep_, iov.iov_base, n, ps.addr, riov.addr, riov.key);
+        return rc == 0 ? kInjected : static_cast<int>(rc);
+      }
       flags |= FI_COMPLETION | (with_data ? FI_REMOTE_CQ_DATA : 0);
       return static_cast<int>(write ? fi_writemsg(ep_, &m, flags) : fi_readmsg(ep_, &m, flags));
     };
@@ -1176,6 +1296,7 @@ class FabricBackend final : public Backend, public PollHint {
     };
     std::size_t off = 0;
     std::size_t n = 0;
+    if (op.mbox) return post_mbox(op);
     switch (op.kind) {
       case Kind::put:
         if (!delivery_complete_ && step == op.nsteps - 1) {
@@ -1244,6 +1365,95 @@ class FabricBackend final : public Backend, public PollHint {
     return -FI_EINVAL;
   }
 
+  /// Writes @p op (a signal or a put_with_signal of <= kMboxInline bytes) as
+  /// the next entry of this rank's ring at the peer. -FI_EAGAIN while the ring
+  /// is full (the op waits in retry_ for the peer's credit report).
+  int post_mbox(Op& op) {
+    PeerState& ps = peers_[static_cast<std::size_t>(op.peer)];
+    const std::uint64_t consumed = __atomic_load_n(&mbox_credit_[static_cast<std::size_t>(op.peer)], __ATOMIC_ACQUIRE);
+    if (ps.mbox_sent - consumed >= kMboxEntries) return -FI_EAGAIN;
+    MboxEntry e;
+    e.signal = op.data;
+    e.index = ps.sig_sent + 1;
+    if (op.kind == Kind::put_signal && op.len > 0) {
+      e.raddr = op.raddr;
+      e.rkey = op.rkey;
+      e.len = static_cast<std::uint32_t>(op.len);
+      std::memcpy(e.data.data(), op.src, op.len);
+    }
+    e.seq = ps.mbox_sent + 1;
+    const std::uint64_t at = ps.mbox_addr + (ps.mbox_sent % kMboxEntries) * sizeof(MboxEntry);
+    const ssize_t rc = fi_inject_write(ep_, &e, sizeof e, ps.addr, at, ps.mbox_key);
+    if (rc != 0) return static_cast<int>(rc);
+    ++ps.mbox_sent;
+    return kInjected;
+  }
+
+  /// Delivers the entries the provider placed in the mailboxes since the last
+  /// call, in each peer's order, and reports consumption back every
+  /// kMboxCreditEvery entries. Returns the number delivered. Under mu_.
+  std::size_t scan_mailboxes() {
+    std::size_t n = 0;
+    for (int p : mbox_peers_) {
+      PeerState& ps = peers_[static_cast<std::size_t>(p)];
+      MboxEntry* ring = &mbox_[static_cast<std::size_t>(p) * kMboxEntries];
+      for (;;) {
+        MboxEntry& e = ring[ps.mbox_got % kMboxEntries];
+        if (__atomic_load_n(&e.seq, __ATOMIC_ACQUIRE) != ps.mbox_got + 1) break;
+        // Signals with lower indices came by CQ data or message: they were
+        // placed before this entry (one connection, in order), but their CQ
+        // entries may not be read yet; then this entry waits.
+        while (ps.sig_got + 1 != e.index && !ps.pending.empty()) pop_pending(p, ps);
+        if (ps.sig_got + 1 != e.index) break;
+        bool deliver = true;
+        if (e.len > 0) {
+          std::byte* local = e.len <= kMboxInline ? resolve_local(e.rkey, e.raddr, e.len) : nullptr;
+          if (local != nullptr) {
+            std::memcpy(local, e.data.data(), e.len);
+          } else {
+            deliver = false;  // no signal without its data
+            if (!warned_bad_inline_) {
+              warned_bad_inline_ = true;
+              strata::detail::logger().warn(
+                  "fabric rank {}: dropped a put_with_signal of {} bytes from rank {}: the target range is not "
+                  "registered here (deregistered while peers still write to it?)",
+                  rank_, e.len, p);
+            }
+          }
+        }
+        if (deliver) push_signal(p, e.signal);
+        ++ps.sig_got;
+        ++ps.mbox_got;
+        ++n;
+      }
+      // What is left came after every entry placed so far.
+      while (!ps.pending.empty()) pop_pending(p, ps);
+      if (ps.mbox_got - ps.mbox_reported >= kMboxCreditEvery && ps.dead.is_ok()) {
+        const std::uint64_t got = ps.mbox_got;
+        if (fi_inject_write(ep_, &got, sizeof got, ps.addr, ps.credit_addr, ps.credit_key) == 0) ps.mbox_reported = got;
+      }
+    }
+    return n;
+  }
+
+  void pop_pending(int p, PeerState& ps) {
+    const auto [payload, deliver] = ps.pending.front();
+    ps.pending.pop_front();
+    if (deliver) push_signal(p, payload);
+    ++ps.sig_got;
+  }
+
+  /// A signal from @p src that came by CQ data or message (@p deliver false:
+  /// dropped, but it used an index). From a peer with mailboxes it waits for
+  /// scan_mailboxes(), which delivers in index order.
+  void signal_from(int src, std::uint64_t payload, bool deliver) {
+    if (src >= 0 && src < size_ && peers_[static_cast<std::size_t>(src)].mbox) {
+      peers_[static_cast<std::size_t>(src)].pending.emplace_back(payload, deliver);
+      return;
+    }
+    if (deliver) push_signal(src, payload);
+  }
+
   int send_msg(Op& op) {
     if (int rc = acquire_slot(op); rc != 0) return rc;
     Slot& s = send_slab_[static_cast<std::size_t>(op.slot)];
@@ -1255,7 +1465,20 @@ class FabricBackend final : public Backend, public PollHint {
       bytes += op.len;
     }
     const PeerState& ps = peers_[static_cast<std::size_t>(op.peer)];
+    if (injectable(op, bytes)) {
+      const ssize_t rc = fi_inject(ep_, &s, bytes, ps.addr);
+      return rc == 0 ? kInjected : static_cast<int>(rc);
+    }
     return static_cast<int>(fi_send(ep_, &s, bytes, send_desc_, ps.addr, &op.fictx));
+  }
+
+  /// Whether a step of @p op moving @p bytes is posted with fi_inject*: the
+  /// provider copies at most inject_max_ bytes at the post and owes no
+  /// completion. Only signals and put_with_signal (whose sender-side
+  /// completion means "buffer reusable", which an inject meets at return);
+  /// not plain puts (delivery complete) nor atomics and control answers.
+  bool injectable(const Op& op, std::size_t bytes) const {
+    return bytes <= inject_max_ && (op.kind == Kind::put_signal || op.kind == Kind::signal);
   }
 
   int post_recv(int slot) {
@@ -1327,6 +1550,7 @@ class FabricBackend final : public Backend, public PollHint {
       n += static_cast<std::size_t>(got);
       if (static_cast<std::size_t>(got) < ent.size()) break;
     }
+    if (!mbox_peers_.empty()) n += scan_mailboxes();
     // Retry queued posts in order.
     bool progressed = false;
     while (!retry_.empty()) {
@@ -1371,7 +1595,7 @@ class FabricBackend final : public Backend, public PollHint {
       int src = single_peer_ >= 0                                           ? single_peer_
                 : (from != FI_ADDR_NOTAVAIL && from < addr_to_rank_.size()) ? addr_to_rank_[from]
                                                                             : -1;
-      push_signal(src, e.data);
+      signal_from(src, e.data, true);
       return;
     }
     if (e.op_context == nullptr) return;
@@ -1426,7 +1650,8 @@ class FabricBackend final : public Backend, public PollHint {
       if (local != nullptr) {
         std::memcpy(local, in.data.data(), m.d);
       } else {
-        m.type = 0;  // dropped: no signal without its data
+        m.type = 0;  // dropped: no signal without its data (its index still counts)
+        signal_from(m.src, m.a, false);
         if (!warned_bad_inline_) {
           warned_bad_inline_ = true;
           strata::detail::logger().warn(
@@ -1447,7 +1672,7 @@ class FabricBackend final : public Backend, public PollHint {
       }
       case MsgType::signal:
       case MsgType::put_signal:
-        push_signal(m.src, m.a);
+        signal_from(m.src, m.a, true);
         break;
       case MsgType::atomic_req:
         serve_atomic(m);
@@ -1684,6 +1909,9 @@ class FabricBackend final : public Backend, public PollHint {
   // put_with_signal of the message path as write + message;
   // STRATA_FI_STREAM_POLL=off lets pollers nap during bulk transfers.
   std::size_t inline_max_ = env_is("STRATA_FI_INLINE", "off") ? 0 : kInlineMax;
+  /// Largest step posted with fi_inject* (the provider's inject_size; 0 with
+  /// STRATA_FI_INJECT=off, and before open()).
+  std::size_t inject_max_ = 0;
   bool stream_poll_ = !env_is("STRATA_FI_STREAM_POLL", "off");
   bool raw_ = false;
   bool native_atomics_ = false;
@@ -1695,6 +1923,13 @@ class FabricBackend final : public Backend, public PollHint {
   std::vector<Slot> send_slab_;
   std::vector<Slot> recv_slab_;
   std::vector<Msg> landing_;
+  std::vector<MboxEntry> mbox_;             // rings: peer p's at [p * kMboxEntries, (p + 1) * kMboxEntries)
+  std::vector<std::uint64_t> mbox_credit_;  // [p]: entries peer p consumed from this rank's ring there
+  std::uint64_t mbox_key_ = 0;
+  std::uint64_t mbox_rma_addr_ = 0;
+  std::uint64_t credit_key_ = 0;
+  std::uint64_t credit_rma_addr_ = 0;
+  std::vector<int> mbox_peers_;  // served peers with mailboxes, scanned by progress_locked()
   std::vector<int> free_slots_;
   std::vector<std::unique_ptr<Op>> recv_ops_;
   void* send_desc_ = nullptr;  // local descriptors of the held slabs
