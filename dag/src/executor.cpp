@@ -79,6 +79,11 @@ struct Drain {
   // wm is kLost, no signal carries kDrainedBit and every grant goes out.
   bool lost = false;
   std::uint32_t credits = 0;
+  // Vouching (bind_flags' @p vouch): the peers start at most `vouch` calls of
+  // the communicator at once, so a signal of their instance u proves that
+  // their instance u - vouch finished (0: off).
+  std::uint32_t vouch = 0;
+  std::uint32_t first = 0;           // the communicator's first sequence number bound here
   std::vector<std::uint8_t> copies;  // written before active (release), read after it (acquire)
   // sent[r * kMaxGrantSlots + w]: the largest grant value this rank sent
   // world rank r for flag word w (eager grants and answers to requests): a
@@ -423,6 +428,29 @@ struct Executor::Impl {
   // @p seq: each of its flag words in the copy is at least seq (a flag word
   // w is read as "finished every instance up to w - 1 that used the slot";
   // finishing all of them says more), which also keeps every word fresh.
+  // A signal of @p source's instance @p seq of @p comm, whose peers vouch
+  // (Drain::vouch = V): @p source finished its instance seq - V, the previous
+  // user of window slot (seq - V) % credits for a call seq - V + credits: that
+  // word of the copy is at least seq - V + 1.
+  void apply_vouch(int source, std::uint16_t comm, std::uint32_t seq) {
+    Drain* d = drain_of(comm);
+    if (d == nullptr || d->vouch == 0 || source < 0 || static_cast<std::size_t>(source) >= d->copies.size() ||
+        d->copies[static_cast<std::size_t>(source)] == 0)
+      return;
+    const std::uint32_t done = (seq - d->vouch) & kSeqMask;
+    // Only instances from the bind on (earlier ones wrap to "behind" anyway).
+    if (((done - d->first) & kSeqMask) >= (kSeqMask >> 1)) return;
+    {
+      std::lock_guard<std::mutex> g(grant_mu);
+      const auto it = grant_tables.find(comm);
+      if (it == grant_tables.end() || static_cast<std::size_t>(source) >= it->second.second) return;
+      std::atomic<std::uint32_t>* copy = it->second.first[source];
+      if (copy == nullptr) return;
+      // credits is a power of two dividing 2^28: seq mod 2^28 keeps the slot.
+      raise_to(copy[done % d->credits], (done + 1) & kSeqMask);
+    }
+    poll_flags();
+  }
   void apply_watermark(int source, std::uint16_t comm, std::uint32_t seq) {
     Drain* d = drain_of(comm);
     if (d == nullptr || source < 0 || static_cast<std::size_t>(source) >= d->copies.size() ||
@@ -945,6 +973,9 @@ struct Executor::Impl {
     if (gplan) {
       const Node& nd = gplan->nodes()[gnode];
       for (std::int32_t r : nd.grants) {
+        // Vouching: this instance's successor `vouch` calls later signals r
+        // again when the pattern repeats (a peer that needs it earlier asks).
+        if (gdrain != nullptr && gdrain->vouch > 0 && gplan->signals(r)) continue;
         if (!drained) {
           // Not twice: an answer to the peer's request may have said as much already.
           if (gdrain == nullptr || gdrain->note_sent(static_cast<std::size_t>(r), nd.slot, gvalue))
@@ -1364,7 +1395,10 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
     im.apply_watermark(source, g.comm, g.value);
     return;
   }
-  if (k.drained) im.apply_watermark(source, k.comm, k.seq);
+  if (k.drained)
+    im.apply_watermark(source, k.comm, k.seq);
+  else
+    im.apply_vouch(source, k.comm, k.seq);
   const std::uint64_t key = make_key(k.comm, k.seq);
   Instance* in = nullptr;
   {
@@ -1399,11 +1433,12 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
 }
 
 void Executor::bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n) {
-  bind_flags(comm, table, n, {}, 0, 0);
+  bind_flags(comm, table, n, {}, 0, 0, 0);
 }
 
 void Executor::bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n,
-                          std::vector<std::uint8_t> copies, std::uint32_t credits, std::uint32_t next_seq) {
+                          std::vector<std::uint8_t> copies, std::uint32_t credits, std::uint32_t next_seq,
+                          std::uint32_t vouch) {
   Impl& im = *impl_;
   std::lock_guard<std::mutex> g(im.grant_mu);
   if (std::atomic<std::atomic<Drain*>*>& at = im.drains_at; at.load(std::memory_order_relaxed) != nullptr)
@@ -1423,6 +1458,9 @@ void Executor::bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const*
   Drain* d = im.drain_store.back().get();
   d->wm.store(next_seq & kSeqMask, std::memory_order_relaxed);
   d->credits = credits;
+  // Vouching needs the window slot of a 28-bit sequence number: credits a power of two.
+  d->vouch = vouch > 0 && vouch < credits && credits <= kMaxGrantSlots && (credits & (credits - 1)) == 0 ? vouch : 0;
+  d->first = next_seq & kSeqMask;
   d->copies = std::move(copies);
   d->sent.reset(new std::atomic<std::uint32_t>[d->copies.size() * kMaxGrantSlots]());
   im.drains[comm].store(d, std::memory_order_release);

@@ -2,6 +2,8 @@
 // STRATA_CHECK signatures, slot release, the plan cache and submit().
 #include "comm.hpp"
 
+#include <algorithm>
+
 namespace strata::detail {
 
 void CommImpl::member_died(int world_rank, const Status& why) {
@@ -49,7 +51,16 @@ transport::RemoteKey CommImpl::open_window() {
     core->progress->wait_until([this] { return window->shared->is_settled(); }, std::chrono::seconds(10));
   transport::RemoteKey key;
   throw_if_error(core->transport->register_memory(window->p, bytes, &key));
-  slots.assign(static_cast<std::size_t>(group.credits), Slot{});
+  // Vouching needs the same queue count on every member: decided from what
+  // all of them know (the hosts of the group, the credits), not from the
+  // grants agreement (which runs on this communicator).
+  static const bool vouch_on = [] { return !strata::detail::env::is("STRATA_VOUCH", "off"); }();
+  const auto credits = static_cast<std::size_t>(group.credits);
+  const bool spans_hosts =
+      std::any_of(group.host.begin(), group.host.end(), [&](int h) { return h != group.host.front(); });
+  queues = vouch_on && spans_hosts && credits >= 2 && (credits & (credits - 1)) == 0 ? credits / 2 : credits;
+  slots.assign(queues, Slot{});
+  memos.assign(credits, Memo{});
   // Own flag block, bound from the first call on: every slice's final
   // flag_set keeps it current (enable_flags maps the same-host peers' later).
   flag_table.assign(static_cast<std::size_t>(group.world_size), nullptr);
@@ -102,7 +113,8 @@ void CommImpl::enable_flags() {
       first = next_seq;
     }
     core->exec->bind_flags(id, flag_table.data(), flag_table.size(), std::move(copies),
-                           static_cast<std::uint32_t>(group.credits), first);
+                           static_cast<std::uint32_t>(group.credits), first,
+                           static_cast<std::uint32_t>(queues < slots_per_window() ? queues : 0));
     grants_bound = true;
     ok = 2;
   }
@@ -161,9 +173,9 @@ void CommImpl::enable_flags() {
             shadow_store.get() + static_cast<std::size_t>(r) * credits;
   }
   cache.clear();  // plans compiled before (the agreement itself) use signals only
-  for (Slot& sl : slots) {
-    sl.memo_key.clear();
-    sl.memo_plan.reset();
+  for (Memo& m : memos) {
+    m.key.clear();
+    m.plan.reset();
   }
   detail::logger().debug("comm {}: window flags {}, grants {}, single copy {}, mapped plans {}", id,
                          group.flags ? "on" : "off", group.grants ? "on" : "off",
@@ -306,11 +318,12 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr
     // bindings before it runs any node, so a start nested in it (the slot's
     // next instance, launched by a completion on this thread) may overwrite them.
     thread_local dag::Bindings b;
+    const std::size_t w = seq % slots_per_window();  // the window slot (`slot` is the queue)
     b.inputs.assign(1, send);
-    b.outputs.assign({recv, static_cast<char*>(window->p) + slot * group.slot_bytes,
+    b.outputs.assign({recv, static_cast<char*>(window->p) + w * group.slot_bytes,
                       group.mapped_slot_bytes == 0
                           ? nullptr
-                          : static_cast<char*>(window->p) + group.mapped_at + slot * group.mapped_slot_bytes});
+                          : static_cast<char*>(window->p) + group.mapped_at + w * group.mapped_slot_bytes});
     b.peer_table = peer_keys != nullptr ? peer_keys : &peers;
     b.flags = flag_table.data();
     b.nflags = flag_table.size();
@@ -399,8 +412,8 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   // Binary key: the call's fields as raw bytes, gathered in a stack buffer
   // and appended once to a per-thread string (no allocation per call; ten
   // appends into a fresh string cost ~1,500 instructions: callgrind). The
-  // slot is not in it: each slot remembers its last plan (Slot::memo_key),
-  // and the cache's key adds the slot.
+  // slot is not in it: each window slot remembers its last plan (memos),
+  // and the cache's key adds the window slot.
   thread_local std::string key;
   key.clear();
   if (!c.user_op && !c.on_block) {
@@ -438,7 +451,8 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   Future<void> fut = promise.get_future();
   std::shared_ptr<const dag::Plan> plan;
   std::uint32_t seq = 0;
-  std::size_t slot = 0;
+  std::size_t slot = 0;   // the queue
+  std::size_t wslot = 0;  // the window slot
   bool run_now = false;
   // The caller becomes the slot's holder (under mu): its promise and the
   // communicator's handle go into the slot for finished().
@@ -457,10 +471,12 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     dead = broken;
     if (dead.is_ok()) {
       seq = next_seq++;
-      slot = seq % static_cast<std::uint32_t>(group.credits);
+      slot = seq % queues;
+      wslot = seq % slots_per_window();
       Slot& sl = slots[slot];
-      if (!key.empty() && sl.memo_plan && sl.memo_key == key) {
-        plan = sl.memo_plan;
+      const Memo& m = memos[wslot];
+      if (!key.empty() && m.plan && m.key == key) {
+        plan = m.plan;
         if (!sl.busy) hold(sl);
       }
     }
@@ -477,14 +493,14 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     std::string full;
     if (!key.empty()) {
       full = key;
-      full.append(reinterpret_cast<const char*>(&slot), sizeof slot);
+      full.append(reinterpret_cast<const char*>(&wslot), sizeof wslot);
     }
-    plan = plan_for(c, static_cast<int>(slot), full);
+    plan = plan_for(c, static_cast<int>(wslot), full);
   }
   // Behind the slot's holder: the start waits in the slot's queue.
   auto queue = [&](Slot& sl) {
     sl.pending.emplace_back([this, plan, send, recv, seq, promise = std::move(promise), peer_keys]() mutable -> bool {
-      const auto slot_index = static_cast<std::size_t>(seq % static_cast<std::uint32_t>(group.credits));
+      const auto slot_index = static_cast<std::size_t>(seq % queues);
       Status st;
       {
         // A member's death (broken), and the promise parked in the slot for
@@ -509,8 +525,8 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     std::lock_guard<std::mutex> lk(mu);
     Slot& sl = slots[slot];
     if (!key.empty() && !memo_hit) {
-      sl.memo_key = key;
-      sl.memo_plan = plan;
+      memos[wslot].key = key;
+      memos[wslot].plan = plan;
     }
     if (!run_now) {
       if (!sl.busy)

@@ -27,9 +27,12 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   std::mutex mu;
   std::uint32_t next_seq = 0;
-  // Per window slot: whether an instance holds it, the instances queued behind
-  // it (each start returns true when the instance started, false when it failed
-  // at once), and the state of the drain loop of release().
+  // Per queue: whether an instance holds it, the instances queued behind it
+  // (each start returns true when the instance started, false when it failed
+  // at once), and the state of the drain loop of release(). Call seq goes to
+  // queue seq % queues and window slot seq % group.credits: with `queues`
+  // equal to credits a call waits for the previous user of its window slot;
+  // with credits / 2 (vouching, below) for the call credits / 2 before it.
   struct Slot {
     bool busy = false;
     bool draining = false;
@@ -44,12 +47,22 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     // callback takes it: the callback's own capture stays small enough for
     // std::function to keep it without an allocation).
     std::shared_ptr<CommImpl> keep;
-    // The plan of the slot's last call and its key: a loop that repeats one
-    // call finds it here without a cache lookup.
-    std::string memo_key;
-    std::shared_ptr<const dag::Plan> memo_plan;
   };
-  std::vector<Slot> slots;
+  std::vector<Slot> slots;  // `queues` entries
+  // Vouching (docs/algorithms.md, "Vouching: data signals carry the grants"):
+  // on a communicator whose members span hosts, at most credits / 2 calls run
+  // at once (queues = credits / 2, credits a power of two >= 2), so a call's
+  // start proves that the call credits / 2 before it finished here, and its
+  // signals vouch for that to the peers (Executor::bind_flags, `vouch`).
+  // Otherwise queues = credits. STRATA_VOUCH=off keeps credits queues.
+  std::size_t queues = 0;
+  // The plan of each window slot's last call and its key: a loop that repeats
+  // one call finds it here without a cache lookup (cleared by enable_flags).
+  struct Memo {
+    std::string key;
+    std::shared_ptr<const dag::Plan> plan;
+  };
+  std::vector<Memo> memos;  // group.credits entries
 
   // Set (under mu) when a member died: every unfinished, queued and later
   // plan-path call fails with it (a survivor may wait for a live member that
@@ -122,6 +135,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   [[nodiscard]] std::size_t mapped_at() const { return flags_at() + flag_area_bytes(); }
   // Group::mapped_word: the mapped area's first word, counted from the flag words.
   [[nodiscard]] std::uint32_t mapped_word() const { return static_cast<std::uint32_t>(flag_area_bytes() / 4); }
+  /// Window slots (the credits): call seq uses slot seq % slots_per_window().
+  [[nodiscard]] std::size_t slots_per_window() const { return static_cast<std::size_t>(group.credits); }
   [[nodiscard]] std::size_t window_bytes() const {
     return mapped_at() + mapped_slot_bytes() * static_cast<std::size_t>(group.credits);
   }
@@ -187,9 +202,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // through @p keep, the communicator's handle.
   std::optional<Promise<void>> vacate(Slot& sl, std::uint32_t seq, std::shared_ptr<CommImpl>& keep);
 
-  // Starts the instance the caller just made the holder of @p slot (its
-  // promise and `keep` are in the slot); false when it failed at once (the
-  // promise then holds the error).
+  // Starts the instance the caller just made the holder of queue @p slot (its
+  // promise and `keep` are there) in window slot seq % credits; false when it
+  // failed at once (the promise then holds the error).
   bool launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan, const void* send,
               void* recv, const std::vector<dag::PeerKey>* peer_keys);
 

@@ -1057,9 +1057,9 @@ struct DrainTables {
   std::atomic<std::uint32_t> copy[2][kMaxGrantSlots + 4]{};  // copy[r]: rank r's copy of the other's flags
   std::atomic<std::uint32_t>* table[2][2] = {{own[0], copy[0]}, {copy[1], own[1]}};
   Cluster& c;
-  DrainTables(Cluster& cl, std::uint32_t credits) : c(cl) {
-    c.ex[0]->bind_flags(0, table[0], 2, {0, 1}, credits, /*next_seq=*/0);
-    c.ex[1]->bind_flags(0, table[1], 2, {1, 0}, credits, /*next_seq=*/0);
+  DrainTables(Cluster& cl, std::uint32_t credits, std::uint32_t vouch = 0) : c(cl) {
+    c.ex[0]->bind_flags(0, table[0], 2, {0, 1}, credits, /*next_seq=*/0, vouch);
+    c.ex[1]->bind_flags(0, table[1], 2, {1, 0}, credits, /*next_seq=*/0, vouch);
   }
   // Delivers what is still in flight, then unbinds (before the tables go).
   ~DrainTables() {
@@ -1156,6 +1156,52 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
   c.ex[0]->handle_signal(0, encode_signal(0, 20, 7) | kDrainedBit);  // rank 0's own entry
   EXPECT_EQ(t.own[0][0].load(), 0u);
   EXPECT_EQ(t.own[0][1].load(), 0u);
+}
+
+// Vouching (bind_flags' vouch = V, credits 4): pipelined instances (no drain
+// bit) still let the receiver raise its copy, one word per signal: instance
+// u's signal proves that the sender's instance u - V finished (its start was
+// queued behind it), i.e. the word of window slot (u - V) % 4 reads at least
+// u - V + 1; and no instance grants the peer its plan signals. Without
+// vouching the same run raises nothing and sends one grant per instance.
+TEST(Executor, VouchingSignalsStandInForGrantsOfPipelinedInstances) {
+  for (const std::uint32_t vouch : {2u, 0u}) {
+    SCOPED_TRACE(vouch);
+    Cluster c(2);
+    DrainTables t(c, /*credits=*/4, vouch);
+    // Rank 1: instances 0..5 started back to back (each signals rank 0, slot
+    // 7, then sets its flag word seq % 4 granting rank 0); none has finished
+    // when the next starts, so only instance 0's signal carries the drain bit.
+    std::vector<Done> d(6);
+    for (std::uint32_t seq = 0; seq < 6; ++seq)
+      ASSERT_TRUE(c.ex[1]->start(granting(seq % 4, signal_rank0), t.bind(1), 0, seq, d[seq].fn()).is_ok());
+    auto ops = c.world.pending();
+    ASSERT_EQ(ops.size(), 6u);
+    EXPECT_EQ(ops[0].payload, encode_signal(0, 0, 7) | kDrainedBit);
+    for (std::uint32_t seq = 1; seq < 6; ++seq) EXPECT_EQ(ops[seq].payload, encode_signal(0, seq, 7));
+    // Deliver the signals only (rank 0 keeps them early: none of its instances runs).
+    std::size_t grants = 0;
+    ASSERT_TRUE(c.pump([&] {
+      for (const auto& o : c.world.pending())
+        if ((o.payload >> 48) == kGrantComm) ++grants;
+      return std::all_of(d.begin(), d.end(), [](const Done& x) { return x.done(); });
+    }));
+    for (const Done& x : d) EXPECT_TRUE(x.status.is_ok()) << x.status.message();
+    c.world.release_all();
+    c.world.progress_all();
+    if (vouch != 0) {
+      // Signals 2..5 vouch for instances 0..3: words 0..3 read 1..4.
+      for (std::uint32_t w = 0; w < 4; ++w) EXPECT_EQ(t.copy[0][w].load(), w + 1) << "word " << w;
+      EXPECT_EQ(grants, 0u) << "a grant was sent to a peer the plan signals";
+      // Rank 0's instance 6 needs rank 1's instance 2 (word 2 >= 3, lag 4): met at start, nothing asked.
+      Done w6;
+      ASSERT_TRUE(c.ex[0]->start(granted_wait(2, 4), t.bind(0), 0, 6, w6.fn()).is_ok());
+      EXPECT_TRUE(w6.done());
+      EXPECT_EQ(c.world.pending_count(), 0u);
+    } else {
+      EXPECT_GT(grants, 0u);
+    }
+  }
 }
 
 // Pipelined instances (not drained) grant per instance; a request the owner

@@ -92,6 +92,9 @@ const std::vector<Var> kVars = {
   {"STRATA_FLAG_SHADOWS", "on/off", "on", "engine",
    "`off`: every credit check of a flag plan reads the same-host owner's flag word instead of this rank's recent "
    "copy of it first (docs/algorithms.md, \"Window flags\"; an A/B switch). Read once"},
+  {"STRATA_VOUCH", "`off`", "on", "engine",
+   "`off`: communicators spanning hosts run up to credits calls at once and grant per call instead of "
+   "credits / 2 calls whose data signals vouch for the window slots (docs/algorithms.md, \"Vouching\")"},
   {"STRATA_WINDOW_FLAGS", "on/off", "on", "engine",
    "`off`: between ranks of one host keep the ready-to-receive signal before the first use of every window region "
    "instead of the window flags (docs/algorithms.md, \"Window flags\"). Read once"},

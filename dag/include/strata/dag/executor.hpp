@@ -246,8 +246,19 @@ class Executor {
   /// the other peers it sends one watermark grant (kWatermarkComm) every
   /// credits / 2 instances instead of one grant per instance. Saves one
   /// message per instance per remote peer in lock-step loops.
+  /// @p vouch (0: off; else below @p credits, a power of two): every member
+  /// starts at most @p vouch instances of @p comm at once, in sequence order,
+  /// so instance u starts only after u - vouch finished. A signal of a
+  /// peer's instance u then raises the copy's word of window slot
+  /// (u - vouch) % credits to u - vouch + 1, and an instance skips its grants
+  /// to the peers its plan signals (the signals of its successor vouch calls
+  /// later carry them). In a loose stream of symmetric collectives no grant
+  /// travels: a call u + credits needs the peer's u finished, which the
+  /// peer's signal of u + vouch (<= credits / 2 later) proves, and that
+  /// signal arrived before this rank finished its own u + vouch.
   void bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const* table, std::size_t n,
-                  std::vector<std::uint8_t> copies, std::uint32_t credits, std::uint32_t next_seq);
+                  std::vector<std::uint8_t> copies, std::uint32_t credits, std::uint32_t next_seq,
+                  std::uint32_t vouch = 0);
   /// @brief Instances started and not yet finished.
   [[nodiscard]] std::size_t in_flight() const;
   /// @brief Nodes handed to the arena as oneTBB tasks so far (the others ran
