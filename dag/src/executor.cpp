@@ -433,36 +433,42 @@ struct Executor::Impl {
   // user of window slot (seq - V) % credits for a call seq - V + credits: that
   // word of the copy is at least seq - V + 1.
   void apply_vouch(int source, std::uint16_t comm, std::uint32_t seq) {
-    Drain* d = drain_of(comm);
-    if (d == nullptr || d->vouch == 0 || source < 0 || static_cast<std::size_t>(source) >= d->copies.size() ||
-        d->copies[static_cast<std::size_t>(source)] == 0)
-      return;
+    Drain* d = copying_drain(source, comm);
+    if (d == nullptr || d->vouch == 0) return;
     const std::uint32_t done = (seq - d->vouch) & kSeqMask;
     // Only instances from the bind on (earlier ones wrap to "behind" anyway).
     if (((done - d->first) & kSeqMask) >= (kSeqMask >> 1)) return;
-    {
-      std::lock_guard<std::mutex> g(grant_mu);
-      const auto it = grant_tables.find(comm);
-      if (it == grant_tables.end() || static_cast<std::size_t>(source) >= it->second.second) return;
-      std::atomic<std::uint32_t>* copy = it->second.first[source];
-      if (copy == nullptr) return;
-      // credits is a power of two dividing 2^28: seq mod 2^28 keeps the slot.
-      raise_to(copy[done % d->credits], (done + 1) & kSeqMask);
-    }
-    poll_flags();
+    // credits is a power of two dividing 2^28: seq mod 2^28 keeps the slot.
+    raise_copy(source, comm,
+               [&](std::atomic<std::uint32_t>* copy) { raise_to(copy[done % d->credits], (done + 1) & kSeqMask); });
   }
   void apply_watermark(int source, std::uint16_t comm, std::uint32_t seq) {
+    Drain* d = copying_drain(source, comm);
+    if (d == nullptr) return;
+    raise_copy(source, comm, [&](std::atomic<std::uint32_t>* copy) {
+      for (std::uint32_t s = 0; s < d->credits && s < kMaxGrantSlots; ++s) raise_to(copy[s], seq);
+    });
+  }
+  // The drain of @p comm when this rank keeps a copy of @p source's flags, else null.
+  Drain* copying_drain(int source, std::uint16_t comm) {
     Drain* d = drain_of(comm);
     if (d == nullptr || source < 0 || static_cast<std::size_t>(source) >= d->copies.size() ||
         d->copies[static_cast<std::size_t>(source)] == 0)
-      return;
+      return nullptr;
+    return d;
+  }
+  // Runs @p raise on this rank's copy of @p source's flag words of @p comm
+  // (under grant_mu; nothing when the communicator is not bound), then
+  // releases what the raised words satisfy.
+  template <class F>
+  void raise_copy(int source, std::uint16_t comm, F raise) {
     {
       std::lock_guard<std::mutex> g(grant_mu);
       const auto it = grant_tables.find(comm);
       if (it == grant_tables.end() || static_cast<std::size_t>(source) >= it->second.second) return;
       std::atomic<std::uint32_t>* copy = it->second.first[source];
       if (copy == nullptr) return;
-      for (std::uint32_t s = 0; s < d->credits && s < kMaxGrantSlots; ++s) raise_to(copy[s], seq);
+      raise(copy);
     }
     poll_flags();
   }
