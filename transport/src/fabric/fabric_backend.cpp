@@ -799,7 +799,7 @@ class FabricBackend final : public Backend, public PollHint {
     // Small signals and put_with_signal go out with fi_inject*: done at the
     // post, no transmit completion to reap (over tcp;ofi_rxm that completion
     // costs a poll, a pipe write and read and a CQ read: ~2.4 us measured on
-    // a broadcast root's 8 B put, docs/transport.md).
+    // a broadcast root's 8 B put; docs/fabric.md, "Mailboxes").
     inject_max_ = env_is("STRATA_FI_INJECT", "off") ? 0 : info_->tx_attr->inject_size;
 
     auto check = [this](int rc, const char* what) {
