@@ -3,6 +3,9 @@
 // combined output: the launcher of the multi-process test files.
 #pragma once
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,25 +57,54 @@ inline ProcessResult run_command(const std::string& command, bool with_stderr = 
 /// a fresh temporary directory, removed with it; env() is the variable to pass.
 class DeathGate {
  public:
-  DeathGate() {
+  /// With @p survivors > 0 it also makes the exit barrier (TEST_EXIT_GATE,
+  /// rank_check::exit_gate): a process-shared pthread barrier for that many
+  /// survivors in a file, so that no survivor exits (and reads as a second
+  /// dead peer to a survivor still failing its calls) before all reported.
+  explicit DeathGate(int survivors = 0) {
     char tmpl[] = "/tmp/strata-gate-XXXXXX";
     if (::mkdtemp(tmpl) != nullptr) {
       dir_ = tmpl;
       path_ = dir_ + "/gate";
       if (::mkfifo(path_.c_str(), 0600) != 0) path_.clear();
     }
+    if (survivors > 0 && !path_.empty() && !make_exit_barrier(survivors)) path_.clear();
   }
   ~DeathGate() {
-    if (!path_.empty()) ::unlink(path_.c_str());
+    if (!exit_path_.empty()) ::unlink(exit_path_.c_str());
+    ::unlink((dir_ + "/gate").c_str());
     if (!dir_.empty()) ::rmdir(dir_.c_str());
   }
   DeathGate(const DeathGate&) = delete;
   DeathGate& operator=(const DeathGate&) = delete;
   bool ok() const { return !path_.empty(); }
-  std::string env() const { return "TEST_DEATH_GATE=" + path_ + " "; }
+  std::string env() const {
+    std::string e = "TEST_DEATH_GATE=" + path_ + " ";
+    if (!exit_path_.empty()) e += "TEST_EXIT_GATE=" + exit_path_ + " ";
+    return e;
+  }
 
  private:
-  std::string dir_, path_;
+  bool make_exit_barrier(int survivors) {
+    const std::string p = dir_ + "/exit";
+    const int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    exit_path_ = p;
+    const bool sized = ::ftruncate(fd, sizeof(pthread_barrier_t)) == 0;
+    void* m =
+        sized ? ::mmap(nullptr, sizeof(pthread_barrier_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    ::close(fd);
+    if (m == MAP_FAILED) return false;
+    pthread_barrierattr_t a;
+    pthread_barrierattr_init(&a);
+    pthread_barrierattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    const bool ok = pthread_barrier_init(static_cast<pthread_barrier_t*>(m), &a, static_cast<unsigned>(survivors)) == 0;
+    pthread_barrierattr_destroy(&a);
+    ::munmap(m, sizeof(pthread_barrier_t));
+    return ok;
+  }
+
+  std::string dir_, path_, exit_path_;
 };
 
 /// Occurrences of @p what in @p s (lines printed by the ranks).

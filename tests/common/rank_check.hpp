@@ -4,6 +4,8 @@
 #pragma once
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -83,5 +85,24 @@ inline void death_gate_wait(int survivors) {
     if (r < 0 && errno != EINTR) break;
   }
   ::close(fd);
+}
+
+/// Survivors of a peer-death test meet here before they exit (TEST_EXIT_GATE,
+/// launch::DeathGate(survivors)): a survivor that exits early is a second dead
+/// peer, and a survivor still failing its calls could name it instead of the
+/// victim. Blocks in the kernel; the launcher's --timeout bounds a lost survivor.
+/// Without TEST_EXIT_GATE it returns at once.
+inline void exit_gate() {
+  const char* path = std::getenv("TEST_EXIT_GATE");
+  if (path == nullptr) return;
+  const int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  void* m = fd < 0 ? MAP_FAILED : ::mmap(nullptr, sizeof(pthread_barrier_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0) ::close(fd);
+  if (m == MAP_FAILED) {
+    std::printf("rank %d: FAILED: cannot map the exit gate %s: errno %d\n", me, path, errno);
+    return;
+  }
+  pthread_barrier_wait(static_cast<pthread_barrier_t*>(m));
+  ::munmap(m, sizeof(pthread_barrier_t));
 }
 }  // namespace rank_check

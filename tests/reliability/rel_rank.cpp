@@ -276,6 +276,7 @@ int dag_death_mode(strata::Engine& engine) {
     std::printf("SURVIVOR rank %d: %d pending collectives failed naming rank %d after %.2f s\n", me, errors, victim,
                 secs);
   std::fflush(stdout);
+  rank_check::exit_gate();
   _exit(0);  // the engine's shutdown barrier cannot succeed with a dead member
 }
 

@@ -161,6 +161,7 @@ struct Script {
   bool close_after_request = false;
   bool silent_after_hello = false;
   std::string env_timeout;  // STRATA_BOOTSTRAP_TIMEOUT for the rank
+  int refuse_first = 0;     // connections closed at accept, without a byte read or sent
 };
 
 struct ClientResult {
@@ -221,7 +222,17 @@ ClientResult run_client(const Script& s) {
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   pollfd lp{lfd, POLLIN, 0};
   int c = -1;
-  if (::poll(&lp, 1, 10000) == 1) c = ::accept(lfd, nullptr, nullptr);
+  const int child = pidfd_open(pid, 0);  // stop accepting once the rank has exited
+  for (int refused = 0;; ++refused) {
+    const int left = static_cast<int>(std::max(0.0, 10000 - 1000 * seconds_since(t0)));
+    pollfd ps[2] = {lp, {child, POLLIN, 0}};
+    if (::poll(ps, 2, left) < 1 || (ps[0].revents & POLLIN) == 0) break;
+    c = ::accept(lfd, nullptr, nullptr);
+    if (c < 0 || refused >= s.refuse_first) break;
+    ::close(c);  // as strata-run closes a silent connection when its pending table is full
+    c = -1;
+  }
+  ::close(child);
   if (c >= 0) {
     rdv::Parser parser;
     rdv::Message m;
@@ -381,6 +392,27 @@ TEST(RendezvousClient, DeathReportOfARankOutsideTheJobIsIgnored) {
   }());
   EXPECT_EQ(r.code, 0) << r.what;
   EXPECT_NE(r.what.find("allgather returned 2 blobs; dead ranks reported: 0"), std::string::npos) << r.what;
+}
+
+// strata-run may close a rank's connection before its hello arrived (a burst of
+// silent unauthenticated connections filled its pending table and this one was
+// the oldest silent): the rank reconnects and joins (regression: it failed with
+// "cannot send the hello: Broken pipe"). A launcher that closes every attempt
+// gets a bounded number of them, then the refusal is reported.
+TEST(RendezvousClient, ReconnectsWhenClosedBeforeTheWelcome) {
+  Script s{kWelcome, frame(rdv::Type::result, 0, two_blobs()), false, false, ""};
+  s.refuse_first = 2;
+  const ClientResult r = run_client(s);
+  EXPECT_EQ(r.code, 0) << r.what;
+  EXPECT_NE(r.what.find("allgather returned 2 blobs"), std::string::npos) << r.what;
+}
+TEST(RendezvousClient, RefusedOnEveryAttemptFailsNamingTheRefusal) {
+  Script s{kWelcome, {}, false, false, ""};
+  s.refuse_first = 1000;
+  const ClientResult r = run_client(s);
+  EXPECT_EQ(r.code, code_of(strata::Errc::bootstrap_error)) << r.what;
+  EXPECT_NE(r.what.find("rank 0: the strata-run rendezvous refused this rank"), std::string::npos) << r.what;
+  EXPECT_LT(r.seconds, 5.0) << r.what;
 }
 
 // ------------------------------------------------------------ tuning file (STRATA_TUNING)

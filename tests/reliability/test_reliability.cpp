@@ -109,7 +109,7 @@ struct DeathCase {
 class DagPeerDeath : public ::testing::TestWithParam<DeathCase> {};
 TEST_P(DagPeerDeath, SurvivorsPendingFuturesFailNamingTheRank) {
   std::string out;
-  const launch::DeathGate gate;
+  const launch::DeathGate gate(GetParam().survivors);
   ASSERT_TRUE(gate.ok());
   const int rc = run(gate.env() + "STRATA_TIMEOUT=2000 " + GetParam().env,
                      std::string(GetParam().launcher) + " --on-failure continue", "--dag-death", &out, 60);

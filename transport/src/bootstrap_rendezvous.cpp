@@ -133,12 +133,44 @@ class RendezvousBootstrap final : public Bootstrap {
     return std::string("bootstrap ") + what + " on rank " + std::to_string(job_.rank);
   }
 
+  // One connection attempt: connect, send the hello, wait for the welcome.
+  enum class Attempt { welcomed, refused, failed };
+
+  // strata-run closes a connection that has sent nothing yet when a burst of
+  // unauthenticated connections fills its pending table (it drops the oldest
+  // silent one), and a real rank can be that connection in the instant
+  // between its connect and its hello. Such a rank sees its connection closed
+  // without a byte of reply; it reconnects, a bounded number of times with a
+  // short backoff, before reporting the refusal (a wrong secret or a taken
+  // rank is refused on every attempt, so the error comes after ~0.3 s).
   void connect_and_authenticate(const std::string& path) {
     const std::string me = "rank " + std::to_string(job_.rank);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.size() >= sizeof addr.sun_path) fail_env(env::kRdv, "='" + path + "' is too long for a Unix socket");
     std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    // The welcome comes at once from a live launcher; STRATA_BOOTSTRAP_TIMEOUT
+    // shortens the wait.
+    const double wait_s = timeout_s_ > 0 ? std::min(timeout_s_, 30.0) : 30.0;
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
+    constexpr int kAttempts = 5;
+    std::string why;
+    for (int attempt = 0;; ++attempt) {
+      const Attempt a = attempt_once(addr, path, wait_s, deadline, why);
+      if (a == Attempt::welcomed) return;
+      ::close(fd_);
+      fd_ = -1;
+      parser_ = rdv::Parser{};
+      if (a == Attempt::failed || attempt + 1 >= kAttempts || Clock::now() >= deadline)
+        throw Error(Errc::bootstrap_error, me + ": " + why);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 << attempt));  // 10, 20, 40, 80 ms
+    }
+  }
+
+  Attempt attempt_once(const sockaddr_un& addr, const std::string& path, double wait_s, Clock::time_point deadline,
+                       std::string& why) {
+    const std::string me = "rank " + std::to_string(job_.rank);
     fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) throw Error(Errc::bootstrap_error, me + ": socket failed: " + std::strerror(errno));
     int rc = 0;
@@ -146,57 +178,52 @@ class RendezvousBootstrap final : public Bootstrap {
       rc = ::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
     } while (rc < 0 && errno == EINTR);
     if (rc < 0) {
-      const int e = errno;
-      ::close(fd_);
-      throw Error(Errc::bootstrap_error, me + ": cannot connect to the strata-run rendezvous at STRATA_RDV=" + path +
-                                             ": " + std::strerror(e) + " (has the launcher exited?)");
+      why = "cannot connect to the strata-run rendezvous at STRATA_RDV=" + path + ": " + std::strerror(errno) +
+            " (has the launcher exited?)";
+      return Attempt::failed;
     }
     const auto hello =
         rdv::frame(rdv::Type::hello, static_cast<std::uint32_t>(job_.rank), secret_.data(), secret_.size());
-    // The welcome comes at once from a live launcher; STRATA_BOOTSTRAP_TIMEOUT
-    // shortens the wait.
-    const double wait_s = timeout_s_ > 0 ? std::min(timeout_s_, 30.0) : 30.0;
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
-    bool ok = rdv::write_all(fd_, hello.data(), hello.size(), deadline);
-    std::string why = ok ? "" : std::string("cannot send the hello: ") + std::strerror(errno);
+    const std::string refused =
+        "the strata-run rendezvous refused this rank (wrong STRATA_JOB_SECRET, rank already connected, or the "
+        "rank's process already ended)";
+    if (!rdv::write_all(fd_, hello.data(), hello.size(), deadline)) {
+      const int e = errno;
+      why = std::string("cannot send the hello: ") + std::strerror(e);
+      if (e == EPIPE || e == ECONNRESET) {
+        why = refused + " (" + why + ")";
+        return Attempt::refused;
+      }
+      return Attempt::failed;
+    }
     rdv::Message m;
-    while (ok) {
+    for (;;) {
       const int got = parser_.next(m);
       if (got < 0) {
         why = "malformed reply from strata-run (" + parser_.error() + ")";
-        ok = false;
-        break;
+        return Attempt::failed;
       }
       if (got > 0) {
-        ok = m.header.type == rdv::Type::welcome && m.header.arg == static_cast<std::uint32_t>(job_.rank);
-        if (!ok)
-          why = "unexpected reply to the hello from strata-run ('" + rdv::type_name(m.header.type) + "' for rank " +
-                std::to_string(m.header.arg) + ")";
-        break;
+        if (m.header.type == rdv::Type::welcome && m.header.arg == static_cast<std::uint32_t>(job_.rank))
+          return Attempt::welcomed;
+        why = "unexpected reply to the hello from strata-run ('" + rdv::type_name(m.header.type) + "' for rank " +
+              std::to_string(m.header.arg) + ")";
+        return Attempt::failed;
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       pollfd p{fd_, POLLIN, 0};
       if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) == 0) {
         why = "no welcome from strata-run within " + std::to_string(wait_s) + " s";
-        ok = false;
-        break;
+        return Attempt::failed;
       }
       std::byte buf[256];
       const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        why =
-            "the strata-run rendezvous refused this rank (wrong STRATA_JOB_SECRET, rank already connected, or "
-            "the rank's process already ended)";
-        ok = false;
-        break;
+        why = refused;
+        return parser_.buffered() == 0 ? Attempt::refused : Attempt::failed;
       }
       parser_.feed(buf, static_cast<std::size_t>(n));
-    }
-    if (!ok) {
-      ::close(fd_);
-      throw Error(Errc::bootstrap_error, me + ": " + why);
     }
   }
 
