@@ -105,7 +105,10 @@ FastChannel::FastChannel(transport::Transport& t, transport::ProgressServer* ser
   atomic_at<std::uint32_t>(areas_[static_cast<std::size_t>(me_)] + kInlineOff)
       .store(inline_mode ? 1u : 0u, std::memory_order_release);
   ctx_->arena = base ? base->arena : nullptr;
-  if (inline_mode) ctx_->progress = base ? base->progress : nullptr;
+  if (inline_mode && base) {
+    ctx_->progress = base->progress;
+    ctx_->idle_spins = base->idle_spins;
+  }
   if (!inline_mode && base) ctx_->block = base->block;  // sleep on the transport (FutureContext::block)
   // Usable while the engine's context is (cleared at shutdown); never written after.
   ctx_->live = base ? base->live : nullptr;

@@ -38,6 +38,7 @@
 #include <oneapi/tbb/task.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include "strata/detail/cpu.hpp"
 #include "strata/error.hpp"
 
 namespace strata {
@@ -49,6 +50,10 @@ struct FutureContext {
   /// Inline progress mode: called repeatedly by waiters; returns true if it
   /// handled events. Empty = progress is driven elsewhere (progress threads).
   std::function<bool()> progress;
+  /// Inline progress mode: idle progress() calls a waiter follows with a CPU
+  /// pause before it yields its core once (then counts again). 0 = yield after
+  /// every idle call (ranks outnumber the CPUs: the core may be another rank's).
+  unsigned idle_spins = 0;
   /// Progress-server mode: a waiter outside a TBB task first calls
   /// spin(done) (which polls the transport for a bounded time and returns
   /// done()), and sleeps on the future only if that returned false.
@@ -222,9 +227,17 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
       return true;
     }
     if (hook) {
+      unsigned idle = 0;
       while (!ready()) {
         if (deadline && std::chrono::steady_clock::now() >= *deadline) return false;
-        if (!ctx_->usable() || !c->progress()) std::this_thread::yield();
+        if (ctx_->usable() && c->progress()) {
+          idle = 0;
+        } else if (++idle <= c->idle_spins) {
+          strata::detail::cpu_relax();
+        } else {
+          std::this_thread::yield();
+          idle = 0;
+        }
       }
       return true;
     }
