@@ -281,7 +281,8 @@ std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t
       {"barrier", "dissemination"},
       {"broadcast, reduce",
        "tree: host:binomial, numa:binomial, core:flat (STRATA_TREE); push (STRATA_DIRECTION); whole message up to " +
-           sz(t.pipeline_fragment) + " if it fits the window region, else " + sz(t.pipeline_fragment) + " fragments"},
+           sz(t.pipeline_fragment) + " if it fits the window region, else " + sz(t.pipeline_fragment) + " fragments (" +
+           sz(t.net_pipeline_fragment) + " when the members span hosts, every kind)"},
       {"allreduce", "rd up to " + sz(t.allreduce_rd_max_bytes) + ", rabenseifner below " +
                         sz(t.allreduce_ring_min_bytes) + ", ring from there; non-commutative ops: rd, then tree"},
       {"gather, scatter", "tree (alternatives: single, flat, ring; scatter can pull)"},

@@ -124,7 +124,8 @@ inline Geometry geometry(const Group& g, const Call& c, std::size_t esize, std::
   if (cap == 0) fail(Errc::invalid_argument, g, c, "window slot too small (STRATA_SLOT_BYTES)");
   auto align_up = [esize](std::uint64_t v) { return (v + esize - 1) / esize * esize; };
   std::uint64_t z = 0;
-  const std::uint64_t kDefaultFragment = tuning(g).pipeline_fragment;  // the tuning table (compile_common.hpp)
+  const std::uint64_t kDefaultFragment = default_fragment(g);  // the tuning table (compile_common.hpp)
+  if (spans_hosts(g)) large = {0, 0};                          // net_pipeline_fragment for every message
   if (c.algo.fragment > 0) {
     z = std::min<std::uint64_t>(c.algo.fragment, cap);
     z -= z % esize;

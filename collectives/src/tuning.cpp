@@ -49,6 +49,9 @@ const std::vector<TuningField>& tuning_fields() {
        "allgather(v) / alltoall(v): non-temporal copies into recv from send + recv of this many bytes"},
       {"pipeline_fragment", &Tuning::pipeline_fragment, 4 * kKiB, kGiB, 64,
        "trees and step schedules: messages above this travel in fragments of this size"},
+      {"net_pipeline_fragment", &Tuning::net_pipeline_fragment, 4 * kKiB, kGiB, 64,
+       "... of communicators spanning hosts (also allgather(v) / alltoall(v) large messages); capped by the window "
+       "region"},
       {"fallback_fragment", &Tuning::fallback_fragment, 4 * kKiB, kGiB, 64,
        "fragment size when halves of a message exceed a window region"},
       {"gather_token_bytes", &Tuning::gather_token_bytes, 64, kGiB, 1,

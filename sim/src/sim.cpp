@@ -389,6 +389,7 @@ class Engine {
     }
     res->nodes = nodes_.size();
     res->events = events_;
+    double cap = std::numeric_limits<double>::infinity();  // the signal time when reached through a signal
     for (std::uint32_t g = last; g != kNone && res->critical_path.size() < steps;) {
       PathStep s;
       s.rank = rank_of(g);
@@ -397,7 +398,7 @@ class Engine {
       s.kind = nodes_[g].kind;
       s.ready = ready_[g];
       s.start = start_[g];
-      s.end = end_[g];
+      s.end = std::min(end_[g], cap);
       s.bytes = nodes_[g].bytes;
       const bool by_signal = pred_sig_[g] != kNone && sig_time_[g] >= dep_time_[g];
       const std::uint32_t next = by_signal ? pred_sig_[g] : pred_dep_[g];
@@ -411,6 +412,7 @@ class Engine {
       else
         s.via = "dep";
       if (describe) s.what = describe(s.rank, s.instance, s.node);
+      cap = by_signal ? s.ready : std::numeric_limits<double>::infinity();
       res->critical_path.push_back(std::move(s));
       g = next;
     }

@@ -31,8 +31,12 @@ struct Tuning {
   std::uint64_t sym_large_fragment = std::uint64_t{128} << 10;   ///< ... travel in fragments of this size
   std::uint64_t sym_stream_min_bytes = std::uint64_t{12} << 20;  ///< non-temporal copies from send + recv this large
   std::uint64_t pipeline_fragment = std::uint64_t{128} << 10;    ///< trees and step schedules: fragment size
-  std::uint64_t fallback_fragment = 32768;                       ///< re-split of halves that exceed a window region
-  std::uint64_t gather_token_bytes = 32768;                      ///< ring gather/scatter: token hand-off split
+  /// ... of a communicator whose members span hosts (every level's messages,
+  /// and allgather / alltoall large messages too): each fragment across the
+  /// network costs a write with its signal and completions on both sides.
+  std::uint64_t net_pipeline_fragment = std::uint64_t{512} << 10;
+  std::uint64_t fallback_fragment = 32768;   ///< re-split of halves that exceed a window region
+  std::uint64_t gather_token_bytes = 32768;  ///< ring gather/scatter: token hand-off split
   // ---- tree shapes and directions (docs/tuning.md "Tree decisions"): used when a call names no
   // tree (CollOptions::tree, STRATA_TREE*) / no direction (CollOptions::direction, STRATA_DIRECTION*).
   // Shape encoding: 0 = flat, 1 = chain, k = 2..64 k-nomial of radix k (shape_of()).

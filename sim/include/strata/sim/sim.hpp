@@ -112,6 +112,9 @@ struct PathStep {
   dag::NodeKind kind = dag::NodeKind::nop;
   double ready = 0;  ///< dependencies and signals satisfied
   double start = 0;  ///< resource acquired (start - ready = queueing)
+  /// Completion; for a put or signal whose signal released the step before
+  /// it on the path: when that signal was served at its target (the node's
+  /// own completion, acknowledged a network latency later, is off the path).
   double end = 0;
   std::uint64_t bytes = 0;
   std::string via;   ///< what released it: "dep", "signal from rank R", "flag of rank R", "instance gate", "start"
