@@ -199,12 +199,16 @@ class Tuner {
 
   // Runs strata-bench (under strata-run with @p ranks > 0) with @p args and
   // extra environment @p env; returns its JSON records.
-  std::vector<Record> bench(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  // @p launch: more strata-run arguments (e.g. --hosts 2).
+  std::vector<Record> bench(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                            const std::vector<std::string>& launch = {}) {
     const std::string json = tmp_ + "/run" + std::to_string(++nrun_) + ".json";
     const std::string log = tmp_ + "/run" + std::to_string(nrun_) + ".log";
     std::vector<std::string> argv;
     if (ranks > 0) {
-      argv = {run_, "-n", std::to_string(ranks), "--timeout", o_.mode == Mode::full ? "120" : "60", "--", bench_};
+      argv = {run_, "-n", std::to_string(ranks), "--timeout", o_.mode == Mode::full ? "120" : "60"};
+      argv.insert(argv.end(), launch.begin(), launch.end());
+      argv.insert(argv.end(), {"--", bench_});
     } else {
       argv = {bench_};
     }
@@ -371,7 +375,8 @@ class Tuner {
     std::vector<std::string> colls;
     std::vector<std::uint64_t> sizes;
     const char* why;
-    std::vector<std::string> extra = {};  // more strata-bench arguments (e.g. --persistent)
+    std::vector<std::string> extra = {};   // more strata-bench arguments (e.g. --persistent)
+    std::vector<std::string> launch = {};  // more strata-run arguments (e.g. --hosts 2)
   };
 
   std::vector<Search> plan() const {
@@ -402,6 +407,15 @@ class Tuner {
            : std::vector<std::uint64_t>{8, 512, 2 * K, 8 * K, 32 * K},
          "small-message fast path vs compiled plans (mapped plans below mapped_max_bytes; 0 leaves the fast path "
          "only barriers and shared-buffer calls; a larger limit also spreads the small entries)"},
+        // Across two virtual hosts of this machine (the libfabric path, over
+        // loopback): what a fragment costs the network path here.
+        {"net_pipeline_fragment",
+         q ? std::vector<std::uint64_t>{128 * K} : std::vector<std::uint64_t>{128 * K, 256 * K},
+         {"bcast", "allreduce", "alltoall"},
+         q ? std::vector<std::uint64_t>{1 * M, 4 * M} : std::vector<std::uint64_t>{1 * M, 4 * M, 16 * M},
+         "communicators spanning hosts: fragment size (measured across 2 virtual hosts over loopback)",
+         {},
+         {"--hosts", "2"}},
         {"sym_single_copy_max_bytes",
          q ? std::vector<std::uint64_t>{0, 128 * K} : std::vector<std::uint64_t>{0, 128 * K, 1 * M},
          {"allgather", "alltoall"},
@@ -475,7 +489,7 @@ class Tuner {
     for (int attempt = 0;; ++attempt) {
       const double before = placement();
       out.clear();
-      for (const Record& r : bench(o_.ranks, args, {"STRATA_TUNING=" + path}))
+      for (const Record& r : bench(o_.ranks, args, {"STRATA_TUNING=" + path}, s.launch))
         if (r.library == "strata") out[{r.collective, r.bytes}] = r.median_us;
       const double after = placement();
       if (before <= 0 || after <= 0) break;  // no probe: nothing to compare
@@ -660,6 +674,11 @@ class Tuner {
       for (std::uint64_t b : s.sizes) sz.push(Value::integer(b));
       r.set("bytes", std::move(sz));
       r.set("ranks", Value::integer(static_cast<std::uint64_t>(o_.ranks)));
+      if (!s.launch.empty()) {
+        std::string la;
+        for (const auto& a : s.launch) la += (la.empty() ? "" : " ") + a;
+        r.set("launcher_args", Value::string(la));
+      }
       r.set("rounds", Value::integer(static_cast<std::uint64_t>(rounds)));
       r.set("default", Value::integer(dv));
       r.set("chosen", Value::integer(cand[ibest]));
