@@ -311,7 +311,9 @@ class Tuner {
       changed |= search("reduce_tree_numa", inner, red, &searches);
       changed |= search("reduce_tree_core", inner, red, &searches);
       if (!o_.quick) crossovers(ar_sizes, &searches);  // quick: once, at the end
-      changed |= search("pipeline_fragment", frag, frag_pts, &searches);
+      // Plans of a communicator spanning hosts take net_pipeline_fragment
+      // (compile_common.hpp): that is the fragment a multi-host machine tunes.
+      changed |= search(m_.hosts > 1 ? "net_pipeline_fragment" : "pipeline_fragment", frag, frag_pts, &searches);
       changed |= search("allreduce_tree_host", host, artree, &searches);
       changed |= search("allreduce_tree_numa", inner, artree, &searches);
       changed |= search("allreduce_tree_core", inner, artree, &searches);
