@@ -142,7 +142,7 @@ class RendezvousBootstrap final : public Bootstrap {
   // between its connect and its hello. Such a rank sees its connection closed
   // without a byte of reply; it reconnects, a bounded number of times with a
   // short backoff, before reporting the refusal (a wrong secret or a taken
-  // rank is refused on every attempt, so the error comes after ~0.3 s).
+  // rank is refused on every attempt, so the error comes after ~0.15 s).
   void connect_and_authenticate(const std::string& path) {
     const std::string me = "rank " + std::to_string(job_.rank);
     sockaddr_un addr{};
