@@ -23,7 +23,8 @@ const std::vector<Var> kVars = {
   {"STRATA_PROGRESS_CPUS", "CPU list", "unbound", "engine",
    "CPU list for the servers, e.g. `1` or `0,2-3`"},
   {"STRATA_PROGRESS_SPIN", "integer 0..16777216", "256", "engine",
-   "empty polls before a server yields, then blocks"},
+   "empty polls before a server yields, then blocks; in inline mode (`STRATA_PROGRESS_THREADS=0`) a waiter pauses "
+   "for 8 x this many idle polls before it yields its core once (it yields at once when ranks outnumber CPUs)"},
   {"STRATA_PROGRESS_WAIT_SPIN", "integer 0..1000000 (us)", "2000", "engine",
    "microseconds a waiter polls the transport itself before sleeping (0 = never); every event restarts the count, "
    "so a transfer that keeps making progress is polled by its waiter to the end (docs/performance.md, \"Across hosts\")"},
