@@ -52,13 +52,8 @@ inline const Tuning& tuning(const Group& g) {
 // alltoall 0.34-0.60x, reduce_scatter 0.56-0.72x (docs/performance.md "Across
 // hosts"): each fragment across the network is a write with its signal and
 // completions on both sides.
-inline bool spans_hosts(const Group& g) {
-  for (const int h : g.host)
-    if (h != g.host.front()) return true;
-  return false;
-}
 inline std::uint64_t default_fragment(const Group& g) {
-  return spans_hosts(g) ? tuning(g).net_pipeline_fragment : tuning(g).pipeline_fragment;
+  return g.spans_hosts() ? tuning(g).net_pipeline_fragment : tuning(g).pipeline_fragment;
 }
 
 using dag::NodeId;

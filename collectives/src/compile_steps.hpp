@@ -125,7 +125,7 @@ inline Geometry geometry(const Group& g, const Call& c, std::size_t esize, std::
   auto align_up = [esize](std::uint64_t v) { return (v + esize - 1) / esize * esize; };
   std::uint64_t z = 0;
   const std::uint64_t kDefaultFragment = default_fragment(g);  // the tuning table (compile_common.hpp)
-  if (spans_hosts(g)) large = {0, 0};                          // net_pipeline_fragment for every message
+  if (g.spans_hosts()) large = {0, 0};                         // net_pipeline_fragment for every message
   if (c.algo.fragment > 0) {
     z = std::min<std::uint64_t>(c.algo.fragment, cap);
     z -= z % esize;

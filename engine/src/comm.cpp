@@ -56,9 +56,7 @@ transport::RemoteKey CommImpl::open_window() {
   // grants agreement (which runs on this communicator).
   static const bool vouch_on = [] { return !strata::detail::env::is("STRATA_VOUCH", "off"); }();
   const auto credits = static_cast<std::size_t>(group.credits);
-  const bool spans_hosts =
-      std::any_of(group.host.begin(), group.host.end(), [&](int h) { return h != group.host.front(); });
-  queues = vouch_on && spans_hosts && credits >= 2 && (credits & (credits - 1)) == 0 ? credits / 2 : credits;
+  queues = vouch_on && group.spans_hosts() && credits >= 2 && (credits & (credits - 1)) == 0 ? credits / 2 : credits;
   slots.assign(queues, Slot{});
   memos.assign(credits, Memo{});
   // Own flag block, bound from the first call on: every slice's final

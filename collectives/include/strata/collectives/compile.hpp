@@ -62,11 +62,17 @@ const char* to_string(Kind k) noexcept;
 
 /// @brief A communicator as the compiler sees it.
 struct Group {
-  int rank = 0;                ///< this rank's communicator rank
-  std::vector<int> world;      ///< communicator rank -> world rank
-  int world_size = 1;          ///< ranks in the job
-  std::vector<int> host;       ///< communicator rank -> (virtual) host id
-  std::vector<int> numa;       ///< communicator rank -> NUMA region id on its host
+  int rank = 0;            ///< this rank's communicator rank
+  std::vector<int> world;  ///< communicator rank -> world rank
+  int world_size = 1;      ///< ranks in the job
+  std::vector<int> host;   ///< communicator rank -> (virtual) host id
+  std::vector<int> numa;   ///< communicator rank -> NUMA region id on its host
+  /// @brief True when the members are on more than one (virtual) host.
+  [[nodiscard]] bool spans_hosts() const noexcept {
+    for (const int h : host)
+      if (h != host.front()) return true;
+    return false;
+  }
   std::size_t slot_bytes = 0;  ///< window bytes per credit slot
   int credits = 1;             ///< window slots (instances in flight)
   /// Window flags: every member mapped the flag words of its same-host members
