@@ -30,6 +30,7 @@
 
 #include "strata/dag/executor.hpp"
 #include "strata/detail/env.hpp"
+#include "strata/detail/spinlock.hpp"
 #include "strata/transport/copy.hpp"
 
 namespace strata {
@@ -67,7 +68,7 @@ void raise_to(std::atomic<std::uint32_t>& w, std::uint32_t value) {
 // did. Lives as long as the executor (each bind makes a new one and keeps the
 // old), so an instance and a signal handler may keep a plain pointer.
 struct Drain {
-  std::mutex mu;
+  strata::detail::SpinLock mu;  // a few stores per completion
   std::atomic<bool> active{false};
   // Never equal to a sequence number: the watermark once it is lost.
   static constexpr std::uint32_t kLost = kSeqMask + 1;
@@ -110,7 +111,7 @@ struct Drain {
 
   // Records that instance @p seq finished; returns the watermark after it (kLost once lost).
   std::uint32_t done(std::uint32_t seq) {
-    std::lock_guard<std::mutex> g(mu);
+    std::lock_guard<strata::detail::SpinLock> g(mu);
     if (lost) return kLost;
     std::uint32_t w = wm.load(std::memory_order_relaxed);
     const std::uint32_t off = (seq - w) & kSeqMask;
@@ -130,7 +131,7 @@ struct Drain {
     return lost ? kLost : w;
   }
   void abandon() {
-    std::lock_guard<std::mutex> g(mu);
+    std::lock_guard<strata::detail::SpinLock> g(mu);
     abandon_locked();
   }
   void abandon_locked() {
@@ -166,6 +167,16 @@ struct Instance {
   Instance* prev = nullptr;
   Instance* next = nullptr;
   bool listed = false;
+  std::uint64_t stamp = 0;  // Bindings::stamp (kept in the parked block for the next start)
+};
+
+// What a finished instance leaves at the start of its block when the block
+// goes back to its plan (Plan::spare_block_): the bindings' stamp and the
+// executor, so that the next start with the same stamp skips resolving the
+// peer and scratch bindings, which stay in the block (pre-built instance).
+struct Parked {
+  std::uint64_t stamp = 0;
+  const void* ex = nullptr;
 };
 
 constexpr std::size_t kAlign = kInstanceAlign;
@@ -181,7 +192,7 @@ struct Entry {
 };
 
 struct Shard {
-  std::mutex mu;
+  strata::detail::SpinLock mu;  // short sections only (a map insert at most): per start and completion
   std::unordered_map<std::uint64_t, Entry> map;
   Instance* listed = nullptr;  // instances without wait nodes (Instance::listed), under mu
   void link(Instance* in) {
@@ -326,7 +337,7 @@ struct Executor::Impl {
   std::atomic<std::uint64_t> next_flow{1};
   tbb::enumerable_thread_specific<std::vector<TraceEvent>> trace;
   // flag_wait nodes whose flag was not set when they became ready (poll()).
-  std::mutex flag_mu;
+  strata::detail::SpinLock flag_mu;                        // short sections: a push, a scan of the pending flag waits
   std::vector<std::pair<Instance*, NodeId>> flag_pending;  // under flag_mu
   std::atomic<std::size_t> nflag_pending{0};
   std::atomic<int> parked{0};  // threads of this rank blocked (park): flag waits ask for nudges meanwhile
@@ -348,7 +359,7 @@ struct Executor::Impl {
     parked.fetch_add(1, std::memory_order_seq_cst);
     if (nflag_pending.load(std::memory_order_seq_cst) == 0) return;
     {
-      std::lock_guard<std::mutex> g(flag_mu);
+      std::lock_guard<strata::detail::SpinLock> g(flag_mu);
       for (auto& [in, id] : flag_pending) {
         const Node& nd = in->plan->nodes()[id];
         if (!nd.granted && !in->failed.load(std::memory_order_acquire)) want_nudge(in, nd);
@@ -631,7 +642,7 @@ struct Executor::Impl {
         if (nd.granted) {
           // Park first, then ask: the grant may arrive (and poll) at once.
           {
-            std::lock_guard<std::mutex> g(flag_mu);
+            std::lock_guard<strata::detail::SpinLock> g(flag_mu);
             flag_pending.emplace_back(in, id);
             nflag_pending.fetch_add(1, std::memory_order_release);
           }
@@ -647,7 +658,7 @@ struct Executor::Impl {
           // the entry and asks itself (the pending entry, then `parked`, on
           // this side; `parked`, then the entries, on park's).
           {
-            std::lock_guard<std::mutex> g(flag_mu);
+            std::lock_guard<strata::detail::SpinLock> g(flag_mu);
             flag_pending.emplace_back(in, id);
             nflag_pending.fetch_add(1, std::memory_order_seq_cst);
           }
@@ -798,27 +809,39 @@ struct Executor::Impl {
     std::size_t total = 0;
     for (;;) {
       flag_repoll.store(true, std::memory_order_seq_cst);
-      std::vector<std::pair<Instance*, NodeId>> ready;
+      // The released waits: on the stack up to kSmall (no allocation per
+      // released flag; this runs once per small call), beyond in `more`.
+      constexpr std::size_t kSmall = 16;
+      std::pair<Instance*, NodeId> small[kSmall];
+      std::size_t nready = 0;
+      std::vector<std::pair<Instance*, NodeId>> more;
       {
-        std::unique_lock<std::mutex> g(flag_mu, std::try_to_lock);
+        std::unique_lock<strata::detail::SpinLock> g(flag_mu, std::try_to_lock);
         if (!g.owns_lock()) return total;  // the holder scans again
         flag_repoll.store(false, std::memory_order_seq_cst);
         std::size_t keep = 0;
         for (auto& e : flag_pending) {
-          if (e.first->failed.load(std::memory_order_acquire) || flag_ready(e.first, e.first->plan->nodes()[e.second]))
-            ready.push_back(e);
-          else
+          if (e.first->failed.load(std::memory_order_acquire) ||
+              flag_ready(e.first, e.first->plan->nodes()[e.second])) {
+            if (nready < kSmall)
+              small[nready] = e;
+            else
+              more.push_back(e);
+            ++nready;
+          } else {
             flag_pending[keep++] = e;
+          }
         }
         flag_pending.resize(keep);
-        nflag_pending.fetch_sub(ready.size(), std::memory_order_release);
+        nflag_pending.fetch_sub(nready, std::memory_order_release);
       }
       const bool in_arena = tls_in_task == this;
-      for (auto& [in, id] : ready) {
+      for (std::size_t i = 0; i < nready; ++i) {
+        const auto [in, id] = i < kSmall ? small[i] : more[i - kSmall];
         if (tracing) record(in, id, now_ns());
         completed(in, id, in_arena);
       }
-      total += ready.size();
+      total += nready;
       if (!flag_repoll.load(std::memory_order_seq_cst) || nflag_pending.load(std::memory_order_acquire) == 0)
         return total;
     }
@@ -938,7 +961,7 @@ struct Executor::Impl {
     const bool failed = in->failed.load(std::memory_order_acquire);
     {
       Shard& sh = shard(in->key);
-      std::lock_guard<std::mutex> g(sh.mu);
+      std::lock_guard<strata::detail::SpinLock> g(sh.mu);
       if (in->listed)
         sh.unlink(in);
       else
@@ -1010,7 +1033,9 @@ struct Executor::Impl {
     // The block goes back to its plan for the next start (Plan::spare_block_);
     // the plan is held here, not by the instance being destroyed inside it.
     std::shared_ptr<const Plan> plan = std::move(in->plan);
+    const std::uint64_t stamp = in->stamp;
     in->~Instance();
+    new (block) Parked{stamp, ex};  // its bindings stay in the block for the next start with this stamp
     void* none = nullptr;
     if (!plan->spare_block_.compare_exchange_strong(none, block, std::memory_order_acq_rel))
       ex->free_block(block, total);
@@ -1129,7 +1154,7 @@ Executor::~Executor() {
   // Cancel everything in flight, then let posted operations drain.
   std::vector<std::uint64_t> keys;
   for (Shard& sh : im.shards) {
-    std::lock_guard<std::mutex> g(sh.mu);
+    std::lock_guard<strata::detail::SpinLock> g(sh.mu);
     sh.each([&](Instance* in) { keys.push_back(in->key); });
   }
   for (std::uint64_t k : keys) cancel(static_cast<std::uint16_t>(k >> 32), static_cast<std::uint32_t>(k & kSeqMask));
@@ -1169,6 +1194,26 @@ std::uint32_t Executor::next_seq(std::uint16_t comm) {
   return impl_->seqs[comm]++ & kSeqMask;
 }
 
+namespace {
+// Offsets in an instance's block: Instance, node states, buffer bindings, scratch.
+struct BlockLayout {
+  std::size_t off_nodes = 0;
+  std::size_t off_bufs = 0;
+  std::size_t off_scratch = 0;
+  std::size_t total = 0;
+};
+BlockLayout block_layout(const Plan& p) {
+  BlockLayout L;
+  L.off_nodes = align_up(sizeof(Instance));
+  L.off_bufs = align_up(L.off_nodes + p.size() * sizeof(NodeState));
+  L.off_scratch = align_up(L.off_bufs + p.buffers().size() * sizeof(BufBind));
+  L.total = L.off_scratch;
+  for (const BufferDecl& d : p.buffers())
+    if (d.ref.kind == BufferKind::scratch) L.total = align_up(L.total + d.size);
+  return L;
+}
+}  // namespace
+
 Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std::uint16_t comm, std::uint32_t seq,
                        DoneFn done) {
   Status st = start_unchecked(std::move(plan), b, comm, seq, std::move(done));
@@ -1201,12 +1246,125 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
   // One block: Instance, node states, buffer bindings, scratch.
   const std::size_t n = p.size();
   const std::size_t nb = p.buffers().size();
-  std::size_t off_nodes = align_up(sizeof(Instance));
-  std::size_t off_bufs = align_up(off_nodes + n * sizeof(NodeState));
-  std::size_t off_scratch = align_up(off_bufs + nb * sizeof(BufBind));
-  std::size_t total = off_scratch;
-  for (const BufferDecl& d : p.buffers())
-    if (d.ref.kind == BufferKind::scratch) total = align_up(total + d.size);
+  const BlockLayout L = block_layout(p);
+  // A block goes back to its plan for a later start, else to the executor.
+  const auto give_back = [&](void* blk) {
+    void* none = nullptr;
+    if (!p.spare_block_.compare_exchange_strong(none, blk, std::memory_order_acq_rel)) im.free_block(blk, L.total);
+  };
+  // Publishes the instance in @p block (bindings: @p binds, or already in the block when null) and launches its roots.
+  const auto launch = [&](void* block, const BufBind* binds) -> Status {
+    const std::uint64_t key = make_key(comm, seq);
+    auto* in = new (block) Instance;  // member initializers only (no zeroing of the whole)
+    in->ex = &im;
+    in->block_size = L.total;
+    in->stamp = b.stamp;
+    in->plan = std::move(plan);
+    in->key = key;
+    in->comm = comm;
+    in->seq = seq & kSeqMask;
+    in->done = std::move(done);
+    in->block = block;
+    in->nodes = reinterpret_cast<NodeState*>(static_cast<unsigned char*>(block) + L.off_nodes);
+    in->bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(block) + L.off_bufs);
+    in->flags = b.flags;
+    in->shadows = b.flag_shadows;
+    in->shadow_words = b.flag_shadows != nullptr ? b.shadow_words : 0;
+    in->flag_wake = b.flag_wake;
+    in->drain = b.flags != nullptr ? im.drain_of(comm) : nullptr;
+    if (im.tracing) in->trace_name = im.intern(in->plan->name());
+    if (binds != nullptr)
+      for (std::size_t j = 0; j < nb; ++j) {
+        BufBind* bb = new (&in->bufs[j]) BufBind(binds[j]);
+        if (p.buffers()[j].ref.kind == BufferKind::scratch) {
+          bb->base = static_cast<unsigned char*>(block) + bb->key.reserved;
+          bb->key = transport::RemoteKey{};
+        }
+      }
+    const Plan::Initial* init = p.initial().data();
+    for (NodeId i = 0; i < n; ++i) {
+      NodeState* ns = new (&in->nodes[i]) NodeState();
+      ns->deps.store(init[i].deps, std::memory_order_relaxed);
+      ns->sig.store(init[i].sig, std::memory_order_relaxed);
+      ns->inst = in;
+    }
+    in->remaining.store(static_cast<std::int64_t>(n) + 1, std::memory_order_relaxed);  // + start token
+
+    std::vector<std::uint32_t> early;
+    // Counted before it is published: a signal handler may launch its nodes at once.
+    Drain* const drain = in->drain;
+    if (drain != nullptr) drain->live.fetch_add(1, std::memory_order_acq_rel);
+    {
+      Shard& sh = im.shard(key);
+      std::lock_guard<strata::detail::SpinLock> g(sh.mu);
+      if (sh.find(key) != nullptr) {
+        Impl::destroy(in);
+        if (drain != nullptr) drain->live.fetch_sub(1, std::memory_order_acq_rel);  // start() abandons the watermark
+        return {Errc::invalid_argument, who() + ": this (comm, seq) is already in flight"};
+      }
+      if (p.wait_nodes().empty()) {
+        sh.link(in);  // no signal can name it
+      } else {
+        Entry& e = sh.map[key];
+        sh.tomb.erase(key);
+        e.inst = in;
+        early.swap(e.early);
+      }
+    }
+    im.live.fetch_add(1, std::memory_order_acq_rel);
+    for (std::uint32_t slot : early) {
+      const NodeId w = in->plan->wait_node(slot);
+      if (w == kNoNode) {
+        im.fail(in, Status(Errc::internal, who() + ": an early signal named slot " + std::to_string(slot) +
+                                               ", which no wait node uses"));
+        continue;
+      }
+      NodeState& ns = in->nodes[w];
+      std::int32_t v = ns.sig.load(std::memory_order_acquire);
+      while (v > 0 && !ns.sig.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) {
+      }
+      if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) im.ready_outside(in, w);
+    }
+    // Roots (wait nodes are released by their signals only); the start token
+    // keeps the instance alive while we launch them.
+    for (const NodeId i : p.roots()) im.ready_outside(in, i);
+    im.unpin(in);
+    return Status::ok();
+  };
+
+  // Pre-built instance: the block of this plan's last finished instance, with
+  // its peer and scratch bindings still resolved and checked for the same
+  // stamp (Bindings::stamp). Only the inputs and outputs are bound (and
+  // checked) again: a cached plan's start resolves nothing else.
+  if (b.stamp != 0) {
+    void* spare = p.spare_block_.exchange(nullptr, std::memory_order_acq_rel);
+    if (spare != nullptr) {
+      const Parked parked = *static_cast<const Parked*>(spare);
+      if (parked.stamp == b.stamp && parked.ex == &im) {
+        auto* bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(spare) + L.off_bufs);
+        for (std::size_t j = 0; j < nb; ++j) {
+          const BufferDecl& d = p.buffers()[j];
+          if (d.ref.kind == BufferKind::input) {
+            if (d.ref.id >= b.inputs.size() || (b.inputs[d.ref.id] == nullptr && d.size > 0)) {
+              give_back(spare);
+              return {Errc::invalid_argument, who() + ": input " + std::to_string(d.ref.id) + " (" +
+                                                  std::to_string(d.size) + " bytes) is not bound"};
+            }
+            bufs[j].base = static_cast<unsigned char*>(const_cast<void*>(b.inputs[d.ref.id]));
+          } else if (d.ref.kind == BufferKind::output) {
+            if (d.ref.id >= b.outputs.size() || (b.outputs[d.ref.id] == nullptr && d.size > 0)) {
+              give_back(spare);
+              return {Errc::invalid_argument, who() + ": output " + std::to_string(d.ref.id) + " (" +
+                                                  std::to_string(d.size) + " bytes) is not bound"};
+            }
+            bufs[j].base = static_cast<unsigned char*>(b.outputs[d.ref.id]);
+          }
+        }
+        return launch(spare, nullptr);
+      }
+      give_back(spare);  // bound for another stamp: resolved again below
+    }
+  }
 
   // Resolve bindings before allocating.
   // Bindings resolved on the stack for the common small plans (no allocation).
@@ -1217,7 +1375,7 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
   std::vector<BufBind> large;
   if (nb > kInlineBinds) large.resize(nb);
   BufBind* binds = nb > kInlineBinds ? large.data() : reinterpret_cast<BufBind*>(small);
-  std::size_t scratch_at = off_scratch;
+  std::size_t scratch_at = L.off_scratch;
   for (std::size_t j = 0; j < nb; ++j) {
     const BufferDecl& d = p.buffers()[j];
     if (nb <= kInlineBinds) new (&binds[j]) BufBind();
@@ -1274,83 +1432,10 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
                 who() + ": flag words of rank " + std::to_string(r) + " are not mapped here (flag_wait)"};
   }
 
-  const std::uint64_t key = make_key(comm, seq);
   // The block of this plan's last finished instance, else a new one.
   void* block = p.spare_block_.exchange(nullptr, std::memory_order_acq_rel);
-  if (block == nullptr) block = im.alloc_block(total);
-  auto* in = new (block) Instance;  // member initializers only (no zeroing of the whole)
-  in->ex = &im;
-  in->block_size = total;
-  in->plan = std::move(plan);
-  in->key = key;
-  in->comm = comm;
-  in->seq = seq & kSeqMask;
-  in->done = std::move(done);
-  in->block = block;
-  in->nodes = reinterpret_cast<NodeState*>(static_cast<unsigned char*>(block) + off_nodes);
-  in->bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(block) + off_bufs);
-  in->flags = b.flags;
-  in->shadows = b.flag_shadows;
-  in->shadow_words = b.flag_shadows != nullptr ? b.shadow_words : 0;
-  in->flag_wake = b.flag_wake;
-  in->drain = b.flags != nullptr ? im.drain_of(comm) : nullptr;
-  if (im.tracing) in->trace_name = im.intern(in->plan->name());
-  for (std::size_t j = 0; j < nb; ++j) {
-    BufBind* bb = new (&in->bufs[j]) BufBind(binds[j]);
-    if (p.buffers()[j].ref.kind == BufferKind::scratch) {
-      bb->base = static_cast<unsigned char*>(block) + bb->key.reserved;
-      bb->key = transport::RemoteKey{};
-    }
-  }
-  const Plan::Initial* init = p.initial().data();
-  for (NodeId i = 0; i < n; ++i) {
-    NodeState* ns = new (&in->nodes[i]) NodeState();
-    ns->deps.store(init[i].deps, std::memory_order_relaxed);
-    ns->sig.store(init[i].sig, std::memory_order_relaxed);
-    ns->inst = in;
-  }
-  in->remaining.store(static_cast<std::int64_t>(n) + 1, std::memory_order_relaxed);  // + start token
-
-  std::vector<std::uint32_t> early;
-  // Counted before it is published: a signal handler may launch its nodes at once.
-  Drain* const drain = in->drain;
-  if (drain != nullptr) drain->live.fetch_add(1, std::memory_order_acq_rel);
-  {
-    Shard& sh = im.shard(key);
-    std::lock_guard<std::mutex> g(sh.mu);
-    if (sh.find(key) != nullptr) {
-      Impl::destroy(in);
-      if (drain != nullptr) drain->live.fetch_sub(1, std::memory_order_acq_rel);  // start() abandons the watermark
-      return {Errc::invalid_argument, who() + ": this (comm, seq) is already in flight"};
-    }
-    if (p.wait_nodes().empty()) {
-      sh.link(in);  // no signal can name it
-    } else {
-      Entry& e = sh.map[key];
-      sh.tomb.erase(key);
-      e.inst = in;
-      early.swap(e.early);
-    }
-  }
-  im.live.fetch_add(1, std::memory_order_acq_rel);
-  for (std::uint32_t slot : early) {
-    const NodeId w = in->plan->wait_node(slot);
-    if (w == kNoNode) {
-      im.fail(in, Status(Errc::internal,
-                         who() + ": an early signal named slot " + std::to_string(slot) + ", which no wait node uses"));
-      continue;
-    }
-    NodeState& ns = in->nodes[w];
-    std::int32_t v = ns.sig.load(std::memory_order_acquire);
-    while (v > 0 && !ns.sig.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) {
-    }
-    if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) im.ready_outside(in, w);
-  }
-  // Roots (wait nodes are released by their signals only); the start token
-  // keeps the instance alive while we launch them.
-  for (const NodeId i : p.roots()) im.ready_outside(in, i);
-  im.unpin(in);
-  return Status::ok();
+  if (block == nullptr) block = im.alloc_block(L.total);
+  return launch(block, binds);
 }
 
 bool Executor::cancel(std::uint16_t comm, std::uint32_t seq) {
@@ -1359,7 +1444,7 @@ bool Executor::cancel(std::uint16_t comm, std::uint32_t seq) {
   Instance* in = nullptr;
   {
     Shard& sh = im.shard(key);
-    std::lock_guard<std::mutex> g(sh.mu);
+    std::lock_guard<strata::detail::SpinLock> g(sh.mu);
     in = sh.find(key);
     if (in == nullptr || !im.pin(in)) return false;
   }
@@ -1409,7 +1494,7 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
   Instance* in = nullptr;
   {
     Shard& sh = im.shard(key);
-    std::lock_guard<std::mutex> g(sh.mu);
+    std::lock_guard<strata::detail::SpinLock> g(sh.mu);
     if (sh.tomb.count(key) != 0) return;  // instance already failed here
     // A listed instance (no wait nodes) is found too: the signal is then an
     // error below, not an early signal kept forever.
@@ -1479,7 +1564,7 @@ void Executor::handle_peer_failure(int peer, const Status& why) {
   im.dead[static_cast<std::size_t>(peer)].store(true);
   std::vector<Instance*> hit;
   for (Shard& sh : im.shards) {
-    std::lock_guard<std::mutex> g(sh.mu);
+    std::lock_guard<strata::detail::SpinLock> g(sh.mu);
     sh.each([&](Instance* in) {
       if (in->plan->involves(peer) && im.pin(in)) hit.push_back(in);
     });

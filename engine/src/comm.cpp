@@ -3,6 +3,9 @@
 #include "comm.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <string_view>
 
 namespace strata::detail {
 
@@ -14,7 +17,7 @@ void CommImpl::member_died(int world_rank, const Status& why) {
                                        ": member rank " + std::to_string(it - w.begin()) + " (world rank " +
                                        std::to_string(world_rank) + ") died: " + why.message());
   {
-    std::lock_guard<std::mutex> lk(mu);
+    std::lock_guard<CommLock> lk(mu);
     if (!broken.is_ok()) return;
     broken = st;
   }
@@ -25,7 +28,8 @@ void CommImpl::fail_all(const Status& why) {
   std::vector<std::function<bool()>> queued;
   std::vector<Promise<void>> live;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    std::lock_guard<CommLock> lk(mu);
+    if (all_failed.is_ok()) all_failed = why;
     for (Slot& sl : slots) {
       for (auto& f : sl.pending) queued.push_back(std::move(f));
       sl.pending.clear();
@@ -107,7 +111,7 @@ void CommImpl::enable_flags() {
     }
     std::uint32_t first = 0;
     {
-      std::lock_guard<std::mutex> lk(mu);
+      std::lock_guard<CommLock> lk(mu);
       first = next_seq;
     }
     core->exec->bind_flags(id, flag_table.data(), flag_table.size(), std::move(copies),
@@ -140,7 +144,7 @@ void CommImpl::enable_flags() {
   static const bool mapped_on = [] { return !strata::detail::env::is("STRATA_MAPPED", "off"); }();
   bool mapped = false;
   if (ok != 0 && !remote && size() > 1) mapped = agree_min(mapped_on && mapped_slot_bytes() > 0 ? wins_ok : 0) != 0;
-  std::lock_guard<std::mutex> lk(mu);
+  std::lock_guard<CommLock> lk(mu);
   group.flags = ok != 0;
   group.grants = ok == 2;
   group.publish_word = ok == 3 ? publish_word() : 0;
@@ -290,11 +294,36 @@ void CommImpl::finished(std::size_t slot, std::uint32_t seq, const Status& st) {
   std::shared_ptr<CommImpl> keep;
   std::optional<Promise<void>> promise;
   {
-    std::unique_lock<std::mutex> lk(mu);
-    promise = vacate(slots[slot], seq, keep);
+    std::unique_lock<CommLock> lk(mu);
+    Slot& sl = slots[slot];
+    settle_lazy(sl, seq, st);
+    promise = vacate(sl, seq, keep);
     release(slot, lk);
   }
   if (promise) promise->set(st);
+}
+
+namespace {
+// The submit on this thread whose lazily promised start is running (nested
+// submits save and restore it): an end inside that start lands here.
+struct LazyEnd {
+  const CommImpl* comm = nullptr;
+  std::uint32_t seq = 0;
+  bool done = false;
+  Status st;
+};
+thread_local LazyEnd* tls_lazy = nullptr;
+}  // namespace
+
+void CommImpl::settle_lazy(Slot& sl, std::uint32_t seq, const Status& st) {
+  if (!sl.lazy || sl.live_seq != seq) return;
+  sl.lazy = false;
+  if (tls_lazy != nullptr && tls_lazy->comm == this && tls_lazy->seq == seq) {
+    tls_lazy->done = true;
+    tls_lazy->st = st;
+    return;
+  }
+  stash.emplace_back(seq, st);
 }
 
 std::optional<Promise<void>> CommImpl::vacate(Slot& sl, std::uint32_t seq, std::shared_ptr<CommImpl>& keep) {
@@ -317,17 +346,23 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr
     // next instance, launched by a completion on this thread) may overwrite them.
     thread_local dag::Bindings b;
     const std::size_t w = seq % slots_per_window();  // the window slot (`slot` is the queue)
-    b.inputs.assign(1, send);
-    b.outputs.assign({recv, static_cast<char*>(window->p) + w * group.slot_bytes,
-                      group.mapped_slot_bytes == 0
-                          ? nullptr
-                          : static_cast<char*>(window->p) + group.mapped_at + w * group.mapped_slot_bytes});
+    b.inputs.resize(1);  // sized once per thread: stores only from then on
+    b.outputs.resize(3);
+    b.inputs[0] = send;
+    b.outputs[0] = recv;
+    b.outputs[1] = static_cast<char*>(window->p) + w * group.slot_bytes;
+    b.outputs[2] = group.mapped_slot_bytes == 0
+                       ? nullptr
+                       : static_cast<char*>(window->p) + group.mapped_at + w * group.mapped_slot_bytes;
     b.peer_table = peer_keys != nullptr ? peer_keys : &peers;
     b.flags = flag_table.data();
     b.nflags = flag_table.size();
     b.flag_wake = flag_wake_word();
     b.flag_shadows = shadow_table.empty() ? nullptr : shadow_table.data();
     b.shadow_words = static_cast<std::uint32_t>(group.credits);
+    // The window's peer table and flag words never change once sealed: a
+    // cached plan's next start reuses its resolved bindings (pre-built instance).
+    b.stamp = peer_keys == nullptr ? bind_stamp : 0;
     // Sequence numbers travel modulo 2^28 (the executor's and the signals' width).
     // The callback captures 16 trivially copyable bytes: std::function keeps
     // them inline (no allocation); the slot holds the promise and `keep`.
@@ -339,7 +374,8 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr
   std::shared_ptr<CommImpl> keep;
   std::optional<Promise<void>> promise;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    std::lock_guard<CommLock> lk(mu);
+    settle_lazy(slots[slot], seq, st);
     promise = vacate(slots[slot], seq, keep);
   }
   if (promise) promise->set_error(st);
@@ -347,11 +383,11 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr
 }
 
 void CommImpl::release(std::size_t slot) {
-  std::unique_lock<std::mutex> lk(mu);
+  std::unique_lock<CommLock> lk(mu);
   release(slot, lk);
 }
 
-void CommImpl::release(std::size_t slot, std::unique_lock<std::mutex>& lk) {
+void CommImpl::release(std::size_t slot, std::unique_lock<CommLock>& lk) {
   // Iterative: an instance that completes (or fails) inside its own start
   // releases the slot again from the same stack; the active loop picks that
   // up instead of recursing (a long queue failing at once must not overflow).
@@ -377,7 +413,7 @@ void CommImpl::release(std::size_t slot, std::unique_lock<std::mutex>& lk) {
 
 std::shared_ptr<const dag::Plan> CommImpl::plan_for(const coll::Call& c, int slot, const std::string& key) {
   if (!key.empty()) {
-    std::lock_guard<std::mutex> lk(mu);
+    std::lock_guard<CommLock> lk(mu);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
@@ -387,7 +423,7 @@ std::shared_ptr<const dag::Plan> CommImpl::plan_for(const coll::Call& c, int slo
                         coll::to_string(c.kind), c.count, id, size(),
                         plan->algorithm().empty() ? c.algo.name : plan->algorithm(), plan->size());
   if (!key.empty()) {
-    std::lock_guard<std::mutex> lk(mu);
+    std::lock_guard<CommLock> lk(mu);
     // Bounded: a program that calls many different shapes must not grow
     // without limit; an evicted plan stays alive while instances use it.
     if (cache.size() >= kPlanCacheEntries) cache.erase(cache.begin());
@@ -412,11 +448,14 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   // appends into a fresh string cost ~1,500 instructions: callgrind). The
   // slot is not in it: each window slot remembers its last plan (memos),
   // and the cache's key adds the window slot.
-  thread_local std::string key;
-  key.clear();
+  // On the stack when it fits (no v-collective counts, a short algorithm
+  // name: the loop case), else in a per-thread string; a std::string is made
+  // only for a memo miss (an assign and an append cost ~100 instructions).
+  std::array<char, 192> fixed;
+  std::size_t nfixed = 0;
+  thread_local std::string long_key;
+  std::string_view key;
   if (!c.user_op && !c.on_block) {
-    std::array<char, 160> fixed;
-    std::size_t nfixed = 0;
     auto put = [&fixed, &nfixed](auto v) {
       static_assert(sizeof v <= 16, "key field");
       std::memcpy(fixed.data() + nfixed, &v, sizeof v);
@@ -439,24 +478,35 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     put(static_cast<std::uint8_t>(static_cast<unsigned>(c.algo.dir_host) | static_cast<unsigned>(c.algo.dir_numa) << 1 |
                                   static_cast<unsigned>(c.algo.dir_core) << 2 |
                                   static_cast<unsigned>(c.algo.dir_single) << 3));
-    for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) put(v->size());
-    key.assign(fixed.data(), nfixed);
-    for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls})
-      if (!v->empty()) key.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(std::size_t));
-    key += c.algo.name;
+    bool vectors = false;
+    for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) {
+      put(v->size());
+      vectors = vectors || !v->empty();
+    }
+    if (!vectors && nfixed + c.algo.name.size() <= fixed.size()) {
+      std::memcpy(fixed.data() + nfixed, c.algo.name.data(), c.algo.name.size());
+      key = std::string_view(fixed.data(), nfixed + c.algo.name.size());
+    } else {
+      long_key.assign(fixed.data(), nfixed);
+      for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls})
+        if (!v->empty()) long_key.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(std::size_t));
+      long_key += c.algo.name;
+      key = long_key;
+    }
   }
-  Promise<void> promise(core->fctx);
-  Future<void> fut = promise.get_future();
   std::shared_ptr<const dag::Plan> plan;
   std::uint32_t seq = 0;
   std::size_t slot = 0;   // the queue
   std::size_t wslot = 0;  // the window slot
   bool run_now = false;
-  // The caller becomes the slot's holder (under mu): its promise and the
-  // communicator's handle go into the slot for finished().
+  bool lazy = false;
+  std::optional<Promise<void>> promise;
+  // The caller becomes the slot's holder (under mu): its promise (none yet
+  // when lazy) and the communicator's handle go into the slot for finished().
   auto hold = [&](Slot& sl) {
     sl.busy = true;
     sl.live = std::move(promise);
+    sl.lazy = !sl.live.has_value();
     sl.live_seq = seq;
     sl.keep = shared_from_this();
     run_now = true;
@@ -465,7 +515,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   {
     // One lock in the common case: a member's death, the sequence number,
     // the slot's remembered plan and whether the slot is free.
-    std::lock_guard<std::mutex> lk(mu);
+    std::lock_guard<CommLock> lk(mu);
     dead = broken;
     if (dead.is_ok()) {
       seq = next_seq++;
@@ -473,9 +523,12 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
       wslot = seq % slots_per_window();
       Slot& sl = slots[slot];
       const Memo& m = memos[wslot];
-      if (!key.empty() && m.plan && m.key == key) {
+      if (!key.empty() && m.plan && std::string_view(m.key) == key) {
         plan = m.plan;
-        if (!sl.busy) hold(sl);
+        if (!sl.busy) {
+          hold(sl);  // lazily: the promise is made only if the start does not complete the call
+          lazy = true;
+        }
       }
     }
   }
@@ -483,9 +536,57 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     // A member died: fail at once. Queued behind a window slot, the call
     // would wait for an instance that member_died() failed but that still
     // holds the slot (it waits for a survivor that gave up): forever.
-    promise.set_error(dead);
+    return make_error_future<void>(dead);
+  }
+  if (lazy) {
+    // The cached plan starts before any promise exists: a call that completes
+    // inside its start (a 1-rank communicator; the last member to arrive at
+    // a mapped plan) returns the engine's completed future, with no promise
+    // state allocated, locked or signalled (docs/architecture.md, "Per-call cost").
+    LazyEnd rec;
+    rec.comm = this;
+    rec.seq = seq;
+    LazyEnd* const outer = tls_lazy;
+    tls_lazy = &rec;
+    const bool started = launch(slot, seq, plan, send, recv, peer_keys.get());
+    tls_lazy = outer;
+    if (!started) release(slot);
+    if (rec.done) return rec.st.is_ok() ? Future<void>(core->ready_state) : make_error_future<void>(rec.st);
+    Promise<void> p(core->fctx);
+    Future<void> fut = p.get_future();
+    Status st, why;
+    bool ended = false;
+    {
+      std::lock_guard<CommLock> lk(mu);
+      const auto it = std::find_if(stash.begin(), stash.end(), [&](const auto& e) { return e.first == seq; });
+      if (it != stash.end()) {
+        // It completed on another thread before this point.
+        ended = true;
+        st = std::move(it->second);
+        stash.erase(it);
+      } else {
+        // Still running: finished() has not seen it (it would have stashed it).
+        why = !broken.is_ok() ? broken : all_failed;
+        Slot& sl = slots[slot];
+        if (why.is_ok() && sl.live_seq == seq && sl.lazy) {
+          sl.lazy = false;
+          sl.live = std::move(p);
+        } else {
+          // A member died or the engine shut down meanwhile (their fail_all
+          // found no promise to fail): fail it here, as they would have.
+          sl.lazy = false;
+          ended = true;
+          st = why.is_ok() ? Status(Errc::internal, "lazy promise: the call's slot changed hands") : why;
+        }
+      }
+    }
+    if (ended) p.set(st);
+    detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, id, c.algo.name,
+                           plan->size());
     return fut;
   }
+  promise.emplace(core->fctx);
+  Future<void> fut = promise->get_future();
   const bool memo_hit = plan != nullptr;
   if (!memo_hit) {
     std::string full;
@@ -497,13 +598,13 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   }
   // Behind the slot's holder: the start waits in the slot's queue.
   auto queue = [&](Slot& sl) {
-    sl.pending.emplace_back([this, plan, send, recv, seq, promise = std::move(promise), peer_keys]() mutable -> bool {
+    sl.pending.emplace_back([this, plan, send, recv, seq, promise = std::move(*promise), peer_keys]() mutable -> bool {
       const auto slot_index = static_cast<std::size_t>(seq % queues);
       Status st;
       {
         // A member's death (broken), and the promise parked in the slot for
         // fail_all (the slot is this call's until it releases it).
-        std::lock_guard<std::mutex> lk(mu);
+        std::lock_guard<CommLock> lk(mu);
         st = broken;
         if (st.is_ok()) {
           Slot& held = slots[slot_index];
@@ -520,7 +621,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     });
   };
   if (!memo_hit || !run_now) {
-    std::lock_guard<std::mutex> lk(mu);
+    std::lock_guard<CommLock> lk(mu);
     Slot& sl = slots[slot];
     if (!key.empty() && !memo_hit) {
       memos[wslot].key = key;

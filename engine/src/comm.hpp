@@ -5,8 +5,11 @@
 #pragma once
 
 #include "core.hpp"
+#include "strata/detail/spinlock.hpp"
 
 namespace strata::detail {
+
+using CommLock = strata::detail::SpinLock;
 
 // One communicator on this rank.
 // A process-wide serial per communicator object: ids and addresses are
@@ -25,7 +28,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   std::vector<dag::PeerKey> peers;
   std::shared_ptr<FastChannel> fast;  // the small-message fast path (null: not on this communicator)
 
-  std::mutex mu;
+  // Guards the slots, the memos, the cache and the stash: a spin lock (short
+  // sections, taken twice per call: strata/detail/spinlock.hpp).
+  CommLock mu;
   std::uint32_t next_seq = 0;
   // Per queue: whether an instance holds it, the instances queued behind it
   // (each start returns true when the instance started, false when it failed
@@ -43,6 +48,10 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     // fail it if the executor could not drain it), and its sequence number.
     std::optional<Promise<void>> live;
     std::uint32_t live_seq = 0;
+    // Lazy promise: the holder live_seq started without one (submit makes it
+    // only when the instance did not complete inside the start); its end
+    // goes to settle_lazy() instead.
+    bool lazy = false;
     // The communicator, held while the slot's instance runs (its completion
     // callback takes it: the callback's own capture stays small enough for
     // std::function to keep it without an allocation).
@@ -68,6 +77,17 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // plan-path call fails with it (a survivor may wait for a live member that
   // stopped because of the death, so its own plan never sees the dead peer).
   Status broken;
+
+  // Ends of lazily promised calls that completed on another thread before
+  // their submit made the promise (under mu; submit takes its entry).
+  std::vector<std::pair<std::uint32_t, Status>> stash;
+  // The first fail_all() reason (under mu): a lazily promised call whose
+  // promise is made after it fails with it.
+  Status all_failed;
+  // Slot @p sl's lazy holder @p seq ended with @p st (mu held): recorded for
+  // its submit (the calling thread's record when the end came inside that
+  // submit's start, else the stash).
+  void settle_lazy(Slot& sl, std::uint32_t seq, const Status& st);
 
   // A member (world rank @p world_rank) died: fails what is unfinished or
   // queued and everything later (the fast path notices deaths itself).
@@ -174,6 +194,13 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   void set_peer_keys(const std::vector<transport::RemoteKey>& keys);
 
+  // Bindings::stamp of this communicator's plan starts: 0 (resolve every
+  // start) until seal_bindings(), called once the peer table, the flag table
+  // and the shadows are final (after enable_flags); then unique to this
+  // communicator object (its serial).
+  std::uint64_t bind_stamp = 0;
+  void seal_bindings() { bind_stamp = serial; }
+
   // STRATA_CHECK=1: every member compares the call's signature (collective,
   // root, datatype, op, and count for the non-v collectives) with an allreduce
   // of (sig, ~sig) under max before the call; a mismatch fails on every rank
@@ -191,7 +218,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // Frees a slot: starts the next queued instance for it, if any.
   void release(std::size_t slot);
   // Same, with mu held by @p lk (released while a queued start runs, held on return).
-  void release(std::size_t slot, std::unique_lock<std::mutex>& lk);
+  void release(std::size_t slot, std::unique_lock<CommLock>& lk);
 
   // The slot's instance @p seq finished with @p st (the executor's done
   // callback): frees the slot, then fulfils the call's future.

@@ -143,6 +143,13 @@ struct EngineCore {
   std::atomic<dag::Executor*> polled_exec{nullptr};  // the progress hook's view of exec (null while it goes)
   std::unique_ptr<transport::ProgressServer> progress;
   std::shared_ptr<FutureContext> fctx;
+  // A completed state: the future of every plan-path call that completed
+  // inside its own submit (CommImpl::submit, "lazy promise") shares it.
+  detail::StatePtr<void> ready_state = [] {
+    auto s = std::make_shared<detail::State<void>>(nullptr);
+    s->complete(Status(), [] {});
+    return s;
+  }();
   // fctx's hooks against shutdown (fctx->live is its flag; futures may outlive the engine).
   std::shared_ptr<HookGuard> hooks = std::make_shared<HookGuard>();
   std::atomic<bool> alive{true};

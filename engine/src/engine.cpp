@@ -401,6 +401,7 @@ Communicator Communicator::split(int color, int key) const {
   ni->set_peer_keys(mk);
   ni->enable_fast();
   ni->enable_flags();
+  ni->seal_bindings();
   {
     std::lock_guard<std::mutex> lk(core.id_mu);
     // Bounded by the live communicators (make_shared: an expired entry would
@@ -485,6 +486,7 @@ std::shared_ptr<detail::CommImpl> make_world(const std::shared_ptr<detail::Engin
   w->set_peer_keys(keys);
   w->enable_fast();
   w->enable_flags();
+  w->seal_bindings();
   {
     std::lock_guard<std::mutex> lk(core->id_mu);
     core->comms.push_back(w);

@@ -11,29 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "strata/detail/spinlock.hpp"
+
 namespace strata::transport::detail {
 
-/// @brief Test-and-test-and-set spin lock for short critical sections on hot
-/// paths (a handful of stores); yields after a few failed rounds. Meets the
-/// Lockable requirements, so std::lock_guard / std::unique_lock work.
-class SpinLock {
- public:
-  void lock() noexcept {
-    for (int spins = 0;; ++spins) {
-      if (!locked_.exchange(true, std::memory_order_acquire)) return;
-      while (locked_.load(std::memory_order_relaxed)) {
-        if (++spins > 64) std::this_thread::yield();
-      }
-    }
-  }
-  bool try_lock() noexcept {
-    return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
-  }
-  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> locked_{false};
-};
+/// @brief The shared spin lock (strata/detail/spinlock.hpp).
+using SpinLock = strata::detail::SpinLock;
 
 /// @brief Implemented by the routed transport for the progress servers
 /// (transport/src/progress.cpp): re-arms the wake-up path of a thread blocked

@@ -137,6 +137,13 @@ struct Bindings {
   /// and refreshes the copy. Must outlive every instance started with it.
   std::atomic<std::uint64_t>* const* flag_shadows = nullptr;
   std::uint32_t shadow_words = 0;
+  /// Identity of everything here except @p inputs and @p outputs (the peer
+  /// table's contents, the flag, wake and shadow words); 0 = none. A start
+  /// whose nonzero stamp equals the one its plan's last finished instance on
+  /// this executor had reuses that instance's resolved and checked peer and
+  /// scratch bindings (a pre-built instance: only the inputs and outputs are
+  /// bound again). The caller guarantees that equal stamps mean equal contents.
+  std::uint64_t stamp = 0;
 };
 
 /// @brief Called once when an instance finishes: OK, or the first failure's cause.
