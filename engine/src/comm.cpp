@@ -346,7 +346,7 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr
     // next instance, launched by a completion on this thread) may overwrite them.
     thread_local dag::Bindings b;
     const std::size_t w = seq % slots_per_window();  // the window slot (`slot` is the queue)
-    b.inputs.resize(1);  // sized once per thread: stores only from then on
+    b.inputs.resize(1);                              // sized once per thread: stores only from then on
     b.outputs.resize(3);
     b.inputs[0] = send;
     b.outputs[0] = recv;

@@ -56,6 +56,7 @@
 #include "strata/detail/env.hpp"
 #include "strata/detail/log.hpp"
 #include "strata/detail/rendezvous.hpp"
+#include "strata/detail/tsan.hpp"
 #include "strata/transport/copy.hpp"
 
 namespace strata::transport::detail {
@@ -1245,6 +1246,7 @@ std::size_t ShmBackend::consume(Peer& p, std::vector<Completion>& done) {
     const RecHdr* r = p.in.peek(&corrupt);
     if (r == nullptr) break;
     STRATA_TSAN_ACQUIRE(&p);
+    strata::detail::tsan_acquire_from_peers();  // the peer may have acted on a memory flag of ours
     const SignalHandler* sh = nullptr;
     if (r->type == RecType::signal || (r->flags & RecHdr::kSignal) != 0) {
       sh = signal_.get();
