@@ -542,7 +542,8 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     // The cached plan starts before any promise exists: a call that completes
     // inside its start (a 1-rank communicator; the last member to arrive at
     // a mapped plan) returns the engine's completed future, with no promise
-    // state allocated, locked or signalled (docs/architecture.md, "Per-call cost").
+    // state allocated, locked or signalled (docs/algorithms.md, "Session 17
+    // cuts").
     LazyEnd rec;
     rec.comm = this;
     rec.seq = seq;

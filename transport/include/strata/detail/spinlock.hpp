@@ -5,8 +5,8 @@
 /// paths (the shm backend's rings, the executor's instance shards and drain
 /// watermarks). An uncontended lock + unlock is one atomic exchange and one
 /// store, against ~45 instructions and two atomic operations for a
-/// std::mutex (callgrind of a cached collective's start, docs/architecture.md
-/// "Per-call cost"). After 64 failed looks it yields its core, so a holder
+/// std::mutex (callgrind of a cached collective's start, docs/algorithms.md
+/// "Session 17 cuts"). After 64 failed looks it yields its core, so a holder
 /// preempted on the same core (a progress server beside the caller on one
 /// bound core) gets to run. Never hold it across a blocking call, an
 /// allocation-heavy loop or a callback. Meets Lockable (std::lock_guard,
