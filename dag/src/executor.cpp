@@ -1218,6 +1218,20 @@ struct BlockLayout {
   std::size_t off_scratch = 0;
   std::size_t total = 0;
 };
+// Binds user input / output @p d from @p b into @p base; false (base
+// untouched) when it is not bound. Inputs and outputs are bound at every
+// start, pre-built or not.
+bool bind_user(const BufferDecl& d, const Bindings& b, unsigned char*& base) {
+  if (d.ref.kind == BufferKind::input) {
+    if (d.ref.id >= b.inputs.size() || (b.inputs[d.ref.id] == nullptr && d.size > 0)) return false;
+    base = static_cast<unsigned char*>(const_cast<void*>(b.inputs[d.ref.id]));
+  } else {
+    if (d.ref.id >= b.outputs.size() || (b.outputs[d.ref.id] == nullptr && d.size > 0)) return false;
+    base = static_cast<unsigned char*>(b.outputs[d.ref.id]);
+  }
+  return true;
+}
+
 BlockLayout block_layout(const Plan& p) {
   BlockLayout L;
   L.off_nodes = align_up(sizeof(Instance));
@@ -1264,6 +1278,11 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
   const std::size_t nb = p.buffers().size();
   const BlockLayout L = block_layout(p);
   // A block goes back to its plan for a later start, else to the executor.
+  const auto unbound = [&](const BufferDecl& d) -> Status {
+    return {Errc::invalid_argument, who() + (d.ref.kind == BufferKind::input ? ": input " : ": output ") +
+                                        std::to_string(d.ref.id) + " (" + std::to_string(d.size) +
+                                        " bytes) is not bound"};
+  };
   const auto give_back = [&](void* blk) {
     void* none = nullptr;
     if (!p.spare_block_.compare_exchange_strong(none, blk, std::memory_order_acq_rel)) im.free_block(blk, L.total);
@@ -1360,20 +1379,9 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
         auto* bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(spare) + L.off_bufs);
         for (std::size_t j = 0; j < nb; ++j) {
           const BufferDecl& d = p.buffers()[j];
-          if (d.ref.kind == BufferKind::input) {
-            if (d.ref.id >= b.inputs.size() || (b.inputs[d.ref.id] == nullptr && d.size > 0)) {
-              give_back(spare);
-              return {Errc::invalid_argument, who() + ": input " + std::to_string(d.ref.id) + " (" +
-                                                  std::to_string(d.size) + " bytes) is not bound"};
-            }
-            bufs[j].base = static_cast<unsigned char*>(const_cast<void*>(b.inputs[d.ref.id]));
-          } else if (d.ref.kind == BufferKind::output) {
-            if (d.ref.id >= b.outputs.size() || (b.outputs[d.ref.id] == nullptr && d.size > 0)) {
-              give_back(spare);
-              return {Errc::invalid_argument, who() + ": output " + std::to_string(d.ref.id) + " (" +
-                                                  std::to_string(d.size) + " bytes) is not bound"};
-            }
-            bufs[j].base = static_cast<unsigned char*>(b.outputs[d.ref.id]);
+          if ((d.ref.kind == BufferKind::input || d.ref.kind == BufferKind::output) && !bind_user(d, b, bufs[j].base)) {
+            give_back(spare);
+            return unbound(d);
           }
         }
         return launch(spare, nullptr);
@@ -1397,16 +1405,8 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
     if (nb <= kInlineBinds) new (&binds[j]) BufBind();
     switch (d.ref.kind) {
       case BufferKind::input:
-        if (d.ref.id >= b.inputs.size() || (b.inputs[d.ref.id] == nullptr && d.size > 0))
-          return {Errc::invalid_argument, who() + ": input " + std::to_string(d.ref.id) + " (" +
-                                              std::to_string(d.size) + " bytes) is not bound"};
-        binds[j].base = static_cast<unsigned char*>(const_cast<void*>(b.inputs[d.ref.id]));
-        break;
       case BufferKind::output:
-        if (d.ref.id >= b.outputs.size() || (b.outputs[d.ref.id] == nullptr && d.size > 0))
-          return {Errc::invalid_argument, who() + ": output " + std::to_string(d.ref.id) + " (" +
-                                              std::to_string(d.size) + " bytes) is not bound"};
-        binds[j].base = static_cast<unsigned char*>(b.outputs[d.ref.id]);
+        if (!bind_user(d, b, binds[j].base)) return unbound(d);
         break;
       case BufferKind::scratch:
         binds[j].base = nullptr;  // fixed up after allocation
