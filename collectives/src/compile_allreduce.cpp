@@ -298,7 +298,11 @@ std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t
            "non-temporal stores when send + recv of a rank is at least " +
            sz(t.sym_stream_min_bytes)},
       {"fast path",
-       "one-host communicators, contributions up to " + sz(t.fastpath_bytes) + " (STRATA_FASTPATH_BYTES overrides)"},
+       t.fastpath_bytes == 0
+           ? std::string("one-host communicators: only shared-buffer calls in direct mode (ring entries off: every "
+                         "ordinary-buffer call runs a plan; STRATA_FASTPATH_BYTES overrides)")
+           : "one-host communicators, contributions up to " + sz(t.fastpath_bytes) +
+                 " (STRATA_FASTPATH_BYTES overrides)"},
   };
 }
 

@@ -97,7 +97,8 @@ const std::vector<TuningField>& tuning_fields() {
        "one host: calls whose contribution per rank is at most this many bytes run as mapped plans (each rank's "
        "contribution copied into its own window, read or folded by the others through their mappings; 0: never)"},
       {"fastpath_bytes", &Tuning::fastpath_bytes, 0, 1u << 20, 1,
-       "engine: small-message fast path up to this contribution per rank (STRATA_FASTPATH_BYTES overrides)"},
+       "engine: small-message fast path up to this contribution per rank (0: none, every ordinary-buffer call runs a "
+       "plan; STRATA_FASTPATH_BYTES overrides)"},
       {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,
        "engine: copies and reductions up to this run inline, not as a task (STRATA_INLINE_BYTES overrides)"},
   };

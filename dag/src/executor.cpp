@@ -23,6 +23,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -973,9 +974,12 @@ struct Executor::Impl {
     if (in->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(in);
   }
 
-  void complete(Instance* in) {
+  // @p registered: the instance was published (shard, `live`, its drain's
+  // `live`); a straight start that finished every node in the starting thread
+  // never was (straight()).
+  void complete(Instance* in, bool registered = true) {
     const bool failed = in->failed.load(std::memory_order_acquire);
-    {
+    if (registered) {
       Shard& sh = shard(in->key);
       std::lock_guard<strata::detail::SpinLock> g(sh.mu);
       if (in->listed)
@@ -1004,8 +1008,9 @@ struct Executor::Impl {
     Drain* const gdrain = in->drain;
     if (gdrain != nullptr) {
       const std::uint32_t wm = gdrain->done(in->seq);
-      drained =
-          gdrain->live.fetch_sub(1, std::memory_order_acq_rel) == 1 && wm == gvalue && gdrain->credits >= 2 && !failed;
+      const bool last = registered ? gdrain->live.fetch_sub(1, std::memory_order_acq_rel) == 1
+                                   : gdrain->live.load(std::memory_order_acquire) == 0;
+      drained = last && wm == gvalue && gdrain->credits >= 2 && !failed;
       batch_due = wm % std::max<std::uint32_t>(1, gdrain->credits / 2) == 0;
     }
     if (gnode != kNoNode) {
@@ -1013,7 +1018,7 @@ struct Executor::Impl {
       sending.fetch_add(1, std::memory_order_acq_rel);  // the destructor waits for it
     }
     destroy(in);
-    live.fetch_sub(1, std::memory_order_acq_rel);
+    if (registered) live.fetch_sub(1, std::memory_order_acq_rel);
     if (done) done(st);
     if (gplan) {
       const Node& nd = gplan->nodes()[gnode];
@@ -1032,6 +1037,31 @@ struct Executor::Impl {
     }
   }
 
+  // Straight start (Plan::straight_preds): runs every node whose
+  // predecessors are done, in id order, in this thread; a flag_wait whose
+  // flag is not there yet stays undone, and so do the nodes after it. Returns
+  // the mask of the nodes done. No counter, no atomic, no shard: a plan
+  // whose peers are on time completes here (complete(in, false)).
+  std::uint64_t run_straight(Instance* in) {
+    const Plan& p = *in->plan;
+    const std::uint64_t* preds = p.straight_preds().data();
+    const Node* nodes = p.nodes().data();
+    const std::size_t n = p.size();
+    std::uint64_t done = 0;
+    for (NodeId i = 0; i < n; ++i) {
+      if ((preds[i] & ~done) != 0) continue;
+      const std::uint64_t t0 = tracing ? now_ns() : 0;
+      if (nodes[i].kind == NodeKind::flag_wait) {
+        if (!in->failed.load(std::memory_order_acquire) && !flag_ready(in, nodes[i])) continue;
+      } else {
+        (void)run(in, i);  // memory nodes finish synchronously
+      }
+      if (tracing) record(in, i, t0);
+      done |= std::uint64_t{1} << i;
+    }
+    return done;
+  }
+
   static void tombstone(Shard& sh, std::uint64_t key) {
     if (sh.tomb.insert(key).second) sh.tomb_order.push_back(key);
     while (sh.tomb_order.size() > 4096) {
@@ -1044,8 +1074,8 @@ struct Executor::Impl {
     void* block = in->block;
     const std::size_t total = in->block_size;
     Impl* ex = in->ex;
-    const std::size_t n = in->plan->size();
-    for (std::size_t i = 0; i < n; ++i) in->nodes[i].~NodeState();
+    // Node states need no destructor (a straight start never constructs them).
+    static_assert(std::is_trivially_destructible_v<NodeState>);
     // The block goes back to its plan for the next start (Plan::spare_block_);
     // the plan is held here, not by the instance being destroyed inside it.
     std::shared_ptr<const Plan> plan = std::move(in->plan);
@@ -1316,14 +1346,38 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
           bb->key = transport::RemoteKey{};
         }
       }
+    // Straight plans whose memory nodes all run inline (cheap()): run them
+    // here first; the instance is published only if a flag is not there yet.
+    const std::vector<std::uint64_t>& preds = p.straight_preds();
+    std::uint64_t ran = 0;
+    if (!preds.empty() && (im.serial || p.straight_bytes() <= im.opts.inline_bytes)) {
+      if (im.live.load(std::memory_order_acquire) > 0) {
+        Shard& sh = im.shard(key);
+        std::lock_guard<strata::detail::SpinLock> g(sh.mu);
+        if (sh.find(key) != nullptr) {
+          Impl::destroy(in);
+          return {Errc::invalid_argument, who() + ": this (comm, seq) is already in flight"};
+        }
+      }
+      ran = im.run_straight(in);
+      if (ran == (n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1)) {
+        im.complete(in, false);
+        return Status::ok();
+      }
+    }
     const Plan::Initial* init = p.initial().data();
+    std::int64_t left = static_cast<std::int64_t>(n);
     for (NodeId i = 0; i < n; ++i) {
       NodeState* ns = new (&in->nodes[i]) NodeState();
-      ns->deps.store(init[i].deps, std::memory_order_relaxed);
+      // After a partial straight run: the predecessors still to finish.
+      const std::int32_t deps =
+          ran == 0 ? init[i].deps : static_cast<std::int32_t>(__builtin_popcountll(preds[i] & ~ran));
+      if ((ran >> i) & 1) --left;
+      ns->deps.store(deps, std::memory_order_relaxed);
       ns->sig.store(init[i].sig, std::memory_order_relaxed);
       ns->inst = in;
     }
-    in->remaining.store(static_cast<std::int64_t>(n) + 1, std::memory_order_relaxed);  // + start token
+    in->remaining.store(left + 1, std::memory_order_relaxed);  // + start token
 
     std::vector<std::uint32_t> early;
     // Counted before it is published: a signal handler may launch its nodes at once.
@@ -1361,8 +1415,14 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
       if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) im.ready_outside(in, w);
     }
     // Roots (wait nodes are released by their signals only); the start token
-    // keeps the instance alive while we launch them.
-    for (const NodeId i : p.roots()) im.ready_outside(in, i);
+    // keeps the instance alive while we launch them. After a partial straight
+    // run: the nodes not done whose predecessors are (its late flag_waits).
+    if (ran == 0) {
+      for (const NodeId i : p.roots()) im.ready_outside(in, i);
+    } else {
+      for (NodeId i = 0; i < n; ++i)
+        if (((ran >> i) & 1) == 0 && (preds[i] & ~ran) == 0) im.ready_outside(in, i);
+    }
     im.unpin(in);
     return Status::ok();
   };

@@ -398,6 +398,36 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
     p.initial_[i] = {static_cast<std::int32_t>(nd.deps.size()) + sig, sig};
     if (nd.deps.empty() && nd.kind != NodeKind::wait) p.roots_.push_back(i);
   }
+  // Straight plans (Plan::straight_preds).
+  bool straight = n > 0 && n <= 64;
+  std::uint64_t bytes = 0;
+  std::vector<std::uint64_t> preds(straight ? n : 0, 0);
+  for (NodeId i = 0; straight && i < n; ++i) {
+    const Node& nd = p.nodes_[i];
+    switch (nd.kind) {
+      case NodeKind::copy:
+      case NodeKind::reduce:
+      case NodeKind::read_peer:
+        bytes = std::max<std::uint64_t>(bytes, nd.dst.len);
+        break;
+      case NodeKind::nop:
+      case NodeKind::flag_set:
+      case NodeKind::flag_wait:
+      case NodeKind::publish:
+        break;
+      default:
+        straight = false;
+        break;
+    }
+    for (NodeId d : nd.deps) {
+      if (d >= i) straight = false;
+      if (straight) preds[i] |= std::uint64_t{1} << d;
+    }
+  }
+  if (straight) {
+    p.straight_preds_ = std::move(preds);
+    p.straight_bytes_ = bytes;
+  }
   *out = std::move(plan_);
   return Status::ok();
 }

@@ -244,7 +244,8 @@ std::size_t FastChannel::publish_bytes(const coll::Call& c) const noexcept {
 bool FastChannel::takes(const coll::Call& c) const noexcept {
   if (!c.fast_ok || c.on_block || c.entry_all || c.exit_all) return false;
   if (c.count > (std::size_t{1} << 30)) return false;  // no overflow in publish_bytes
-  return publish_bytes(c) <= cap_ || direct(c);
+  // A limit of 0 turns the ring entries off (barriers and empty calls too).
+  return (cap_ > 0 && publish_bytes(c) <= cap_) || direct(c);
 }
 
 bool FastChannel::direct(const coll::Call& c) const noexcept {

@@ -82,11 +82,12 @@ struct HookGuard {
 };
 
 /// STRATA_FASTPATH (on | off, default on) and STRATA_FASTPATH_BYTES (largest
-/// contribution per rank, default 4096; else the tuning table's
+/// contribution per rank, default 0: ring entries off, only the shared-buffer
+/// direct mode; else the tuning table's
 /// fastpath_bytes, per engine), read once.
 struct FastConfig {
   bool enabled = true;
-  std::size_t bytes = 4096;
+  std::size_t bytes = 0;
   bool bytes_from_env = false;  ///< STRATA_FASTPATH_BYTES was given (wins over the tuning table)
   int slots = 8;                ///< calls in flight per communicator before a rank waits for the slowest
   static const FastConfig& get();

@@ -804,6 +804,111 @@ TEST(Executor, FlagShadowsAnswerCreditChecksAndOnlyRecentOnes) {
   EXPECT_EQ(sh[1][5].load(), 0u);
 }
 
+// Straight plans (Plan::straight_preds): memory nodes only, each after its
+// predecessors. The start runs them in the starting thread; only when a flag
+// is late does it publish an instance, whose counters then count only the
+// predecessors not done yet.
+TEST(Executor, StraightPlansAreRecognisedAtBuild) {
+  PlanBuilder b("s", 0, 2);
+  b.input(0, 8).output(0, 8);
+  const NodeId w = b.flag_wait(1, 0, 1);
+  const NodeId c = b.copy(in(0, 0, 8), out(0, 0, 8), {w});
+  b.flag_set(1, {c});
+  auto plan = b.build();
+  ASSERT_EQ(plan->straight_preds().size(), 3u);
+  EXPECT_EQ(plan->straight_preds()[0], 0u);
+  EXPECT_EQ(plan->straight_preds()[1], 1u);
+  EXPECT_EQ(plan->straight_preds()[2], 2u);
+  EXPECT_EQ(plan->straight_bytes(), 8u);
+  // A remote node, or an edge to a later node, makes a plan not straight.
+  PlanBuilder r("r", 0, 2);
+  r.input(0, 8).peer_buffer(1, 0, 8);
+  r.put(1, in(0, 0, 8), peer(1, 0, 0, 8));
+  r.require_output_coverage(false);
+  EXPECT_TRUE(r.build()->straight_preds().empty());
+  PlanBuilder o("o", 0, 1);
+  o.input(0, 8).output(0, 8);
+  const NodeId first = o.copy(in(0, 0, 8), out(0, 0, 8));
+  const NodeId later = o.nop();
+  o.depend(first, later);
+  EXPECT_TRUE(o.build()->straight_preds().empty());
+}
+
+TEST(Executor, StraightStartRunsWhatItCanAndPublishesOnlyForALateFlag) {
+  Cluster c(2);
+  FlagBlocks fb;
+  // copy a (no predecessor) | flag_wait on rank 1 -> copy b -> flag_set 2 after both copies.
+  PlanBuilder b("s", 0, 2);
+  b.input(0, 16).output(0, 16);
+  const NodeId a = b.copy(in(0, 0, 8), out(0, 0, 8));
+  const NodeId w = b.flag_wait(1, 0, 1);
+  const NodeId cb = b.copy(in(0, 8, 8), out(0, 8, 8), {w});
+  b.flag_set(2, {a, cb});
+  auto plan = b.build();
+  ASSERT_FALSE(plan->straight_preds().empty());
+  char src[16] = "abcdefgABCDEFGH", dst[16] = {};
+  // On time (seq 3 needs the peer's flag at 3): everything inside start, nothing published.
+  fb.blk[1][0].store(3);
+  Done d0;
+  ASSERT_TRUE(c.ex[0]->start(plan, fb.bind(src, dst), 0, 3, d0.fn()).is_ok());
+  EXPECT_TRUE(d0.done());
+  EXPECT_TRUE(d0.status.is_ok()) << d0.status.message();
+  EXPECT_EQ(std::memcmp(dst, src, 16), 0);
+  EXPECT_EQ(fb.blk[0][2].load(), 4u);
+  EXPECT_EQ(c.ex[0]->in_flight(), 0u);
+  // Late (seq 4 needs 4): copy a ran, copy b and the flag_set wait.
+  std::memset(dst, 0, sizeof dst);
+  Done d1;
+  ASSERT_TRUE(c.ex[0]->start(plan, fb.bind(src, dst), 0, 4, d1.fn()).is_ok());
+  EXPECT_FALSE(d1.done());
+  EXPECT_EQ(c.ex[0]->in_flight(), 1u);
+  EXPECT_EQ(std::memcmp(dst, src, 8), 0);  // the node that needs no flag already ran
+  EXPECT_EQ(dst[8], 0);
+  EXPECT_EQ(fb.blk[0][2].load(), 4u);  // not raised yet
+  // The same (comm, seq) while it waits: refused before any node runs.
+  Done again;
+  const Status st = c.ex[0]->start(plan, fb.bind(src, dst), 0, 4, again.fn());
+  EXPECT_EQ(st.code(), Errc::invalid_argument);
+  EXPECT_NE(st.message().find("already in flight"), std::string::npos) << st.message();
+  fb.blk[1][0].store(4);
+  ASSERT_TRUE(c.pump([&] {
+    c.ex[0]->poll();
+    return d1.done();
+  }));
+  EXPECT_TRUE(d1.status.is_ok()) << d1.status.message();
+  EXPECT_EQ(std::memcmp(dst, src, 16), 0);
+  EXPECT_EQ(fb.blk[0][2].load(), 5u);
+  EXPECT_EQ(c.ex[0]->in_flight(), 0u);
+  EXPECT_FALSE(again.done());
+}
+
+// A user reduction that throws inside a straight start fails the call with
+// the error, and the nodes after it still count as done (the start returns).
+TEST(Executor, StraightStartReportsAThrowingUserReduction) {
+  Cluster c(1);
+  PlanBuilder b("s", 0, 1);
+  b.input(0, 8).output(0, 8);
+  UserReduce boom;
+  boom.fn = [](const void*, const void*, void*, std::size_t) { throw std::runtime_error("no"); };
+  boom.elem_size = 8;
+  boom.name = "boom";
+  const std::int32_t op = b.add_user_op(boom);
+  const NodeId r = b.reduce(in(0, 0, 8), in(0, 0, 8), out(0, 0, 8), op);
+  b.copy(in(0, 0, 8), out(0, 0, 8), {r});
+  auto plan = b.build();
+  ASSERT_FALSE(plan->straight_preds().empty());
+  double x = 1, y = 0;
+  Bindings bd;
+  bd.inputs = {&x};
+  bd.outputs = {&y};
+  Done d;
+  ASSERT_TRUE(c.ex[0]->start(plan, bd, 0, 1, d.fn()).is_ok());
+  ASSERT_TRUE(d.done());
+  EXPECT_EQ(d.status.code(), Errc::invalid_argument);
+  EXPECT_NE(d.status.message().find("user reduction 'boom' threw: no"), std::string::npos) << d.status.message();
+  EXPECT_EQ(c.ex[0]->in_flight(), 0u);
+}
+
 // Instances without wait nodes are kept in a list, not the signal map: a
 // second start of the same (comm, seq) is still refused, cancel finds them.
 // Rank 0 of 2: a lone flag_wait on rank 1's word 0 (lag 1), nothing else.

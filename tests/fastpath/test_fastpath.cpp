@@ -1,8 +1,11 @@
-// The small-message fast path over real processes: fast_rank under strata-run
-// (hard timeout) for several rank counts, a smaller size bound, waiters that
-// sleep at once (so late members must nudge them), inline progress, the path
-// switched off, two virtual hosts (no fast path: plans), the debug log that
-// shows which path ran, and a member that dies.
+// The small-message calls over real processes: fast_rank under strata-run
+// (hard timeout) for several rank counts. By default they run as plans (mapped
+// plans on one host: STRATA_FASTPATH_BYTES defaults to 0); the fast path's ring
+// entries are opt-in (STRATA_FASTPATH_BYTES > 0, or a tuning table) and tested
+// here with every variant: a smaller size bound, waiters that sleep at once
+// (so late members must nudge them), inline progress, the path switched off,
+// two virtual hosts (no fast path: plans), the debug log that shows which path
+// ran, and a member that dies.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -40,29 +43,40 @@ TEST_P(FastPath, MatchesSequentialReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Matrix, FastPath,
-    ::testing::Values(Case{"n1", "", "-n 1"}, Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"}, Case{"n5", "", "-n 5"},
-                      Case{"n3_bytes256", "STRATA_FASTPATH_BYTES=256", "-n 3"},
-                      Case{"n2_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
-                      Case{"n3_inline", "STRATA_PROGRESS_THREADS=0", "-n 3"},
-                      Case{"n2_off", "STRATA_FASTPATH=off", "-n 2"}, Case{"n3_off", "STRATA_FASTPATH=off", "-n 3"},
-                      Case{"n3_off_unmapped", "STRATA_FASTPATH=off STRATA_MAPPED=off", "-n 3"},
-                      // Mapped plans whose waiters sleep at once: flag waits must ask for nudges
-                      // as the waiters park (Executor::park), or calls stall until a timeout.
-                      Case{"n3_off_sleeping_waiters", "STRATA_FASTPATH=off STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
-                      Case{"n2_off_inline", "STRATA_FASTPATH=off STRATA_PROGRESS_THREADS=0", "-n 2"},
-                      Case{"n4_hosts2", "", "-n 4 --hosts 2"}),
+    ::testing::Values(
+        Case{"n1", "", "-n 1"}, Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"}, Case{"n5", "", "-n 5"},
+        Case{"n3_bytes256", "STRATA_FASTPATH_BYTES=256", "-n 3"},
+        Case{"n2_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
+        Case{"n3_inline", "STRATA_PROGRESS_THREADS=0", "-n 3"}, Case{"n2_off", "STRATA_FASTPATH=off", "-n 2"},
+        Case{"n3_off", "STRATA_FASTPATH=off", "-n 3"},
+        Case{"n3_off_unmapped", "STRATA_FASTPATH=off STRATA_MAPPED=off", "-n 3"},
+        // Mapped plans whose waiters sleep at once: flag waits must ask for nudges
+        // as the waiters park (Executor::park), or calls stall until a timeout.
+        Case{"n3_off_sleeping_waiters", "STRATA_FASTPATH=off STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
+        Case{"n2_off_inline", "STRATA_FASTPATH=off STRATA_PROGRESS_THREADS=0", "-n 2"},
+        Case{"n4_hosts2", "", "-n 4 --hosts 2"},
+        // The ring entries (opt-in).
+        Case{"n1_ring", "STRATA_FASTPATH_BYTES=4096", "-n 1"}, Case{"n2_ring", "STRATA_FASTPATH_BYTES=4096", "-n 2"},
+        Case{"n3_ring", "STRATA_FASTPATH_BYTES=4096", "-n 3"}, Case{"n5_ring", "STRATA_FASTPATH_BYTES=4096", "-n 5"},
+        Case{"n2_ring_sleeping_waiters", "STRATA_FASTPATH_BYTES=4096 STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
+        Case{"n3_ring_inline", "STRATA_FASTPATH_BYTES=4096 STRATA_PROGRESS_THREADS=0", "-n 3"},
+        Case{"n4_hosts2_ring", "STRATA_FASTPATH_BYTES=4096", "-n 4 --hosts 2"}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
-// The debug log names the path: small calls on one host take the fast path,
-// none do when it is off, and the world's calls do not when its members are on
-// two hosts.
+// The debug log names the path: by default no call takes the fast path (every
+// small call runs a plan, "algorithm mapped"); with ring entries on, small
+// calls on one host take it, none do when it is off, and the world's calls do
+// not when its members are on two hosts.
 TEST(FastPathLog, ShowsWhichPathRan) {
-  std::string on, off, hosts;
-  EXPECT_EQ(run("STRATA_LOG_LEVEL=debug", "-n 2", "", &on), 0) << on;
+  std::string dflt, on, off, hosts;
+  EXPECT_EQ(run("STRATA_LOG_LEVEL=debug", "-n 2", "", &dflt), 0) << dflt;
+  EXPECT_EQ(count(dflt, "fast path"), 0) << dflt;
+  EXPECT_GT(count(dflt, "algorithm mapped"), 100) << dflt;
+  EXPECT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_FASTPATH_BYTES=4096", "-n 2", "", &on), 0) << on;
   EXPECT_GT(count(on, "on comm 0: fast path"), 100) << on;
   EXPECT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_FASTPATH=off", "-n 2", "", &off), 0) << off;
   EXPECT_EQ(count(off, "fast path"), 0) << off;
-  EXPECT_EQ(run("STRATA_LOG_LEVEL=debug", "-n 2 --hosts 2", "", &hosts), 0) << hosts;
+  EXPECT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_FASTPATH_BYTES=4096", "-n 2 --hosts 2", "", &hosts), 0) << hosts;
   EXPECT_EQ(count(hosts, "on comm 0: fast path"), 0) << hosts;  // the split's one-member halves may use it
 }
 
@@ -93,7 +107,8 @@ TEST(MappedPlansLog, SmallOneHostCallsRunAsMappedPlans) {
 TEST(FastPathTrace, EveryFastCallIsATraceEvent) {
   const std::string prefix = ::testing::TempDir() + "strata_fast_trace_" + std::to_string(::getpid());
   std::string out;
-  ASSERT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_TRACE=" + prefix, "-n 2", "", &out), 0) << out;
+  ASSERT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_FASTPATH_BYTES=4096 STRATA_TRACE=" + prefix, "-n 2", "", &out), 0)
+      << out;
   const int logged = count(out, ": fast path") - count(out, ": fast path off");
   EXPECT_GT(logged, 100) << out;
   int traced = 0;
@@ -128,7 +143,10 @@ TEST_P(FastPathPeerDeath, PendingCallsFailOnEverySurvivor) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FastPathPeerDeath,
                          ::testing::Values(Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"},
-                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
+                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
+                                           Case{"n2_ring", "STRATA_FASTPATH_BYTES=4096", "-n 2"},
+                                           Case{"n3_ring_sleeping_waiters",
+                                                "STRATA_FASTPATH_BYTES=4096 STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // Shared buffers (Engine::allocate + CollOptions::shared_buffers): the
@@ -190,7 +208,10 @@ TEST_P(SharedBuffersPeerDeath, PendingCallsFailOnEverySurvivor) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, SharedBuffersPeerDeath,
                          ::testing::Values(Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"},
-                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
+                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
+                                           Case{"n2_ring", "STRATA_FASTPATH_BYTES=4096", "-n 2"},
+                                           Case{"n3_ring_sleeping_waiters",
+                                                "STRATA_FASTPATH_BYTES=4096 STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -131,7 +131,7 @@ TEST_F(TuningTools, MalformedFileStopsTheEngineNamingTheField) {
     f.machine = strata::coll::Fingerprint::here();
     text = f.to_json().dump();
   }
-  const std::string key = "\"fastpath_bytes\": 4096";
+  const std::string key = "\"fastpath_bytes\": 0";
   ASSERT_NE(text.find(key), std::string::npos);
   text.replace(text.find(key), key.size(), "\"fastpath_bytes\": true");
   std::ofstream(path) << text;

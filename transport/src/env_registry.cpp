@@ -80,8 +80,9 @@ const std::vector<Var> kVars = {
    "then uses the tree); the others ignore it. Below `STRATA_DIRECTION_<COLL>`"},
   {"STRATA_FASTPATH", "on/off", "on", "engine",
    "`off`: no small-message fast path (docs/algorithms.md, \"Fast path\"); every call runs a plan. Read once"},
-  {"STRATA_FASTPATH_BYTES", "bytes 0..1048576", "4096 (tuning table)", "engine",
-   "largest per-rank contribution (bytes) a fast-path call may have; also sizes each communicator's fast area "
+  {"STRATA_FASTPATH_BYTES", "bytes 0..1048576", "0 (tuning table)", "engine",
+   "largest per-rank contribution (bytes) a fast-path ring call may have (0: none, barriers included: every "
+   "ordinary-buffer call runs a plan; shared-buffer calls above it keep the direct mode); also sizes each communicator's fast area "
    "(8 entries of 16 + this many bytes); wins over the tuning table's `fastpath_bytes`. Read once"},
   {"STRATA_SINGLE_COPY", "on/off/always", "on", "engine",
    "single-copy (CMA) plans on one-host communicators (docs/algorithms.md, \"Single copy\"): `on` where the tuning "

@@ -70,7 +70,10 @@ struct Tuning {
   // 1.00-1.23 at 64 KiB (docs/algorithms.md "Mapped plans").
   std::uint64_t mapped_max_bytes = 4096;
   // ---- engine
-  std::uint64_t fastpath_bytes = 4096;  ///< small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins)
+  /// Small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins).
+  /// 0 (default): every ordinary-buffer call, barriers included, runs a
+  /// plan; the fast path keeps only its shared-buffer direct mode.
+  std::uint64_t fastpath_bytes = 0;
   std::uint64_t inline_bytes = std::uint64_t{1}
                                << 20;  ///< copies / reductions run inline up to this (STRATA_INLINE_BYTES wins)
 

@@ -235,6 +235,16 @@ class Plan {
   /// Indices into buffers() of the peer buffers that copy / reduce nodes read
   /// through a mapping (each must be bound with PeerKey::mapped).
   [[nodiscard]] const std::vector<std::uint32_t>& mapped_reads() const noexcept { return mapped_reads_; }
+  /// Straight plans (memory-protocol nodes only: nop, copy, reduce, flag_set,
+  /// flag_wait, publish, read_peer; no wait, remote or compute node; at most
+  /// 64 nodes, each after its predecessors): per node, the bit mask of its
+  /// predecessors. Empty for every other plan. The executor runs a straight
+  /// plan's nodes in id order in the starting thread, with plain bit masks
+  /// instead of dependency counters, and builds an instance's counters only
+  /// when a flag is not there yet (docs/architecture.md, "Straight starts").
+  [[nodiscard]] const std::vector<std::uint64_t>& straight_preds() const noexcept { return straight_preds_; }
+  /// Largest byte count of a straight plan's copy, reduce or read_peer node.
+  [[nodiscard]] std::uint64_t straight_bytes() const noexcept { return straight_bytes_; }
   /// "name#rank node <id> (<kind> '<label>')": used in every error message.
   [[nodiscard]] std::string describe(NodeId id) const;
 
@@ -266,6 +276,8 @@ class Plan {
   std::vector<int> flag_peers_;
   std::vector<Initial> initial_;
   std::vector<NodeId> roots_;
+  std::vector<std::uint64_t> straight_preds_;
+  std::uint64_t straight_bytes_ = 0;
   std::vector<std::uint32_t> nbuf_;
   std::vector<int> peers_;
   std::vector<int> signalled_;  // sorted: peers of put_with_signal / signal nodes
