@@ -627,9 +627,11 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
       return allreduce_is_tree(c) ? compile_allreduce_tree(g, c, slot) : compile_allreduce(g, c, slot);
     case Kind::gather:
     case Kind::gatherv:
+      if (c.kind == Kind::gather && shared_single_copy(g, c)) return compile_gather_single(g, c, slot);
       return compile_gather(g, c, slot);
     case Kind::scatter:
     case Kind::scatterv:
+      if (c.kind == Kind::scatter && shared_single_copy(g, c)) return compile_scatter_single(g, c, slot);
       return compile_scatter(g, c, slot);
     case Kind::allgather:
     case Kind::allgatherv: {
@@ -657,6 +659,8 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
       return compile_alltoall(g, c, slot);
     case Kind::reduce_scatter:
     case Kind::reduce_scatter_block:
+      if (c.kind == Kind::reduce_scatter_block && !c.in_place && shared_single_copy(g, c))
+        return compile_reduce_scatter_single(g, c, slot);
       return compile_reduce_scatter(g, c, slot);
   }
   fail(Errc::internal, g, c, "unknown collective kind");

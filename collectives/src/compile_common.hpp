@@ -397,6 +397,12 @@ bool single_copy(const Group& g, const Call& c, std::uint64_t block);
 std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_alltoall_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_scatter_single(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_gather_single(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, const Call& c, int slot);
+// Whether scatter / gather / reduce_scatter_block @p c runs single copy: named, or automatic with
+// shared buffers (single_copy()).
+bool shared_single_copy(const Group& g, const Call& c);
 // compile_allreduce.cpp: whether the call's allreduce algorithm is the tree of
 // compile.cpp (automatic selection included), and the schedule-based ones.
 bool allreduce_is_tree(const Call& c);

@@ -12,7 +12,15 @@
 // rank, (n - 1) B bytes copied per rank, 2 flag waits per peer; alltoall: the
 // same with each rank's own column; broadcast (flat): n - 1 readers copy the
 // root's B bytes in parallel (the root's memory is read n - 1 times), the root
-// copies nothing and waits for n - 1 reads-done flags.
+// copies nothing and waits for n - 1 reads-done flags; scatter: each of the
+// n - 1 readers copies its own B out of the root's buffer (the root waits for
+// n - 1 reads-done flags); gather: the root reads n - 1 blocks of B, one out
+// of each member's buffer (each member waits for the root's reads-done flag).
+// reduce_scatter_block: each rank reads its block out of the n - 1 others'
+// buffers into scratch ((n - 1) B bytes copied) and folds the n blocks in rank
+// order into recv (n - 1 reductions of B).
+// Scatter, gather and reduce_scatter_block run single copy only with shared buffers
+// (CollOptions::shared_buffers, reads through the mappings) or when named.
 #include <string>
 #include <vector>
 
@@ -42,10 +50,21 @@ bool single_copy(const Group& g, const Call& c, std::uint64_t block) {
   // for blocks inside the tuning table's window for the family.
   if (!c.fast_ok || !steps::automatic(c.algo.name)) return false;
   const Tuning& t = tuning(g);
+  // Shared buffers (Engine::allocate, CollOptions::shared_buffers): every
+  // reader maps the owners' buffers, so a read is one memcpy out of the
+  // mapping (no system call): single copy above the mapped plans' limit.
+  if (c.shared_buffers && block > t.mapped_max_bytes) return true;
   const bool bcast = c.kind == Kind::broadcast;
   const std::uint64_t lo = bcast ? t.bcast_single_copy_min_bytes : t.sym_single_copy_min_bytes;
   const std::uint64_t hi = bcast ? t.bcast_single_copy_max_bytes : t.sym_single_copy_max_bytes;
   return hi > 0 && block >= lo && block <= hi;
+}
+
+bool shared_single_copy(const Group& g, const Call& c) {
+  if (g.publish_word == 0 || g.size() < 2 || c.direct || c.on_block) return false;
+  return c.algo.name == "single-copy" ||
+         (c.shared_buffers &&
+          single_copy(g, c, c.count * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype))));
 }
 
 std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const Call& c, int slot) {
@@ -147,6 +166,134 @@ std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const 
   }
   finish(x);
   if (x.b().size() == 0) x.b().nop();
+  return x.build();
+}
+
+std::shared_ptr<const dag::Plan> compile_scatter_single(const Group& g, const Call& c, int slot) {
+  Ctx x(g, c, slot);
+  const std::uint64_t bb = c.count * x.esize();
+  const int n = g.size();
+  const bool root = g.rank == c.root;
+  const auto me = static_cast<std::uint64_t>(g.rank);
+  x.b().require_output_coverage(false);
+  if (root) {
+    x.b().input(0, bb * static_cast<std::uint64_t>(n));
+    if (!c.in_place) x.b().output(0, bb);
+  } else {
+    x.b().output(0, bb);
+  }
+  x.b().algorithm("single-copy");
+  const std::uint32_t w = record(x);
+  const std::vector<NodeId> start = entry(x);
+  if (root) {
+    const NodeId pub =
+        x.b().publish(w, bb > 0 ? dag::in(0, 0, bb * static_cast<std::uint64_t>(n)) : Region{}, Region{}, start);
+    if (!c.in_place && bb > 0) x.b().copy(dag::in(0, me * bb, bb), dag::out(0, 0, bb), start);
+    std::vector<int> readers;
+    for (int r = 0; r < n && bb > 0; ++r)
+      if (r != g.rank) readers.push_back(r);
+    wait_readers(x, readers, pub);
+  } else if (bb > 0) {
+    const NodeId fw = x.b().flag_wait(x.world(c.root), w, 0, start);
+    const NodeId rd = x.b().read_peer(x.world(c.root), w, 0, me * bb, dag::out(0, 0, bb), {fw});
+    x.b().flag_set(w + 1, {rd});
+  }
+  finish(x);
+  if (x.b().size() == 0) x.b().nop();
+  return x.build();
+}
+
+std::shared_ptr<const dag::Plan> compile_gather_single(const Group& g, const Call& c, int slot) {
+  Ctx x(g, c, slot);
+  const std::uint64_t bb = c.count * x.esize();
+  const int n = g.size();
+  const bool root = g.rank == c.root;
+  const auto me = static_cast<std::uint64_t>(g.rank);
+  x.b().require_output_coverage(false);
+  if (root) {
+    x.b().output(0, bb * static_cast<std::uint64_t>(n));
+    if (!c.in_place) x.b().input(0, bb);
+  } else {
+    x.b().input(0, bb);
+  }
+  x.b().algorithm("single-copy");
+  const std::uint32_t w = record(x);
+  const std::vector<NodeId> start = entry(x);
+  if (root) {
+    std::vector<NodeId> reads;
+    if (!c.in_place && bb > 0) reads.push_back(x.b().copy(dag::in(0, 0, bb), dag::out(0, me * bb, bb), start));
+    for (int k = 1; k < n && bb > 0; ++k) {
+      const int p = (g.rank + k) % n;
+      const NodeId fw = x.b().flag_wait(x.world(p), w, 0, start);
+      reads.push_back(x.b().read_peer(x.world(p), w, 0, 0, dag::out(0, static_cast<std::uint64_t>(p) * bb, bb), {fw}));
+    }
+    // One reads-done flag for every member: each waits for the root's.
+    if (bb > 0) x.b().flag_set(w + 1, reads);
+  } else if (bb > 0) {
+    const NodeId pub = x.b().publish(w, dag::in(0, 0, bb), Region{}, start);
+    wait_readers(x, {c.root}, pub);
+  }
+  finish(x);
+  if (x.b().size() == 0) x.b().nop();
+  return x.build();
+}
+
+std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, const Call& c, int slot) {
+  Ctx x(g, c, slot);
+  const std::uint64_t bb = c.count * x.esize();
+  const int n = g.size();
+  const auto me = static_cast<std::uint64_t>(g.rank);
+  const auto un = static_cast<std::uint64_t>(n);
+  if (c.kind != Kind::reduce_scatter_block || c.in_place)
+    fail(Errc::unsupported, g, c,
+         "algorithm 'single-copy' needs equal blocks and separate send and receive buffers (reduce_scatter_block, "
+         "not in place)");
+  if (!c.user_op && dag::reduce_kernel(c.op, c.dtype) == nullptr)
+    fail(Errc::unsupported, g, c,
+         std::string("argument 'op': ") + dag::to_string(c.op) + " is not defined on " + dag::to_string(c.dtype));
+  x.b().require_output_coverage(false);
+  x.b().input(0, bb * un);
+  x.b().output(0, bb);
+  x.b().algorithm("single-copy");
+  const std::uint32_t w = record(x);
+  const std::vector<NodeId> start = entry(x);
+  if (bb == 0 || n < 2) {
+    if (bb > 0) x.b().copy(dag::in(0, 0, bb), dag::out(0, 0, bb), start);
+    finish(x);
+    if (x.b().size() == 0) x.b().nop();
+    return x.build();
+  }
+  x.b().scratch(0, bb * (un - 1));
+  const NodeId pub = x.b().publish(w, dag::in(0, 0, bb * un), Region{}, start);
+  // Peer r's block lands in scratch slot r (below me) or r - 1 (above me).
+  const auto slot_of = [&](int r) { return static_cast<std::uint64_t>(r < g.rank ? r : r - 1) * bb; };
+  std::vector<NodeId> read(static_cast<std::size_t>(n), dag::kNoNode);
+  std::vector<NodeId> reads;
+  std::vector<int> readers;
+  for (int k = 1; k < n; ++k) {
+    const int p = (g.rank + k) % n;
+    const NodeId fw = x.b().flag_wait(x.world(p), w, 0, start);
+    read[static_cast<std::size_t>(p)] =
+        x.b().read_peer(x.world(p), w, 0, me * bb, dag::scratch(0, slot_of(p), bb), {fw});
+    reads.push_back(read[static_cast<std::size_t>(p)]);
+    readers.push_back(p);
+  }
+  x.b().flag_set(w + 1, reads);
+  // Fold in rank order (non-commutative operators).
+  const auto operand = [&](int r) { return r == g.rank ? dag::in(0, me * bb, bb) : dag::scratch(0, slot_of(r), bb); };
+  const auto after = [&](int r) {
+    return r == g.rank ? start : std::vector<NodeId>{read[static_cast<std::size_t>(r)]};
+  };
+  std::vector<NodeId> d = after(0);
+  for (NodeId v : after(1)) d.push_back(v);
+  NodeId prev = x.reduce(operand(0), operand(1), dag::out(0, 0, bb), d);
+  for (int r = 2; r < n; ++r) {
+    std::vector<NodeId> dr = after(r);
+    dr.push_back(prev);
+    prev = x.reduce(dag::out(0, 0, bb), operand(r), dag::out(0, 0, bb), dr);
+  }
+  wait_readers(x, readers, pub);
+  finish(x);
   return x.build();
 }
 

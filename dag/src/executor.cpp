@@ -636,7 +636,15 @@ struct Executor::Impl {
         const std::atomic<std::uint32_t>* w = in->flags[nd.peer] + nd.slot + 2 + 2 * nd.src.buf.id;
         const std::uint64_t base = std::uint64_t{w[0].load(std::memory_order_relaxed)} |
                                    std::uint64_t{w[1].load(std::memory_order_relaxed)} << 32;
-        const Status rs = tp.read_peer(nd.peer, addr(in, id, 2, nd.dst), base + nd.src.offset, nd.dst.len);
+        Status rs(Errc::unsupported, "");
+        if (nd.src.buf.id == 0) {  // the first region: through the reader's mapping when it has a handle
+          const std::atomic<std::uint32_t>* hw = in->flags[nd.peer] + nd.slot + 6;
+          const std::uint64_t h = std::uint64_t{hw[0].load(std::memory_order_relaxed)} |
+                                  std::uint64_t{hw[1].load(std::memory_order_relaxed)} << 32;
+          if (h != 0) rs = tp.read_peer(nd.peer, addr(in, id, 2, nd.dst), h + nd.src.offset, nd.dst.len);
+        }
+        if (rs.code() == Errc::unsupported)  // no handle, or not mapped here: CMA
+          rs = tp.read_peer(nd.peer, addr(in, id, 2, nd.dst), base + nd.src.offset, nd.dst.len);
         if (!rs) fail(in, Status(rs.code(), p.describe(id) + ": " + rs.message()));
         return true;
       }
@@ -749,6 +757,14 @@ struct Executor::Impl {
     blk[nd.slot + 3].store(static_cast<std::uint32_t>(a >> 32), std::memory_order_relaxed);
     blk[nd.slot + 4].store(static_cast<std::uint32_t>(b), std::memory_order_relaxed);
     blk[nd.slot + 5].store(static_cast<std::uint32_t>(b >> 32), std::memory_order_relaxed);
+    // The first region's handle when it lies in a shared region the peers map
+    // (Engine::allocate): their reads then copy out of their mappings.
+    std::uint64_t h = 0;
+    transport::RemoteKey key;
+    if (a != 0 && tp.shared_key(reinterpret_cast<const void*>(a), nd.src.len, &key))
+      h = transport::region_handle(key, a);
+    blk[nd.slot + 6].store(static_cast<std::uint32_t>(h), std::memory_order_relaxed);
+    blk[nd.slot + 7].store(static_cast<std::uint32_t>(h >> 32), std::memory_order_relaxed);
     set_flag(in, nd);
   }
 

@@ -469,6 +469,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     put(static_cast<std::uint8_t>(c.in_place | c.entry_all << 1 | c.exit_all << 2 | c.direct << 3 |
                                   c.algo.hierarchical << 4 | c.fast_ok << 5 | c.algo.tree_from_table << 6 |
                                   c.algo.direction_from_table << 7));
+    put(static_cast<std::uint8_t>(c.shared_buffers));  // single-copy plans read through the mappings
     for (const coll::Shape& sh : {c.algo.host, c.algo.numa, c.algo.core, c.algo.single}) {
       put(sh.kind);
       put(sh.radix);

@@ -32,6 +32,9 @@ namespace {
 
 using strata::Errc;
 using strata::Status;
+using strata::transport::kRegionHandleBit;
+using strata::transport::kRegionOffsetBits;
+using strata::transport::region_handle;
 using strata::transport::RemoteKey;
 using strata::transport::Transport;
 using Clock = std::chrono::steady_clock;
@@ -407,6 +410,27 @@ void mapped_regions_scenario(World& w) {
     w.wait_op(get_op, "get completion " + tag);
     verify(got.data(), n, next_seed, "get from rank " + std::to_string(next) + " " + tag);
     check(got[n] == 0xEE, "get wrote past the end " + tag);
+    // read_peer by region handle (single-copy plans over Engine::allocate
+    // memory): a memcpy out of this process's mapping of the owner's region.
+    RemoteKey sk{};
+    check(w.t->shared_key(src_base + off, n, &sk), "shared_key of a region buffer " + tag);
+    RemoteKey hk{};
+    hk.addr = region_handle(sk, reinterpret_cast<std::uintptr_t>(src_base + off));
+    check(hk.addr != 0 && (hk.addr & kRegionHandleBit) != 0, "region handle " + tag);
+    const auto handles = w.exchange_key(hk);
+    if (w.hier.same_host(w.rank, next)) {
+      const std::uint64_t h = handles[static_cast<std::size_t>(next)].addr;
+      std::vector<std::uint8_t> viah(n + 1, 0xEE);
+      check_ok(w.t->read_peer(next, viah.data(), h, n), "read_peer by handle " + tag);
+      verify(viah.data(), n, next_seed, "read_peer by handle from rank " + std::to_string(next) + " " + tag);
+      check(viah[n] == 0xEE, "read_peer by handle wrote past the end " + tag);
+      // A region id the owner never had, and a range past the region's end: not mapped here.
+      const std::uint64_t bogus = kRegionHandleBit | (std::uint64_t{(1u << 23) - 1} << kRegionOffsetBits);
+      const Status nb = w.t->read_peer(next, viah.data(), bogus, n);
+      check(nb.code() == Errc::unsupported, "read_peer of an unknown region: " + nb.message());
+      const Status past = w.t->read_peer(next, viah.data(), h + region_bytes, n);
+      check(past.code() == Errc::unsupported, "read_peer past the region: " + past.message());
+    }
     w.boot->barrier();  // nobody reads a buffer the next size rewrites
   }
   std::printf("rank %d: region traffic checked, direct path %s\n", w.rank, direct ? "on" : "off");

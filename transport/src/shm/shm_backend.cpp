@@ -951,6 +951,29 @@ Status ShmBackend::read_peer(int peer, void* dst, std::uint64_t addr, std::size_
                                         " with length " + std::to_string(len) + " (rank " + std::to_string(rank_) +
                                         ", peer " + std::to_string(peer) + ")"};
   }
+  if ((addr & kRegionHandleBit) != 0) {
+    // A region handle (region_handle): one memcpy out of this process's
+    // mapping of the peer's region, no system call. The pointer is used after
+    // the lock: the collective's protocol keeps the owner's buffer (and so its
+    // region) alive until every reader finished; region ids are never reused.
+    const std::uint64_t id = (addr & ~kRegionHandleBit) >> kRegionOffsetBits;
+    const std::uint64_t off = addr & ((std::uint64_t{1} << kRegionOffsetBits) - 1);
+    const std::byte* from = nullptr;
+    if (peer != rank_) {
+      Peer& p = *peers_[static_cast<std::size_t>(peer)];
+      std::lock_guard<std::mutex> g(p.map_mu);
+      for (const Peer::Mapped& m : p.mapped)
+        if (m.id == id && m.local != nullptr && off <= m.len && len <= m.len - off) {
+          from = m.local + off;
+          break;
+        }
+    }
+    if (from == nullptr)
+      return {Errc::unsupported, "read_peer: region " + std::to_string(id) + " of rank " + std::to_string(peer) +
+                                     " is not mapped by rank " + std::to_string(rank_)};
+    std::memcpy(dst, from, len);
+    return {};
+  }
   if (peer == rank_) {
     std::memcpy(dst, reinterpret_cast<const void*>(addr), len);
     return {};

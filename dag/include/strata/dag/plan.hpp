@@ -79,7 +79,9 @@ inline constexpr std::uint32_t kMaxSlot = (1u << 19) - 1;
 /// @brief Flag words of one single-copy publication record (publish /
 /// read_peer at word w): w the publication flag, w + 1 free for the readers'
 /// reads-done flag, w + 2 .. w + 5 the two published addresses (low, high
-/// 32 bits each), w + 6 .. w + 7 padding.
+/// 32 bits each), w + 6 .. w + 7 the first region's handle when it lies in
+/// a shared region the peers map (transport::region_handle; else 0): a
+/// read_peer of it then copies out of the reader's mapping.
 inline constexpr std::uint32_t kPublishWords = 8;
 
 /// @brief What a symbolic buffer refers to.

@@ -99,6 +99,22 @@ struct SharedRegion {
   }
 };
 
+/// @brief Region handles (Transport::read_peer): bit 63, the region's id
+/// (RemoteKey::shm_token) in bits 40-62, the offset into the region in bits
+/// 0-39. Ids of a rank's regions are never reused, so a handle cannot name a
+/// freed region's successor (a plain address can).
+inline constexpr std::uint64_t kRegionHandleBit = std::uint64_t{1} << 63;
+inline constexpr std::uint64_t kRegionOffsetBits = 40;
+/// @brief The handle of @p addr inside the shared region of @p key (from
+/// Transport::shared_key), or 0 when the id or the offset does not fit.
+inline std::uint64_t region_handle(const RemoteKey& key, std::uint64_t addr) noexcept {
+  const std::uint64_t off = addr - key.reserved;
+  if (addr < key.reserved || off >= (std::uint64_t{1} << kRegionOffsetBits) ||
+      key.shm_token >= (std::uint64_t{1} << (63 - kRegionOffsetBits)))
+    return 0;
+  return kRegionHandleBit | key.shm_token << kRegionOffsetBits | off;
+}
+
 /// @brief One-sided RMA with remote signals; see the file comment for semantics.
 class Transport {
  public:
@@ -164,11 +180,18 @@ class Transport {
   /// Single copy out of a peer's ordinary memory: copies [@p addr, @p addr +
   /// @p len) of @p peer's address space into @p dst, synchronously, in the
   /// calling thread (CMA: one process_vm_readv system call per contiguous
-  /// piece; the kernel copies once, no staging). The caller makes sure the
+  /// piece; the kernel copies once, no staging; a range inside a shared
+  /// region of the peer's that this process maps, such as Engine::allocate
+  /// memory: one memcpy out of the mapping). The caller makes sure the
   /// peer keeps the range valid until the call returns (the single-copy
   /// collectives' publication and reads-done flags, docs/algorithms.md).
   /// Errors name the peer and this rank: Errc::unsupported where
   /// can_read_peer(peer) is false, Errc::peer_dead when it is gone.
+  ///
+  /// @p addr may instead be a region handle (region_handle(): bit 63 set,
+  /// never a user-space address): bytes of a shared region of @p peer's by
+  /// its id, read out of this process's mapping of it; Errc::unsupported when
+  /// this process does not map it (then the caller reads the plain address).
   virtual Status read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) {
     (void)dst;
     (void)addr;
