@@ -192,6 +192,11 @@ class Ctx {
     return dag::peer(world(r), 0, slot_base_ + off, len);
   }
 
+  /// The call's user operator registered in this plan (once), for nodes that fold with it.
+  std::int32_t user_index() {
+    if (user_index_ < 0) user_index_ = b_.add_user_op(*c_.user_op);
+    return user_index_;
+  }
   NodeId reduce(const Region& a, const Region& bb, const Region& dst, std::vector<NodeId> deps) {
     if (c_.user_op) {
       if (user_index_ < 0) user_index_ = b_.add_user_op(*c_.user_op);
@@ -400,6 +405,9 @@ std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const 
 std::shared_ptr<const dag::Plan> compile_scatter_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_gather_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, const Call& c, int slot);
+// Whether @p c's kind has a single-copy plan (broadcast, scatter, gather,
+// allgather, alltoall and reduce_scatter_block not in place).
+bool has_single_copy_plan(const Call& c);
 // Whether scatter / gather / reduce_scatter_block @p c runs single copy: named, or automatic with
 // shared buffers (single_copy()).
 bool shared_single_copy(const Group& g, const Call& c);

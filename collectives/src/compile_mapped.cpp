@@ -30,6 +30,7 @@
 // whose peers are on time completes the call inside the call itself. The
 // fold of a reduction is in rank order (0 op 1 op 2 ...), so non-commutative
 // operators are correct.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -148,7 +149,10 @@ bool mapped_plan(const Group& g, const Call& c) {
   // engine may have resolved the name from the decision table already).
   // The bytes one rank writes into its slot, as the fast path's limit counts
   // them (n blocks at the owners of scatter, alltoall, reduce_scatter_block).
-  return c.fast_ok && slot_need(g, c, block) <= tuning(g).mapped_max_bytes;
+  if (!c.fast_ok) return false;
+  std::uint64_t limit = tuning(g).mapped_max_bytes;
+  if (c.shared_buffers && has_single_copy_plan(c)) limit = std::min(limit, tuning(g).shared_mapped_max_bytes);
+  return slot_need(g, c, block) <= limit;
 }
 
 std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, int slot) {

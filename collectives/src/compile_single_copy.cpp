@@ -16,9 +16,10 @@
 // n - 1 readers copies its own B out of the root's buffer (the root waits for
 // n - 1 reads-done flags); gather: the root reads n - 1 blocks of B, one out
 // of each member's buffer (each member waits for the root's reads-done flag).
-// reduce_scatter_block: each rank reads its block out of the n - 1 others'
-// buffers into scratch ((n - 1) B bytes copied) and folds the n blocks in rank
-// order into recv (n - 1 reductions of B).
+// reduce_scatter_block: each rank folds its block of the n - 1 others'
+// buffers into recv in rank order, straight out of their buffers (n - 1
+// reductions of B, no copy with shared buffers; a temporary read per block
+// through CMA otherwise).
 // Scatter, gather and reduce_scatter_block run single copy only with shared buffers
 // (CollOptions::shared_buffers, reads through the mappings) or when named.
 #include <string>
@@ -52,12 +53,28 @@ bool single_copy(const Group& g, const Call& c, std::uint64_t block) {
   const Tuning& t = tuning(g);
   // Shared buffers (Engine::allocate, CollOptions::shared_buffers): every
   // reader maps the owners' buffers, so a read is one memcpy out of the
-  // mapping (no system call): single copy above the mapped plans' limit.
-  if (c.shared_buffers && block > t.mapped_max_bytes) return true;
+  // mapping (no system call): single copy wherever the mapped plans (tried
+  // first, up to mapped_max_bytes per rank) do not apply.
+  if (c.shared_buffers) return true;
   const bool bcast = c.kind == Kind::broadcast;
   const std::uint64_t lo = bcast ? t.bcast_single_copy_min_bytes : t.sym_single_copy_min_bytes;
   const std::uint64_t hi = bcast ? t.bcast_single_copy_max_bytes : t.sym_single_copy_max_bytes;
   return hi > 0 && block >= lo && block <= hi;
+}
+
+bool has_single_copy_plan(const Call& c) {
+  switch (c.kind) {
+    case Kind::broadcast:
+    case Kind::scatter:
+    case Kind::gather:
+    case Kind::allgather:
+      return true;
+    case Kind::alltoall:
+    case Kind::reduce_scatter_block:
+      return !c.in_place;
+    default:
+      return false;
+  }
 }
 
 bool shared_single_copy(const Group& g, const Call& c) {
@@ -263,35 +280,33 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
     if (x.b().size() == 0) x.b().nop();
     return x.build();
   }
-  x.b().scratch(0, bb * (un - 1));
   const NodeId pub = x.b().publish(w, dag::in(0, 0, bb * un), Region{}, start);
-  // Peer r's block lands in scratch slot r (below me) or r - 1 (above me).
-  const auto slot_of = [&](int r) { return static_cast<std::uint64_t>(r < g.rank ? r : r - 1) * bb; };
-  std::vector<NodeId> read(static_cast<std::size_t>(n), dag::kNoNode);
+  // recv = block of rank 0, then each next rank's block folded in, in rank
+  // order (non-commutative operators): the peers' blocks straight out of
+  // their buffers (read_peer_fold: no staging when the buffers are shared).
+  const Region acc = dag::out(0, 0, bb);
+  const Region own = dag::in(0, me * bb, bb);
   std::vector<NodeId> reads;
   std::vector<int> readers;
-  for (int k = 1; k < n; ++k) {
-    const int p = (g.rank + k) % n;
-    const NodeId fw = x.b().flag_wait(x.world(p), w, 0, start);
-    read[static_cast<std::size_t>(p)] =
-        x.b().read_peer(x.world(p), w, 0, me * bb, dag::scratch(0, slot_of(p), bb), {fw});
-    reads.push_back(read[static_cast<std::size_t>(p)]);
-    readers.push_back(p);
+  NodeId prev = dag::kNoNode;
+  for (int r = 0; r < n; ++r) {
+    std::vector<NodeId> d = start;
+    if (prev != dag::kNoNode) d.push_back(prev);
+    if (r == g.rank) {
+      prev = r == 0 ? x.b().copy(own, acc, d) : x.reduce(acc, own, acc, d);
+      continue;
+    }
+    d.push_back(x.b().flag_wait(x.world(r), w, 0, start));
+    if (r == 0)
+      prev = x.b().read_peer(x.world(r), w, 0, me * bb, acc, d);
+    else if (c.user_op)
+      prev = x.b().read_peer_fold(x.world(r), w, 0, me * bb, acc, x.user_index(), d);
+    else
+      prev = x.b().read_peer_fold(x.world(r), w, 0, me * bb, acc, c.op, c.dtype, d);
+    reads.push_back(prev);
+    readers.push_back(r);
   }
   x.b().flag_set(w + 1, reads);
-  // Fold in rank order (non-commutative operators).
-  const auto operand = [&](int r) { return r == g.rank ? dag::in(0, me * bb, bb) : dag::scratch(0, slot_of(r), bb); };
-  const auto after = [&](int r) {
-    return r == g.rank ? start : std::vector<NodeId>{read[static_cast<std::size_t>(r)]};
-  };
-  std::vector<NodeId> d = after(0);
-  for (NodeId v : after(1)) d.push_back(v);
-  NodeId prev = x.reduce(operand(0), operand(1), dag::out(0, 0, bb), d);
-  for (int r = 2; r < n; ++r) {
-    std::vector<NodeId> dr = after(r);
-    dr.push_back(prev);
-    prev = x.reduce(dag::out(0, 0, bb), operand(r), dag::out(0, 0, bb), dr);
-  }
   wait_readers(x, readers, pub);
   finish(x);
   return x.build();

@@ -96,6 +96,10 @@ const std::vector<TuningField>& tuning_fields() {
       {"mapped_max_bytes", &Tuning::mapped_max_bytes, 0, 1024 * kGiB, 1,
        "one host: calls whose contribution per rank is at most this many bytes run as mapped plans (each rank's "
        "contribution copied into its own window, read or folded by the others through their mappings; 0: never)"},
+      {"shared_mapped_max_bytes", &Tuning::shared_mapped_max_bytes, 0, 1024 * kGiB, 1,
+       "one host, shared buffers: mapped plans up to this contribution per rank for the kinds with a single-copy "
+       "plan (broadcast, scatter, gather, allgather, alltoall, reduce_scatter_block); above it they read straight "
+       "out of the owners' buffers through the mappings"},
       {"fastpath_bytes", &Tuning::fastpath_bytes, 0, 1u << 20, 1,
        "engine: small-message fast path up to this contribution per rank (0: none, every ordinary-buffer call runs a "
        "plan; STRATA_FASTPATH_BYTES overrides)"},

@@ -636,15 +636,23 @@ struct Executor::Impl {
         const std::atomic<std::uint32_t>* w = in->flags[nd.peer] + nd.slot + 2 + 2 * nd.src.buf.id;
         const std::uint64_t base = std::uint64_t{w[0].load(std::memory_order_relaxed)} |
                                    std::uint64_t{w[1].load(std::memory_order_relaxed)} << 32;
-        Status rs(Errc::unsupported, "");
-        if (nd.src.buf.id == 0) {  // the first region: through the reader's mapping when it has a handle
+        // The first region's handle (publish): through the reader's mapping when it has one.
+        std::uint64_t h = 0;
+        if (nd.src.buf.id == 0) {
           const std::atomic<std::uint32_t>* hw = in->flags[nd.peer] + nd.slot + 6;
-          const std::uint64_t h = std::uint64_t{hw[0].load(std::memory_order_relaxed)} |
-                                  std::uint64_t{hw[1].load(std::memory_order_relaxed)} << 32;
-          if (h != 0) rs = tp.read_peer(nd.peer, addr(in, id, 2, nd.dst), h + nd.src.offset, nd.dst.len);
+          h = std::uint64_t{hw[0].load(std::memory_order_relaxed)} |
+              std::uint64_t{hw[1].load(std::memory_order_relaxed)} << 32;
+          if (h != 0) h += nd.src.offset;
         }
+        unsigned char* d = addr(in, id, 2, nd.dst);
+        if (nd.fold) {
+          fold_peer(in, id, nd, d, h, base + nd.src.offset);
+          return true;
+        }
+        Status rs(Errc::unsupported, "");
+        if (h != 0) rs = tp.read_peer(nd.peer, d, h, nd.dst.len);
         if (rs.code() == Errc::unsupported)  // no handle, or not mapped here: CMA
-          rs = tp.read_peer(nd.peer, addr(in, id, 2, nd.dst), base + nd.src.offset, nd.dst.len);
+          rs = tp.read_peer(nd.peer, d, base + nd.src.offset, nd.dst.len);
         if (!rs) fail(in, Status(rs.code(), p.describe(id) + ": " + rs.message()));
         return true;
       }
@@ -687,6 +695,39 @@ struct Executor::Impl {
       return true;
     }
     return false;  // completion releases it
+  }
+
+  // read_peer with fold: d = d OP the peer's bytes, straight out of this
+  // process's mapping of the peer's region (handle @p h), else out of a
+  // temporary filled by read_peer of the plain address @p raw.
+  void fold_peer(Instance* in, NodeId id, const Node& nd, unsigned char* d, std::uint64_t h, std::uint64_t raw) {
+    const Plan& p = *in->plan;
+    const std::size_t len = nd.dst.len;
+    const void* src = h != 0 ? tp.mapped_peer(nd.peer, h, len) : nullptr;
+    thread_local std::vector<unsigned char> tmp;
+    if (src == nullptr) {
+      tmp.resize(len);
+      const Status rs = tp.read_peer(nd.peer, tmp.data(), raw, len);
+      if (!rs) {
+        fail(in, Status(rs.code(), p.describe(id) + ": " + rs.message()));
+        return;
+      }
+      src = tmp.data();
+    }
+    if (nd.user_op < 0) {
+      reduce_kernel(nd.op, nd.dtype)(d, src, d, len / datatype_size(nd.dtype));
+      return;
+    }
+    const UserReduce& u = p.user_ops()[static_cast<std::size_t>(nd.user_op)];
+    try {
+      u.fn(d, src, d, len / u.elem_size);
+    } catch (const std::exception& e) {
+      fail(in, Status(Errc::invalid_argument,
+                      p.describe(id) + ": argument 'op': user reduction '" + u.name + "' threw: " + e.what()));
+    } catch (...) {
+      fail(in, Status(Errc::invalid_argument, p.describe(id) + ": argument 'op': user reduction '" + u.name +
+                                                  "' threw an exception that is not a std::exception"));
+    }
   }
 
   // flag_wait: has the peer finished instance seq - lag (the window slot's previous user)?

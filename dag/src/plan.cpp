@@ -280,6 +280,23 @@ NodeId PlanBuilder::read_peer(int peer, std::uint32_t flag, std::uint32_t which,
   n.deps = std::move(deps);
   return add(std::move(n));
 }
+NodeId PlanBuilder::read_peer_fold(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset,
+                                   const Region& dst, ReduceOp op, DataType t, std::vector<NodeId> deps) {
+  const NodeId id = read_peer(peer, flag, which, offset, dst, std::move(deps));
+  Node& n = plan_->nodes_[id];
+  n.fold = true;
+  n.op = op;
+  n.dtype = t;
+  return id;
+}
+NodeId PlanBuilder::read_peer_fold(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset,
+                                   const Region& dst, std::int32_t user_op, std::vector<NodeId> deps) {
+  const NodeId id = read_peer(peer, flag, which, offset, dst, std::move(deps));
+  Node& n = plan_->nodes_[id];
+  n.fold = true;
+  n.user_op = user_op;
+  return id;
+}
 NodeId PlanBuilder::compute(ComputeFn fn, const Region& region, std::vector<NodeId> deps) {
   Node n;
   n.kind = NodeKind::compute;
@@ -575,6 +592,23 @@ Status validate(const Plan& p, bool require_output_coverage) {
           waits = waits || (nodes[d].kind == NodeKind::flag_wait && nodes[d].peer == nd.peer &&
                             nodes[d].slot == nd.slot && nodes[d].count == 0);
         if (!waits) return bad(p, i, "does not depend on a flag_wait (lag 0) on the peer's publication");
+        if (nd.fold) {
+          std::size_t es = 0;
+          if (nd.user_op >= 0) {
+            if (static_cast<std::size_t>(nd.user_op) >= p.user_ops().size() ||
+                !p.user_ops()[static_cast<std::size_t>(nd.user_op)].fn)
+              return bad(p, i, "folds with an unknown user operator");
+            es = p.user_ops()[static_cast<std::size_t>(nd.user_op)].elem_size;
+          } else {
+            if (reduce_kernel(nd.op, nd.dtype) == nullptr)
+              return bad(
+                  p, i,
+                  std::string("folds with ") + to_string(nd.op) + ", which is not defined on " + to_string(nd.dtype));
+            es = datatype_size(nd.dtype);
+          }
+          if (es == 0 || nd.dst.len % es != 0)
+            return bad(p, i, "folds " + std::to_string(nd.dst.len) + " bytes, not a whole number of elements");
+        }
         break;
       }
       case NodeKind::flag_set:
@@ -711,7 +745,7 @@ void dot_nodes(std::ostream& os, const Plan& p, const std::string& prefix) {
       case NodeKind::get:
       case NodeKind::put_with_signal:
       case NodeKind::read_peer:
-        text += "\\n" + region_str(nd.src) + " -> " + region_str(nd.dst);
+        text += "\\n" + region_str(nd.src) + (nd.fold ? " folded into " : " -> ") + region_str(nd.dst);
         break;
       case NodeKind::reduce:
         text += "\\n" + region_str(nd.dst) + " = " + region_str(nd.src) + " " +

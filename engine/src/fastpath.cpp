@@ -250,12 +250,18 @@ bool FastChannel::takes(const coll::Call& c) const noexcept {
 
 bool FastChannel::direct(const coll::Call& c) const noexcept {
   if (!c.shared_buffers || !c.fast_ok || c.count > (std::size_t{1} << 30) || publish_bytes(c) <= cap_) return false;
-  // Broadcast, scatter, gather, allgather and alltoall run as single-copy
-  // plans that read through the mappings (collectives/src/compile_single_copy.cpp:
-  // as fast or faster, measured in docs/performance.md, "One engine");
-  // reduce_scatter_block stays here: its plan copies each peer's block into
-  // scratch before folding it (1 MiB, 2 ranks: 46 us vs 25 us here).
+  // Every kind the direct mode took runs as a single-copy plan that reads
+  // through the mappings (collectives/src/compile_single_copy.cpp), as fast
+  // or faster (docs/performance.md, "One engine"): the direct mode is only
+  // for a ring that was asked for (STRATA_FASTPATH_BYTES > 0).
+  if (cap_ == 0) return false;
   switch (c.kind) {
+    case coll::Kind::broadcast:
+    case coll::Kind::scatter:
+    case coll::Kind::gather:
+    case coll::Kind::allgather:
+      return true;
+    case coll::Kind::alltoall:
     case coll::Kind::reduce_scatter_block:
       return !c.in_place;  // in place, the owners would overwrite what the peers read
     default:

@@ -210,6 +210,83 @@ TEST_P(MappedSim, NonCommutativeFoldsInRankOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MappedSim, ::testing::Values(2, 3, 5));
 
+// Single-copy plans of scatter, gather and reduce_scatter_block
+// (collectives/src/compile_single_copy.cpp) over the fake transport: publish,
+// read_peer and read_peer_fold (the fake read is a memcpy of the address, the
+// path a private buffer takes through CMA), several instances in a row, a
+// non-commutative fold in rank order, against a sequential reference.
+class SingleCopySim : public ::testing::TestWithParam<int> {};
+TEST_P(SingleCopySim, ScatterGatherReduceScatterBlockMatchTheReference) {
+  const int n = GetParam();
+  const auto nn = static_cast<std::size_t>(n);
+  Group g = mapped_group(n);
+  g.publish_word = 64;  // past the wake words (fake_ranks: 256 flag words per rank)
+  ASSERT_LE(64u + strata::dag::kPublishWords * static_cast<std::uint32_t>(g.credits),
+            fake_ranks::FakeRanks::kFlagWords);
+  fake_ranks::FakeRanks ranks(n, kSlot, 7u);
+  ranks.with_flags(g.mapped_at, g.mapped_slot_bytes);
+  const dag::UserReduce op = ordered_op();
+  for (const Kind kind : {Kind::scatter, Kind::gather, Kind::reduce_scatter_block}) {
+    for (int root = 0; root < (kind == Kind::reduce_scatter_block ? 1 : n); ++root) {
+      Call c;
+      c.kind = kind;
+      c.count = 3;  // elements of 8 bytes (pairs of int32)
+      c.root = root;
+      c.algo.name = "single-copy";
+      c.user_op = std::make_shared<const dag::UserReduce>(op);
+      const std::size_t words = 2 * c.count;  // int32 per block
+      const bool many_in = kind != Kind::gather;
+      std::vector<std::vector<std::int32_t>> send(nn), recv(nn), want(nn);
+      for (int r = 0; r < n; ++r) {
+        const auto ur = static_cast<std::size_t>(r);
+        const bool root_side = r == root;
+        send[ur].resize(many_in && (kind == Kind::reduce_scatter_block || root_side) ? words * nn : words);
+        for (std::size_t i = 0; i < send[ur].size(); ++i)
+          send[ur][i] = static_cast<std::int32_t>(100 * r + static_cast<int>(i) + 1);
+        recv[ur].assign(kind == Kind::gather && root_side ? words * nn : words, -1);
+      }
+      for (int r = 0; r < n; ++r) {
+        const auto ur = static_cast<std::size_t>(r);
+        if (kind == Kind::scatter) {
+          want[ur].assign(send[static_cast<std::size_t>(root)].begin() + static_cast<std::ptrdiff_t>(ur * words),
+                          send[static_cast<std::size_t>(root)].begin() + static_cast<std::ptrdiff_t>((ur + 1) * words));
+        } else if (kind == Kind::gather) {
+          if (r != root) {
+            want[ur] = recv[ur];  // untouched
+            continue;
+          }
+          for (int q = 0; q < n; ++q)
+            want[ur].insert(want[ur].end(), send[static_cast<std::size_t>(q)].begin(),
+                            send[static_cast<std::size_t>(q)].end());
+        } else {
+          want[ur].assign(send[0].begin() + static_cast<std::ptrdiff_t>(ur * words),
+                          send[0].begin() + static_cast<std::ptrdiff_t>((ur + 1) * words));
+          for (int q = 1; q < n; ++q)
+            op.fn(want[ur].data(), send[static_cast<std::size_t>(q)].data() + ur * words, want[ur].data(), c.count);
+        }
+      }
+      const auto plans = strata::coll::compile_all(g, c, 1);
+      for (const auto& p : plans) ASSERT_EQ(p->algorithm(), "single-copy") << strata::coll::to_string(kind);
+      for (int round = 0; round < 3; ++round) {  // the reads-done flags guard the next instance
+        for (auto& v : recv) std::fill(v.begin(), v.end(), -1);
+        for (int r = 0; r < n; ++r)
+          if (kind == Kind::gather && r != root) want[static_cast<std::size_t>(r)] = recv[static_cast<std::size_t>(r)];
+        ASSERT_TRUE(ranks.run(plans, [&](int r) {
+          fake_ranks::FakeRanks::Io io;
+          io.input = send[static_cast<std::size_t>(r)].data();
+          io.output = recv[static_cast<std::size_t>(r)].data();
+          return io;
+        }));
+        for (int r = 0; r < n; ++r)
+          EXPECT_EQ(recv[static_cast<std::size_t>(r)], want[static_cast<std::size_t>(r)])
+              << strata::coll::to_string(kind) << " root " << root << " rank " << r << " round " << round;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SingleCopySim, ::testing::Values(2, 3, 5));
+
 TEST(MappedCompile, ChosenAutomaticallyOnlyWhereTheTableAndTheGroupAllowIt) {
   Group g = mapped_group(3);
   Call c;

@@ -151,6 +151,11 @@ class Router final : public Transport, public detail::WakeArm {
     const Backend* b = route("can_read_peer", peer);
     return b != nullptr && b == shm_.get() && b->can_read_peer(peer);
   }
+  const void* mapped_peer(int peer, std::uint64_t handle, std::size_t len) override {
+    if (!shm_uses_ || peer < 0 || peer >= size()) return nullptr;
+    const Backend* b = route("mapped_peer", peer);
+    return b == shm_.get() ? shm_->mapped_peer(peer, handle, len) : nullptr;
+  }
   Status read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) override {
     Backend* b = route("read_peer", peer);
     if (b == nullptr) return bad_peer("read_peer", peer);

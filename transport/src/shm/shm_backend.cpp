@@ -339,6 +339,7 @@ class ShmBackend final : public Backend {
     return p != nullptr && p->cma.load(std::memory_order_relaxed);
   }
   Status read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) override;
+  const void* mapped_peer(int peer, std::uint64_t handle, std::size_t len) override;
   void* map_peer(int peer, const RemoteKey& key, std::uint64_t offset, std::size_t len) override;
   void unmap_peer(int peer, const RemoteKey& key) override;
   Status fetch_add(int peer, const RemoteKey& dst, std::uint64_t dst_offset, std::uint64_t addend,
@@ -942,6 +943,22 @@ Status ShmBackend::deregister_memory(void* /*addr*/, std::size_t /*len*/) { retu
 
 // ----------------------------------------------------------------- posting
 
+// The pointer is used after the lock: the caller's protocol keeps the owner's
+// buffer (and so its region) alive until every reader finished; region ids are
+// never reused, so a handle never names a freed region's successor.
+const void* ShmBackend::mapped_peer(int peer, std::uint64_t handle, std::size_t len) {
+  if ((handle & kRegionHandleBit) == 0 || peer < 0 || peer >= size_ || peer == rank_ ||
+      !peers_[static_cast<std::size_t>(peer)])
+    return nullptr;
+  const std::uint64_t id = (handle & ~kRegionHandleBit) >> kRegionOffsetBits;
+  const std::uint64_t off = handle & ((std::uint64_t{1} << kRegionOffsetBits) - 1);
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
+  std::lock_guard<std::mutex> g(p.map_mu);
+  for (const Peer::Mapped& m : p.mapped)
+    if (m.id == id && m.local != nullptr && off <= m.len && len <= m.len - off) return m.local + off;
+  return nullptr;
+}
+
 Status ShmBackend::read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) {
   Status s = check_peer("read_peer", peer);
   if (!s) return s;
@@ -953,24 +970,12 @@ Status ShmBackend::read_peer(int peer, void* dst, std::uint64_t addr, std::size_
   }
   if ((addr & kRegionHandleBit) != 0) {
     // A region handle (region_handle): one memcpy out of this process's
-    // mapping of the peer's region, no system call. The pointer is used after
-    // the lock: the collective's protocol keeps the owner's buffer (and so its
-    // region) alive until every reader finished; region ids are never reused.
-    const std::uint64_t id = (addr & ~kRegionHandleBit) >> kRegionOffsetBits;
-    const std::uint64_t off = addr & ((std::uint64_t{1} << kRegionOffsetBits) - 1);
-    const std::byte* from = nullptr;
-    if (peer != rank_) {
-      Peer& p = *peers_[static_cast<std::size_t>(peer)];
-      std::lock_guard<std::mutex> g(p.map_mu);
-      for (const Peer::Mapped& m : p.mapped)
-        if (m.id == id && m.local != nullptr && off <= m.len && len <= m.len - off) {
-          from = m.local + off;
-          break;
-        }
-    }
+    // mapping of the peer's region, no system call.
+    const void* from = mapped_peer(peer, addr, len);
     if (from == nullptr)
-      return {Errc::unsupported, "read_peer: region " + std::to_string(id) + " of rank " + std::to_string(peer) +
-                                     " is not mapped by rank " + std::to_string(rank_)};
+      return {Errc::unsupported, "read_peer: region " +
+                                     std::to_string((addr & ~kRegionHandleBit) >> kRegionOffsetBits) + " of rank " +
+                                     std::to_string(peer) + " is not mapped by rank " + std::to_string(rank_)};
     std::memcpy(dst, from, len);
     return {};
   }

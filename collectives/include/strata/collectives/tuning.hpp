@@ -69,6 +69,12 @@ struct Tuning {
   // plans 0.84-0.93 at 8 KiB, 0.88-0.99 at 16 KiB, 0.93-1.04 at 32 KiB,
   // 1.00-1.23 at 64 KiB (docs/algorithms.md "Mapped plans").
   std::uint64_t mapped_max_bytes = 4096;
+  // The same limit for shared-buffer calls (CollOptions::shared_buffers) of
+  // the kinds with a single-copy plan (broadcast, scatter, gather, allgather,
+  // alltoall, reduce_scatter_block), whose reads then go straight through the
+  // mappings: 2 ranks, one per core (2026-11-27), mapped / single copy
+  // 0.59-0.78 at 64-512 B, 0.96-1.09 at 1 KiB, 1.09-1.59 at 2-4 KiB.
+  std::uint64_t shared_mapped_max_bytes = 1024;
   // ---- engine
   /// Small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins).
   /// 0 (default): every ordinary-buffer call, barriers included, runs a

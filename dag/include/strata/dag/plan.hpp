@@ -164,6 +164,7 @@ struct Node {
   std::int32_t compute = -1;         ///< compute: index of the callable
   bool streaming = false;            ///< copy: write dst with non-temporal stores (large data not read again soon)
   bool granted = false;              ///< flag_wait: the flag is a local copy kept current by the peer's grants
+  bool fold = false;                 ///< read_peer: dst = dst OP the peer's bytes (op / dtype or user_op)
   std::vector<std::int32_t> grants;  ///< flag_set: ranks sent the new flag value (granted flag_waits)
   std::string label;                 ///< optional, shown in DOT and traces
   std::vector<NodeId> deps;          ///< local predecessors
@@ -364,6 +365,16 @@ class PlanBuilder {
   /// flag_wait(peer, flag, 0).
   NodeId read_peer(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset, const Region& dst,
                    std::vector<NodeId> deps = {});
+  /// @brief Single copy with a reduction: as read_peer, but folds the peer's
+  /// bytes into @p dst (dst = dst OP peer, element by element) instead of
+  /// copying them: straight out of this process's mapping of the peer's
+  /// shared region when it has one (no copy at all), else through a
+  /// temporary read.
+  NodeId read_peer_fold(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset, const Region& dst,
+                        ReduceOp op, DataType t, std::vector<NodeId> deps = {});
+  /// @brief As above with user operator @p user_op (from add_user_op).
+  NodeId read_peer_fold(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset, const Region& dst,
+                        std::int32_t user_op, std::vector<NodeId> deps = {});
   /// @brief Runs @p fn on @p region after @p deps.
   NodeId compute(ComputeFn fn, const Region& region, std::vector<NodeId> deps = {});
   /// @brief Runs @p fn on @p region as soon as every node already added that

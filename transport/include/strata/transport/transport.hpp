@@ -199,6 +199,16 @@ class Transport {
     return {Errc::unsupported, "read_peer: rank " + std::to_string(peer) + " cannot be read directly from rank " +
                                    std::to_string(rank()) + " (no CMA path)"};
   }
+  /// The bytes [handle, handle + @p len) of @p peer's shared region named by
+  /// region handle @p handle (region_handle()) as mapped in this process, or
+  /// nullptr when it is not mapped here (then read_peer() the plain address).
+  /// Valid while the owner keeps its region (the caller's protocol).
+  [[nodiscard]] virtual const void* mapped_peer(int peer, std::uint64_t handle, std::size_t len) {
+    (void)peer;
+    (void)handle;
+    (void)len;
+    return nullptr;
+  }
   /// Extra work that every progress() call runs after the backends (progress
   /// servers, waiters, inline mode); returns the events it handled. Set before
   /// progress() can run concurrently (before the progress servers start).
