@@ -1,5 +1,5 @@
 // strata-idle SECONDS [ROUNDS]: an idle Engine (world communicator, progress
-// servers, executor, fast path) must cost next to no CPU, yet answer the first
+// servers, executor, flag waits) must cost next to no CPU, yet answer the first
 // collective after a long pause quickly.
 //
 //   strata-run -n 2 [--hosts 2] -- strata-idle 5

@@ -297,12 +297,8 @@ std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t
            " fragments and the own block copied per fragment after the matching puts; copies into recv with "
            "non-temporal stores when send + recv of a rank is at least " +
            sz(t.sym_stream_min_bytes)},
-      {"fast path",
-       t.fastpath_bytes == 0
-           ? std::string("one-host communicators: only shared-buffer calls in direct mode (ring entries off: every "
-                         "ordinary-buffer call runs a plan; STRATA_FASTPATH_BYTES overrides)")
-           : "one-host communicators, contributions up to " + sz(t.fastpath_bytes) +
-                 " (STRATA_FASTPATH_BYTES overrides)"},
+      {"one host, small calls", "mapped plans up to " + sz(t.mapped_max_bytes) + " per rank (shared buffers: up to " +
+                                    sz(t.shared_mapped_max_bytes) + ", then single copy through the mappings)"},
   };
 }
 

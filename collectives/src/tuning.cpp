@@ -100,9 +100,6 @@ const std::vector<TuningField>& tuning_fields() {
        "one host, shared buffers: mapped plans up to this contribution per rank for the kinds with a single-copy "
        "plan (broadcast, scatter, gather, allgather, alltoall, reduce_scatter_block); above it they read straight "
        "out of the owners' buffers through the mappings"},
-      {"fastpath_bytes", &Tuning::fastpath_bytes, 0, 1u << 20, 1,
-       "engine: small-message fast path up to this contribution per rank (0: none, every ordinary-buffer call runs a "
-       "plan; STRATA_FASTPATH_BYTES overrides)"},
       {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,
        "engine: copies and reductions up to this run inline, not as a task (STRATA_INLINE_BYTES overrides)"},
   };
@@ -300,10 +297,14 @@ TuningFile parse_tuning(const std::string& text, const std::string& where) {
     for (const TuningField& tf : tuning_fields())
       if (m.first == tf.name) field = &tf;
     const std::string path = "decisions." + m.first;
-    if (field == nullptr) bad(where, path, "unknown decision (docs/tuning.md lists them)");
+    // Retired decisions of older tables: accepted, without effect (fastpath_bytes:
+    // the small-message fast path, replaced by plans in 0.18; docs/tuning.md).
+    const bool retired = field == nullptr && m.first == "fastpath_bytes";
+    if (field == nullptr && !retired) bad(where, path, "unknown decision (docs/tuning.md lists them)");
     if (m.second.type() != json::Value::Type::number)
       bad(where, path, std::string("expected an unsigned integer, got ") + json::Value::type_name(m.second.type()));
     if (!m.second.is_uint()) bad(where, path, "expected an unsigned integer, got " + m.second.as_string());
+    if (retired) continue;
     const std::uint64_t v = m.second.as_uint();
     if (v < field->lo || v > field->hi)
       bad(where, path,

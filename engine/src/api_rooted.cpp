@@ -154,7 +154,8 @@ Future<void> rooted(Communicator& comm, const std::shared_ptr<CommImpl>& impl, c
   c.dtype = detail::to_dag(a.type);
   c.root = a.root;
   c.in_place = inplace;
-  if (!fast_takes(*impl, c, opts)) c.algo = rooted_algorithm(*impl, a.kind, opts);
+  apply_sync(c, opts);
+  c.algo = rooted_algorithm(*impl, a.kind, opts);
   const std::size_t mine = a.count * es;
   if (root) {
     std::size_t extent = un * mine;

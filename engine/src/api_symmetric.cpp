@@ -203,9 +203,9 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
   call.op = op;
   call.user_op = std::move(u);
   call.in_place = inplace;
-  const bool fast = fast_takes(c, call, opts);
-  if (!fast) call.algo = resolve(kind, opts, c);
-  if (!fast && call.user_op && !call.user_op->commutative && call.algo.name != "auto" && call.algo.name != "pairwise")
+  apply_sync(call, opts);
+  call.algo = resolve(kind, opts, c);
+  if (call.user_op && !call.user_op->commutative && call.algo.name != "auto" && call.algo.name != "pairwise")
     throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(c.rank()) + ": algorithm '" +
                                        call.algo.name +
                                        "' does not keep rank order; a non-commutative op needs algorithm 'pairwise'");
@@ -305,7 +305,8 @@ Future<void> Communicator::allgather(const void* send, std::size_t count, void* 
   call.count = count;
   call.dtype = detail::to_dag(type);
   call.in_place = inplace;
-  if (!fast_takes(c, call, opts)) call.algo = resolve(call.kind, opts, c);
+  apply_sync(call, opts);
+  call.algo = resolve(call.kind, opts, c);
   return submit_v(*impl_, call, inplace ? nullptr : send, recv);
 }
 
@@ -358,10 +359,9 @@ Future<void> Communicator::alltoall(const void* send, void* recv, std::size_t co
   call.dtype = detail::to_dag(type);
   call.in_place = inplace;
   call.on_block = opts.on_block;
-  if (!fast_takes(c, call, opts)) {
-    call.algo = resolve(call.kind, opts, c);
-    call.algo.max_outstanding = alltoall_max_outstanding();
-  }
+  apply_sync(call, opts);
+  call.algo = resolve(call.kind, opts, c);
+  call.algo.max_outstanding = alltoall_max_outstanding();
   return submit_v(*impl_, call, inplace ? nullptr : send, recv);
 }
 

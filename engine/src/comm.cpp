@@ -1,4 +1,4 @@
-// CommImpl (comm.hpp): window set-up, flag and fast-path agreement,
+// CommImpl (comm.hpp): window set-up, flag agreement,
 // STRATA_CHECK signatures, slot release, the plan cache and submit().
 #include "comm.hpp"
 
@@ -39,11 +39,9 @@ void CommImpl::fail_all(const Status& why) {
   }
   for (auto& f : queued) f();  // the engine is no longer alive: each fails its promise
   for (auto& p : live) p.set_error(why);
-  if (fast) fast->fail(why);
 }
 
 transport::RemoteKey CommImpl::open_window() {
-  // The fast path's area follows the collective slots (same offset on every member).
   const std::size_t bytes = window_bytes();
   window = std::make_unique<WindowMem>(*core->transport, bytes, group.world);
   // Until the members mapped the region its name is in /dev/shm, where a job
@@ -194,31 +192,6 @@ std::uint64_t CommImpl::agree_min(std::uint64_t mine) {
   k.op = dag::ReduceOp::min;
   submit(k, &mine, &all, nullptr, /*internal=*/true).get();
   return all;
-}
-
-void CommImpl::enable_fast() {
-  if (!fast_candidate()) return;
-  const std::size_t at = group.slot_bytes * static_cast<std::size_t>(group.credits);
-  const std::size_t len = fast_area_bytes(core->fast_cfg);
-  std::vector<std::byte*> areas(static_cast<std::size_t>(size()), nullptr);
-  std::uint64_t ok = 1;
-  for (int r = 0; r < size(); ++r) {
-    const auto ur = static_cast<std::size_t>(r);
-    areas[ur] = r == rank()
-                    ? static_cast<std::byte*>(window->p) + at
-                    : static_cast<std::byte*>(core->transport->map_peer(peers[ur].rank, peers[ur].key, at, len));
-    if (areas[ur] == nullptr) ok = 0;
-  }
-  ok = agree_min(ok);
-  if (ok == 0) {
-    detail::logger().debug("comm {}: fast path off (a member cannot map the others' areas)", id);
-    return;
-  }
-  fast = FastChannel::create(*core->transport, core->progress.get(), core->fctx, core->hooks, id, rank(), group.world,
-                             std::move(areas), core->fast_cfg);
-  fast->set_owner(weak_from_this());
-  if (core->exec && core->exec->tracing()) fast->set_tracer(&core->polled_exec);
-  core->fast_hub->add(fast);
 }
 
 void CommImpl::set_peer_keys(const std::vector<transport::RemoteKey>& keys) {
@@ -436,13 +409,6 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
                               std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys, bool internal) {
   throw_if_error(core->check_alive(coll::to_string(c.kind)));
   if (core->opts.check && !internal) check_signature(c);
-  if (fast && fast->takes(c)) {
-    Future<void> f = fast->submit(c, send, recv);
-    core->fast_hub->touch(!f.ready());
-    detail::logger().debug("{} of {} elements on comm {}: {}", coll::to_string(c.kind), c.count, id,
-                           fast->direct(c) ? "fast path, shared buffers" : "fast path");
-    return f;
-  }
   // Binary key: the call's fields as raw bytes, gathered in a stack buffer
   // and appended once to a per-thread string (no allocation per call; ten
   // appends into a fresh string cost ~1,500 instructions: callgrind). The

@@ -1,7 +1,7 @@
 // Engine internals (not installed): one communicator on this rank, CommImpl:
-// its window (credit slots, flag words, fast-path area), the credit slots'
-// queues, the plan cache and submit(), which starts a compiled plan instance
-// on the executor or hands a small call to the fast path. Bodies: comm.cpp.
+// its window (credit slots, flag words, publication records, mapped slots),
+// the credit slots' queues, the plan cache and submit(), which starts a
+// compiled plan instance on the executor. Bodies: comm.cpp.
 #pragma once
 
 #include "core.hpp"
@@ -26,7 +26,6 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   coll::Group group;
   std::unique_ptr<WindowMem> window;
   std::vector<dag::PeerKey> peers;
-  std::shared_ptr<FastChannel> fast;  // the small-message fast path (null: not on this communicator)
 
   // Guards the slots, the memos, the cache and the stash: a spin lock (short
   // sections, taken twice per call: strata/detail/spinlock.hpp).
@@ -90,7 +89,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   void settle_lazy(Slot& sl, std::uint32_t seq, const Status& st);
 
   // A member (world rank @p world_rank) died: fails what is unfinished or
-  // queued and everything later (the fast path notices deaths itself).
+  // queued and everything later.
   void member_died(int world_rank, const Status& why);
 
   // Engine shutdown: fails every queued and unfinished call with @p why.
@@ -99,7 +98,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   ~CommImpl() {
     if (window && core && core->transport) core->transport->deregister_memory(window->p, window->len);
-    // This rank's mappings of the members' windows (its fast path pointed into them).
+    // This rank's mappings of the members' windows (mapped plans read through them).
     if (core && core->transport && core->alive.load(std::memory_order_acquire))
       for (int r = 0; r < static_cast<int>(peers.size()); ++r)
         if (r != group.rank)
@@ -114,14 +113,10 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // Registers the window; returns its key (the caller exchanges keys).
   transport::RemoteKey open_window();
 
-  // Window layout: credits x slot_bytes, the fast path's area (one-host
-  // communicators), then the flag words (one per credit slot: seq + 1 of the
-  // last instance that finished with that slot here; docs/algorithms.md,
-  // "Window flags"). Same offsets on every member.
-  [[nodiscard]] std::size_t flags_at() const {
-    return group.slot_bytes * static_cast<std::size_t>(group.credits) +
-           (fast_candidate() ? fast_area_bytes(core->fast_cfg) : 0);
-  }
+  // Window layout: credits x slot_bytes, then the flag words (one per credit
+  // slot: seq + 1 of the last instance that finished with that slot here;
+  // docs/algorithms.md, "Window flags"). Same offsets on every member.
+  [[nodiscard]] std::size_t flags_at() const { return group.slot_bytes * static_cast<std::size_t>(group.credits); }
   // Words: one flag per credit slot, padded to a cache line, then the wake
   // words (Bindings::flag_wake): "somebody waits" and one per world rank.
   [[nodiscard]] std::uint32_t flag_wake_word() const {
@@ -183,14 +178,6 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // Collective, internal: the minimum of @p mine over the members (an
   // agreement: 0 anywhere makes it 0 everywhere). Not checked by STRATA_CHECK.
   std::uint64_t agree_min(std::uint64_t mine);
-
-  // Whether the fast path may serve this communicator: enabled, every member on this host.
-  [[nodiscard]] bool fast_candidate() const { return core->fast_cfg.enabled && one_host(); }
-
-  // After set_peer_keys, on every member (collective): maps the members' fast
-  // areas and agrees (one allreduce) that every member could, so that all of
-  // them take the same calls on the fast path.
-  void enable_fast();
 
   void set_peer_keys(const std::vector<transport::RemoteKey>& keys);
 

@@ -23,7 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fastpath.hpp"
+#include "hooks.hpp"
 #include "ids.hpp"
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
@@ -132,12 +132,8 @@ struct EngineCore {
   // loaded once at start-up and agreed by all ranks; where it came from.
   std::shared_ptr<const coll::Tuning> tuning = std::make_shared<const coll::Tuning>();
   coll::TuningChoice tuning_choice;
-  // The fast path's configuration (STRATA_FASTPATH*, else the table's fastpath_bytes).
-  FastConfig fast_cfg = FastConfig::get();
   std::unique_ptr<Bootstrap> boot;
   Hierarchy hier;
-  // Before the transport: its progress hook polls the hub until it is destroyed.
-  std::shared_ptr<FastHub> fast_hub = std::make_shared<FastHub>();
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<dag::Executor> exec;
   std::atomic<dag::Executor*> polled_exec{nullptr};  // the progress hook's view of exec (null while it goes)
@@ -156,7 +152,7 @@ struct EngineCore {
   std::mutex id_mu;
   // Communicator ids in use here (0 is the world; 0xFFFB-0xFFFF are signal
   // tags: watermark grants, grants and grant requests (dag/executor.hpp),
-  // fast-path nudges, windows).
+  // flag-wait nudges, windows).
   IdPool comm_ids{1, dag::kWatermarkComm};     // ids below every signal tag
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
   std::shared_ptr<WindowTable> windows;        // window.cpp

@@ -180,7 +180,8 @@ Prepared prep_broadcast(const std::shared_ptr<detail::CommImpl>& impl, void* buf
   p.call.count = count;
   p.call.dtype = detail::to_dag(type);
   p.call.root = root;
-  if (!fast_takes(*impl, p.call, opts)) p.call.algo = choose(p.call.kind, opts, impl->rank());
+  apply_sync(p.call, opts);
+  p.call.algo = choose(p.call.kind, opts, impl->rank());
   const bool is_root = impl->rank() == root;
   p.send = is_root ? buf : nullptr;
   p.recv = is_root ? nullptr : buf;
@@ -210,9 +211,9 @@ Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, co
   c.user_op = std::move(u);
   c.root = all ? 0 : root;
   c.in_place = inplace;
-  if (!fast_takes(*impl, c, opts))
-    c.algo = all ? resolve_allreduce(opts, *impl, c.user_op.get(), static_cast<std::uint64_t>(count) * esize)
-                 : choose(c.kind, opts, impl->rank());
+  apply_sync(c, opts);
+  c.algo = all ? resolve_allreduce(opts, *impl, c.user_op.get(), static_cast<std::uint64_t>(count) * esize)
+               : choose(c.kind, opts, impl->rank());
   if (!c.user_op && dag::reduce_kernel(op, dt) == nullptr)
     throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(impl->rank()) + ": argument 'op' " +
                                        dag::to_string(op) + " is not defined on " + dag::to_string(dt));
@@ -399,7 +400,6 @@ Communicator Communicator::split(int color, int key) const {
     mk.push_back(k);
   }
   ni->set_peer_keys(mk);
-  ni->enable_fast();
   ni->enable_flags();
   ni->seal_bindings();
   {
@@ -456,7 +456,6 @@ void init_tuning(detail::EngineCore& core) {
   }
   core.tuning = std::make_shared<const coll::Tuning>(table);
   core.tuning_choice = std::move(c);
-  if (!core.fast_cfg.bytes_from_env) core.fast_cfg.bytes = static_cast<std::size_t>(core.tuning->fastpath_bytes);
 }
 
 std::shared_ptr<detail::CommImpl> make_world(const std::shared_ptr<detail::EngineCore>& core) {
@@ -484,7 +483,6 @@ std::shared_ptr<detail::CommImpl> make_world(const std::shared_ptr<detail::Engin
                 sizeof(transport::RemoteKey));
   }
   w->set_peer_keys(keys);
-  w->enable_fast();
   w->enable_flags();
   w->seal_bindings();
   {
@@ -526,17 +524,16 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   // The table's inline_bytes replaces the built-in default, never an explicit value.
   if (opts.inline_bytes == EngineOptions{}.inline_bytes && strata::detail::env::get("STRATA_INLINE_BYTES") == nullptr)
     eo.inline_bytes = static_cast<std::size_t>(core_->tuning->inline_bytes);
-  // A rank whose window-flag wait parked is woken like a fast-path sleeper.
-  eo.nudge_payload = std::uint64_t{detail::kFastNudgeComm} << 48;
-  eo.nudge_context = detail::fast_nudge_context();
+  // A rank whose flag wait parked while its threads block is woken by a nudge.
+  eo.nudge_payload = std::uint64_t{detail::kNudgeComm} << 48;
+  eo.nudge_context = detail::nudge_context();
   core_->exec = std::make_unique<dag::Executor>(*core_->transport, eo);
   core_->polled_exec.store(core_->exec.get(), std::memory_order_release);
   // Every progress() call (servers, waiters, inline mode) also completes
-  // fast-path calls and the executor's memory-flag waits.
-  core_->transport->set_progress_hook([hub = core_->fast_hub.get(), core = core_.get()] {
-    std::size_t n = hub->poll();
-    if (dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire)) n += ex->poll();
-    return n;
+  // the executor's memory-flag waits.
+  core_->transport->set_progress_hook([core = core_.get()]() -> std::size_t {
+    if (dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire)) return ex->poll();
+    return 0;
   });
   detail::install_window_routing(*core_);  // window events beside the executor's (window.cpp)
   transport::ProgressOptions po = transport::ProgressOptions::from_environment();
@@ -555,16 +552,9 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
     if ((set == nullptr || *set == '\0') && oversubscribed)
       po.wait_spin = std::min(po.wait_spin, transport::ProgressOptions::kOversubscribedWaitSpin);
   }
-  // A server about to block counts itself as a sleeper of the fast channels
-  // with pending calls (their peers then nudge it); a call posted while it
-  // blocks wakes it.
   // The executor's flag waits ask their owners for nudges only while a thread
   // of this rank blocks (Executor::park): servers here, waiters below.
-  po.on_block = [hub = core_->fast_hub.get(), ex = core_->exec.get()](bool parking) {
-    hub->park(parking);
-    ex->park(parking);
-  };
-  core_->fast_hub->set_waker([t = core_->transport.get()] { t->wake(); });
+  po.on_block = [ex = core_->exec.get()](bool parking) { ex->park(parking); };
   core_->progress = std::make_unique<transport::ProgressServer>(*core_->transport, po);
   auto ctx = std::make_shared<FutureContext>();
   ctx->arena = &core_->exec->arena();
@@ -581,7 +571,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   };
   if (po.threads == 0) {
     // Inline mode: the waiter is the only progress. Between two transport
-    // polls it scans the fast channels and the executor's flag waits
+    // polls it scans the executor's flag waits
     // (kFlagRounds - 1 lean calls per full one, as the server-mode spin
     // does), and an idle call is followed by a pause, not a sched_yield:
     // 8 B allreduce on one host 0.51-0.88 us -> 0.31-0.39 (the yield was a
@@ -592,10 +582,8 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
           [&] {
             thread_local unsigned round = 0;
             if (++round % kFlagRounds != 0) {
-              std::size_t n = core->fast_hub->poll();
-              if (dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire)) n += ex->poll();
-              if (n > 0) return true;
-              return false;
+              dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire);
+              return ex != nullptr && ex->poll() > 0;
             }
             return t->progress() > 0;
           },
@@ -654,7 +642,7 @@ Engine::~Engine() {
   core_->progress->stop();
   // Futures may outlive the engine: from now on their continuations run on the
   // process-wide default arena and their waits do not spin on freed servers.
-  // The fast channels' contexts share the flag; hook calls still inside end first.
+  // Hook calls still inside end first.
   core_->hooks->close();
   // Every peer has entered shutdown (barrier above): what is still posted
   // completes now with Errc::shutdown instead of waiting for peers that will

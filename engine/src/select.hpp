@@ -1,7 +1,7 @@
 // Engine internals (not installed): the algorithm of one call, from the
 // per-call CollOptions, the STRATA_ALGO_* / STRATA_TREE* / STRATA_FRAGMENT* /
 // STRATA_DIRECTION* variables and the defaults (docs/algorithms.md,
-// "Selection"), memoized per thread; synchronization and fast-path eligibility.
+// "Selection"), memoized per thread; synchronization and the automatic plans' eligibility.
 #pragma once
 
 #include <string>
@@ -263,7 +263,7 @@ inline bool algo_env_set(coll::Kind kind) {
   return i < set.size() && set[i];
 }
 
-// Strict synchronization and the fast path's eligibility (an automatic
+// Strict synchronization and the automatic memory-protocol plans' eligibility (an automatic
 // algorithm, no per-call tree / fragment / direction, loose).
 inline void apply_sync(coll::Call& c, const CollOptions& o) {
   c.entry_all = o.sync.entry == SyncMode::all;
@@ -271,14 +271,6 @@ inline void apply_sync(coll::Call& c, const CollOptions& o) {
   c.fast_ok = !c.entry_all && !c.exit_all && (o.algorithm.empty() || o.algorithm == "auto") && o.tree.empty() &&
               o.fragment.empty() && o.direction.empty() && !o.on_block && !algo_env_set(c.kind);
   c.shared_buffers = o.shared_buffers;
-}
-
-// Sets @p c's synchronization and fast-path eligibility (apply_sync) and tells
-// whether the small-message fast path will take it: then the algorithm need
-// not be resolved (the plan path never sees the call).
-inline bool fast_takes(const CommImpl& impl, coll::Call& c, const CollOptions& o) {
-  apply_sync(c, o);
-  return impl.fast && impl.fast->takes(c);
 }
 
 }  // namespace strata::detail

@@ -280,7 +280,7 @@ void install_window_routing(EngineCore& core) {
   transport::Transport& tp = *core.transport;
   tp.set_completion_handler([ex](void* ctx, const Status& s) {
     const auto v = reinterpret_cast<std::uintptr_t>(ctx);
-    if (ctx == fast_nudge_context()) return;  // a fast-path nudge was sent (fastpath.hpp)
+    if (ctx == nudge_context()) return;  // a flag-wait nudge was sent (hooks.hpp)
     if ((v & 1u) != 0) {
       complete_op(reinterpret_cast<WinOp*>(v & ~std::uintptr_t{1}), s);
       return;
@@ -288,7 +288,7 @@ void install_window_routing(EngineCore& core) {
     ex->handle_completion(ctx, s);
   });
   tp.set_signal_handler([ex, table](int source, std::uint64_t p) {
-    if ((p >> 48) == kFastNudgeComm) return;  // wakes the progress servers: their progress hook polls the fast path
+    if ((p >> 48) == kNudgeComm) return;  // wakes the progress servers: their progress hook polls the flag waits
     if ((p >> 48) != kWindowSignalComm) {
       ex->handle_signal(source, p);
       return;

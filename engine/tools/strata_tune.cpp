@@ -129,7 +129,7 @@ class Tuner {
     tmp_ = buf.data();
     here_ = strata::coll::Fingerprint::here();
     // The children see this environment without any STRATA_ setting (a
-    // user's STRATA_FRAGMENT or STRATA_FASTPATH_BYTES would falsify the
+    // user's STRATA_FRAGMENT or STRATA_INLINE_BYTES would falsify the
     // measurements); strata-run sets what the ranks need.
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string kv = *e;
@@ -400,13 +400,6 @@ class Tuner {
          {"allreduce"},
          q ? std::vector<std::uint64_t>{1 * M, 4 * M} : std::vector<std::uint64_t>{1 * M, 4 * M, 16 * M},
          "allreduce: rabenseifner vs ring"},
-        {"fastpath_bytes",
-         q ? std::vector<std::uint64_t>{0, 1 * K, 16 * K} : std::vector<std::uint64_t>{0, 1 * K, 16 * K, 64 * K},
-         {"allreduce", "bcast", "reduce"},
-         q ? std::vector<std::uint64_t>{8, 512, 2 * K, 8 * K}
-           : std::vector<std::uint64_t>{8, 512, 2 * K, 8 * K, 32 * K},
-         "small-message fast path vs compiled plans (mapped plans below mapped_max_bytes; 0 leaves the fast path "
-         "only barriers and shared-buffer calls; a larger limit also spreads the small entries)"},
         // Across two virtual hosts of this machine (the libfabric path, over
         // loopback): what a fragment costs the network path here.
         {"net_pipeline_fragment",

@@ -120,7 +120,7 @@ TEST(EngineThreads, ExecutorRunsInTheApplicationsArena) {
         o.inline_bytes = 0;    // every reduction becomes a task in the arena
         strata::Engine e(std::move(boots[static_cast<std::size_t>(r)]), o);
         strata::Communicator& w = e.world();
-        constexpr std::size_t kCount = 1 << 16;  // 512 KiB: the DAG path, not the small-message fast path
+        constexpr std::size_t kCount = 1 << 16;  // 512 KiB: window plans, not the mapped ones
         std::vector<double> x(kCount, 1.0 + r), y(kCount, 0.0);
         strata::UserOp add;
         add.elem_size = sizeof(double);
@@ -174,7 +174,6 @@ TEST(EngineThreads, WaitersNeverStallUntilMaxBlockInEitherSleepMode) {
     ::setenv("STRATA_PROGRESS_MAX_BLOCK", "60000000", 1);
     ::setenv("STRATA_PROGRESS_WAIT_SPIN", "0", 1);
     ::setenv("STRATA_INLINE_BYTES", "0", 1);
-    ::setenv("STRATA_FASTPATH", "off", 1);
     const auto t0 = std::chrono::steady_clock::now();
     run_ranks(2, 1, [](strata::Engine& e) {
       strata::Communicator& w = e.world();
@@ -189,7 +188,7 @@ TEST(EngineThreads, WaitersNeverStallUntilMaxBlockInEitherSleepMode) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_LT(s, 30.0) << "STRATA_WAITER_BLOCK=" << mode << ": 8 allreduces took " << s << " s";
   }
-  for (const char* v : {"STRATA_WAITER_BLOCK", "STRATA_PROGRESS_MAX_BLOCK", "STRATA_PROGRESS_WAIT_SPIN",
-                        "STRATA_INLINE_BYTES", "STRATA_FASTPATH"})
+  for (const char* v :
+       {"STRATA_WAITER_BLOCK", "STRATA_PROGRESS_MAX_BLOCK", "STRATA_PROGRESS_WAIT_SPIN", "STRATA_INLINE_BYTES"})
     ::unsetenv(v);
 }

@@ -58,7 +58,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"n3_large", "", "-n 3", "--large"}, Case{"n5_large", "", "-n 5", "--large"},
                       Case{"n3_hosts2_large", "", "-n 3 --hosts 2", "--large"},
                       // Single copy (publish / read_peer nodes over CMA) for every automatic
-                      // allgather(v) and alltoall above the fast path; beside a second host the
+                      // allgather(v) and alltoall above the mapped plans; beside a second host the
                       // communicator agrees on the window protocol instead.
                       Case{"n3_single_copy", "STRATA_SINGLE_COPY=always", "-n 3", ""},
                       Case{"n2_single_copy_large", "STRATA_SINGLE_COPY=always", "-n 2", "--large"},
@@ -72,7 +72,7 @@ namespace {
 // The single-copy cases above must really run single-copy plans (a fallback
 // to the window protocol would pass them too): the engine logs each compiled
 // plan's algorithm. On one host with STRATA_SINGLE_COPY=always the plans of
-// allgather(v) and alltoall above the fast path are "single-copy"; with =off
+// allgather(v) and alltoall above the mapped plans are "single-copy"; with =off
 // none is; across two virtual hosts none is (the agreement needs one host).
 int single_copy_plans(const std::string& env, const std::string& launcher) {
   std::string out;

@@ -1,6 +1,6 @@
 // log_rank: one rank of the logging integration test (run under strata-run).
 // Starts an Engine with an EngineOptions::log_sink, runs a 64 KiB allreduce
-// (a compiled plan, not the fast path) and an allgather, checks their results
+// (a window plan, not a mapped one) and an allgather, checks their results
 // and that the sink saw this rank's plan lines. Prints
 // "log_rank: rank R pid P sink N lines" and, on rank 0, "log_rank: OK".
 #include <unistd.h>

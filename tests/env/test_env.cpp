@@ -65,7 +65,7 @@ TEST(EnvRegistry, EveryRowIsCompleteAndNamesAreUnique) {
     EXPECT_NE(std::string(v.doc), "") << n;
   }
   for (const char* must :
-       {"STRATA_TIMEOUT", "STRATA_FASTPATH", "STRATA_SLOT_BYTES", "STRATA_CREDITS", "STRATA_PROGRESS_MAX_BLOCK",
+       {"STRATA_TIMEOUT", "STRATA_MAPPED", "STRATA_SLOT_BYTES", "STRATA_CREDITS", "STRATA_PROGRESS_MAX_BLOCK",
         "STRATA_FI_DOORBELL", "STRATA_TUNING", "STRATA_LOG_LEVEL", "STRATA_LOG_FILE", "STRATA_RANK"})
     EXPECT_NE(env::find(must), nullptr) << must;
   ASSERT_NE(env::find("STRATA_RANK"), nullptr);
@@ -112,16 +112,15 @@ TEST(EnvRegistry, TypedAccessorsParseAndNameTheVariableOnBadValues) {
               std::string::npos);
   }
   {
-    ScopedEnv e("STRATA_FASTPATH", "off");
-    EXPECT_FALSE(env::get_switch("STRATA_FASTPATH", true));
-    EXPECT_TRUE(env::is("STRATA_FASTPATH", "off"));
+    ScopedEnv e("STRATA_MAPPED", "off");
+    EXPECT_FALSE(env::get_switch("STRATA_MAPPED", true));
+    EXPECT_TRUE(env::is("STRATA_MAPPED", "off"));
   }
   {
-    ScopedEnv e("STRATA_FASTPATH", "maybe");
-    EXPECT_EQ(error_of([] {
-                env::get_switch("STRATA_FASTPATH", true);
-              }).rfind("STRATA_FASTPATH='maybe': expected on or off", 0),
-              0u);
+    ScopedEnv e("STRATA_MAPPED", "maybe");
+    EXPECT_EQ(
+        error_of([] { env::get_switch("STRATA_MAPPED", true); }).rfind("STRATA_MAPPED='maybe': expected on or off", 0),
+        0u);
   }
 }
 

@@ -1,15 +1,16 @@
-// fast_rank: one rank of the fast-path tests (run under strata-run).
+// fast_rank: one rank of the small-call tests (run under strata-run; named
+// after the retired small-message fast path, whose calls now run as plans).
 //   fast_rank [--death]
-// Default: every collective the fast path takes (barrier, broadcast, reduce,
+// Default: every collective of the small-call plans (barrier, broadcast, reduce,
 // allreduce, gather, scatter, allgather, alltoall, reduce_scatter_block) with
-// counts 0, 1, 7 and around STRATA_FASTPATH_BYTES (the last one falls back to
-// a plan), in place, every root, sum / max / a non-commutative user op,
+// counts 0, 1, 7 and around 4 KiB (mapped_max_bytes: the last one runs a
+// window plan), in place, every root, sum / max / a non-commutative user op,
 // checked against a sequential reference; then a burst of 40 loose
-// allreduces (5x the fast ring) with a plan-based 256 KiB allreduce every 5th,
+// allreduces (beyond the credits) with a plan-based 256 KiB allreduce every 5th,
 // waited for at the end; then 20 barriers whose futures are dropped followed by
 // a waited allreduce. Prints "fast_rank: OK".
 // --death: after a working round the last rank exits (status 3); every other
-// rank's pending fast allreduce must fail with peer_dead, and so must the next
+// rank's pending small allreduce must fail with peer_dead, and so must the next
 // call. Prints "SURVIVOR rank R".
 #include <unistd.h>
 
@@ -281,11 +282,10 @@ int main(int argc, char** argv) {
     rank_check::me = me;
     strata::Communicator& w = engine.world();
     if (die) return death(w);
-    const char* lim = std::getenv("STRATA_FASTPATH_BYTES");
-    const std::size_t limit = lim ? static_cast<std::size_t>(std::strtoull(lim, nullptr, 10)) : 4096;
+    const std::size_t limit = 4096;  // the mapped plans' default limit (mapped_max_bytes)
     check_all(w, limit);
     check_burst(w);
-    // A split communicator (every other rank) has its own fast channel.
+    // A split communicator (every other rank) has its own window and flags.
     strata::Communicator half = w.split(me % 2, me);
     check_all(half, limit);
   } catch (const std::exception& e) {

@@ -1,11 +1,10 @@
-// The small-message calls over real processes: fast_rank under strata-run
-// (hard timeout) for several rank counts. By default they run as plans (mapped
-// plans on one host: STRATA_FASTPATH_BYTES defaults to 0); the fast path's ring
-// entries are opt-in (STRATA_FASTPATH_BYTES > 0, or a tuning table) and tested
-// here with every variant: a smaller size bound, waiters that sleep at once
-// (so late members must nudge them), inline progress, the path switched off,
-// two virtual hosts (no fast path: plans), the debug log that shows which path
-// ran, and a member that dies.
+// Small calls over real processes: fast_rank under strata-run (hard timeout)
+// for several rank counts. They run as plans of DAG nodes (mapped plans on one
+// host; the small-message fast path that ran them beside the executor is
+// retired): waiters that sleep at once (so late members must nudge them),
+// inline progress, mapped plans switched off (window plans), two virtual
+// hosts, the log and the trace that show which plans ran, and a member that
+// dies. Then shared buffers (single-copy plans through the mappings).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -41,53 +40,27 @@ TEST_P(FastPath, MatchesSequentialReference) {
   EXPECT_EQ(count(out, "fast_rank: OK"), n) << out;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Matrix, FastPath,
-    ::testing::Values(
-        Case{"n1", "", "-n 1"}, Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"}, Case{"n5", "", "-n 5"},
-        Case{"n3_bytes256", "STRATA_FASTPATH_BYTES=256", "-n 3"},
-        Case{"n2_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
-        Case{"n3_inline", "STRATA_PROGRESS_THREADS=0", "-n 3"}, Case{"n2_off", "STRATA_FASTPATH=off", "-n 2"},
-        Case{"n3_off", "STRATA_FASTPATH=off", "-n 3"},
-        Case{"n3_off_unmapped", "STRATA_FASTPATH=off STRATA_MAPPED=off", "-n 3"},
-        // Mapped plans whose waiters sleep at once: flag waits must ask for nudges
-        // as the waiters park (Executor::park), or calls stall until a timeout.
-        Case{"n3_off_sleeping_waiters", "STRATA_FASTPATH=off STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
-        Case{"n2_off_inline", "STRATA_FASTPATH=off STRATA_PROGRESS_THREADS=0", "-n 2"},
-        Case{"n4_hosts2", "", "-n 4 --hosts 2"},
-        // The ring entries (opt-in).
-        Case{"n1_ring", "STRATA_FASTPATH_BYTES=4096", "-n 1"}, Case{"n2_ring", "STRATA_FASTPATH_BYTES=4096", "-n 2"},
-        Case{"n3_ring", "STRATA_FASTPATH_BYTES=4096", "-n 3"}, Case{"n5_ring", "STRATA_FASTPATH_BYTES=4096", "-n 5"},
-        Case{"n2_ring_sleeping_waiters", "STRATA_FASTPATH_BYTES=4096 STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
-        Case{"n3_ring_inline", "STRATA_FASTPATH_BYTES=4096 STRATA_PROGRESS_THREADS=0", "-n 3"},
-        Case{"n4_hosts2_ring", "STRATA_FASTPATH_BYTES=4096", "-n 4 --hosts 2"}),
-    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Matrix, FastPath,
+                         ::testing::Values(Case{"n1", "", "-n 1"}, Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"},
+                                           Case{"n5", "", "-n 5"},
+                                           Case{"n2_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
+                                           // Mapped plans whose waiters sleep at once: flag waits must ask for nudges
+                                           // as the waiters park (Executor::park), or calls stall until a timeout.
+                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
+                                           Case{"n2_inline", "STRATA_PROGRESS_THREADS=0", "-n 2"},
+                                           Case{"n3_inline", "STRATA_PROGRESS_THREADS=0", "-n 3"},
+                                           Case{"n3_unmapped", "STRATA_MAPPED=off", "-n 3"},
+                                           Case{"n4_hosts2", "", "-n 4 --hosts 2"}),
+                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
-// The debug log names the path: by default no call takes the fast path (every
-// small call runs a plan, "algorithm mapped"); with ring entries on, small
-// calls on one host take it, none do when it is off, and the world's calls do
-// not when its members are on two hosts.
-TEST(FastPathLog, ShowsWhichPathRan) {
-  std::string dflt, on, off, hosts;
-  EXPECT_EQ(run("STRATA_LOG_LEVEL=debug", "-n 2", "", &dflt), 0) << dflt;
-  EXPECT_EQ(count(dflt, "fast path"), 0) << dflt;
-  EXPECT_GT(count(dflt, "algorithm mapped"), 100) << dflt;
-  EXPECT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_FASTPATH_BYTES=4096", "-n 2", "", &on), 0) << on;
-  EXPECT_GT(count(on, "on comm 0: fast path"), 100) << on;
-  EXPECT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_FASTPATH=off", "-n 2", "", &off), 0) << off;
-  EXPECT_EQ(count(off, "fast path"), 0) << off;
-  EXPECT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_FASTPATH_BYTES=4096", "-n 2 --hosts 2", "", &hosts), 0) << hosts;
-  EXPECT_EQ(count(hosts, "on comm 0: fast path"), 0) << hosts;  // the split's one-member halves may use it
-}
-
-// With the fast path off, the small one-host calls run as mapped plans (the
-// same collectives, DAG nodes run by the executor: collectives/src/
-// compile_mapped.cpp), and none do with STRATA_MAPPED=off (window plans).
+// The small one-host calls run as mapped plans (DAG nodes run by the executor:
+// collectives/src/compile_mapped.cpp), every kind; none do with
+// STRATA_MAPPED=off (window plans) or across two hosts (libfabric).
 TEST(MappedPlansLog, SmallOneHostCallsRunAsMappedPlans) {
-  std::string mapped, unmapped;
-  EXPECT_EQ(run("STRATA_LOG_LEVEL=info STRATA_FASTPATH=off", "-n 3", "", &mapped), 0) << mapped;
+  std::string mapped, unmapped, hosts;
+  EXPECT_EQ(run("STRATA_LOG_LEVEL=info", "-n 3", "", &mapped), 0) << mapped;
   EXPECT_GT(count(mapped, "algorithm mapped"), 10) << mapped;
-  // Every kind the fast path takes has a mapped plan ("plan: <kind> of ... algorithm mapped").
+  EXPECT_EQ(count(mapped, "fast path"), 0) << mapped;
   for (const char* kind : {"barrier", "broadcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall",
                            "reduce_scatter_block"}) {
     bool seen = false;
@@ -97,32 +70,30 @@ TEST(MappedPlansLog, SmallOneHostCallsRunAsMappedPlans) {
              line.find("algorithm mapped") != std::string::npos;
     EXPECT_TRUE(seen) << kind;
   }
-  EXPECT_EQ(run("STRATA_LOG_LEVEL=info STRATA_FASTPATH=off STRATA_MAPPED=off", "-n 3", "", &unmapped), 0) << unmapped;
+  EXPECT_EQ(run("STRATA_LOG_LEVEL=info STRATA_MAPPED=off", "-n 3", "", &unmapped), 0) << unmapped;
   EXPECT_EQ(count(unmapped, "algorithm mapped"), 0) << unmapped;
+  EXPECT_EQ(run("STRATA_LOG_LEVEL=info", "-n 2 --hosts 2", "", &hosts), 0) << hosts;
+  EXPECT_EQ(count(hosts, "on comm 0 (2 ranks): algorithm mapped"), 0) << hosts;
 }
 
-// STRATA_TRACE shows every fast-path call (they bypass the executor's DAG):
-// one "<kind> fast path" event of category "fast" per call the debug log
-// reports on the fast path, over both ranks' files.
-TEST(FastPathTrace, EveryFastCallIsATraceEvent) {
-  const std::string prefix = ::testing::TempDir() + "strata_fast_trace_" + std::to_string(::getpid());
+// STRATA_TRACE shows the small calls as DAG nodes (regression: the retired
+// fast path's calls bypassed the executor and showed as one "fast path" span
+// each): the mapped plans' flag nodes in both ranks' files, no fast-path event.
+TEST(MappedPlansTrace, SmallCallsAreDagNodesInTheTrace) {
+  const std::string prefix = ::testing::TempDir() + "strata_small_trace_" + std::to_string(::getpid());
   std::string out;
-  ASSERT_EQ(run("STRATA_LOG_LEVEL=debug STRATA_FASTPATH_BYTES=4096 STRATA_TRACE=" + prefix, "-n 2", "", &out), 0)
-      << out;
-  const int logged = count(out, ": fast path") - count(out, ": fast path off");
-  EXPECT_GT(logged, 100) << out;
-  int traced = 0;
+  ASSERT_EQ(run("STRATA_TRACE=" + prefix, "-n 2", "", &out), 0) << out;
   for (int r = 0; r < 2; ++r) {
     const std::string file = prefix + "." + std::to_string(r) + ".json";
     std::ifstream in(file);
     std::stringstream ss;
     ss << in.rdbuf();
     const std::string t = ss.str();
-    EXPECT_GT(count(t, "\"name\":\"allreduce fast path\""), 0) << file;
-    traced += count(t, " fast path\",\"cat\":\"fast\"");
+    EXPECT_GT(count(t, "flag_wait"), 100) << file;
+    EXPECT_GT(count(t, "flag_set"), 100) << file;
+    EXPECT_EQ(count(t, "fast path"), 0) << file;
     std::remove(file.c_str());
   }
-  EXPECT_EQ(traced, logged);
 }
 
 class FastPathPeerDeath : public ::testing::TestWithParam<Case> {};
@@ -143,16 +114,13 @@ TEST_P(FastPathPeerDeath, PendingCallsFailOnEverySurvivor) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FastPathPeerDeath,
                          ::testing::Values(Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"},
-                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
-                                           Case{"n2_ring", "STRATA_FASTPATH_BYTES=4096", "-n 2"},
-                                           Case{"n3_ring_sleeping_waiters",
-                                                "STRATA_FASTPATH_BYTES=4096 STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
+                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // Shared buffers (Engine::allocate + CollOptions::shared_buffers): the
-// single-copy fast path for large calls, with private buffers on one rank
-// (CMA), every rank count, sleeping waiters, inline progress, the fast path
-// off and two virtual hosts (plans: the flag is then ignored).
+// single-copy plans for large calls, with private buffers on one rank (CMA),
+// every rank count, sleeping waiters, inline progress, mapped plans or single
+// copy off and two virtual hosts (plans: the flag is then ignored).
 int run_shared(const std::string& env, const std::string& launcher_args, const std::string& rank_args,
                std::string* out) {
   return launch::run("shared_rank", 150, env, launcher_args, rank_args, out);
@@ -175,18 +143,16 @@ INSTANTIATE_TEST_SUITE_P(Matrix, SharedBuffers,
                                            Case{"n5", "", "-n 5"},
                                            Case{"n2_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 2"},
                                            Case{"n3_inline", "STRATA_PROGRESS_THREADS=0", "-n 3"},
-                                           Case{"n2_fastpath_off", "STRATA_FASTPATH=off", "-n 2"},
-                                           Case{"n2_ring", "STRATA_FASTPATH_BYTES=4096", "-n 2"},
-                                           Case{"n3_ring", "STRATA_FASTPATH_BYTES=4096", "-n 3"},
+                                           Case{"n2_unmapped", "STRATA_MAPPED=off", "-n 2"},
+                                           Case{"n2_no_single_copy", "STRATA_SINGLE_COPY=off", "-n 2"},
                                            Case{"n4_hosts2", "", "-n 4 --hosts 2"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
-// The debug log names the single-copy path on one host, never across hosts:
-// by default single-copy plans (publish / read_peer nodes reading through the
-// mappings) for every kind, no fast path; with ring entries asked for, the
-// fast path's direct mode (docs/algorithms.md, "Single copy").
+// The log names the single-copy plans on one host (publish / read_peer nodes
+// reading through the mappings, docs/algorithms.md "Single copy"), never
+// across hosts.
 TEST(SharedBuffersLog, ShowsWhichPathRan) {
-  std::string on, ring, hosts;
+  std::string on, hosts;
   EXPECT_EQ(run_shared("STRATA_LOG_LEVEL=debug", "-n 2", "--one-host", &on), 0) << on;
   EXPECT_EQ(count(on, "fast path"), 0) << on;
   for (const char* kind : {"broadcast", "scatter", "gather", "allgather", "alltoall", "reduce_scatter_block"})
@@ -194,10 +160,6 @@ TEST(SharedBuffersLog, ShowsWhichPathRan) {
         count(on, std::string("plan: ") + kind + " of 300007 elements on comm 0 (2 ranks): algorithm single-copy"), 0)
         << kind << "\n"
         << on;
-  EXPECT_EQ(run_shared("STRATA_LOG_LEVEL=debug STRATA_FASTPATH_BYTES=4096", "-n 2", "--one-host", &ring), 0) << ring;
-  EXPECT_GT(count(ring, "fast path, shared buffers"), 50) << ring;
-  // Rank 0's private buffers are read through CMA, and the log says so once.
-  EXPECT_GE(count(ring, "reading it through CMA"), 1) << ring;
   EXPECT_EQ(run_shared("STRATA_LOG_LEVEL=debug", "-n 2 --hosts 2", "", &hosts), 0) << hosts;
   EXPECT_EQ(count(hosts, "shared buffers"), 0) << hosts;
 }
@@ -220,10 +182,7 @@ TEST_P(SharedBuffersPeerDeath, PendingCallsFailOnEverySurvivor) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, SharedBuffersPeerDeath,
                          ::testing::Values(Case{"n2", "", "-n 2"}, Case{"n3", "", "-n 3"},
-                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"},
-                                           Case{"n2_ring", "STRATA_FASTPATH_BYTES=4096", "-n 2"},
-                                           Case{"n3_ring_sleeping_waiters",
-                                                "STRATA_FASTPATH_BYTES=4096 STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
+                                           Case{"n3_sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0", "-n 3"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 }  // namespace

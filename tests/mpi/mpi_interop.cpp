@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
     if (world.rank() != rank || world.size() != size) return fail(rank, "strata and MPI ranks differ");
 
     for (int round = 0; round < 3 && rc == 0; ++round) {
-      // Small (fast path) and large (DAG) sizes; strata and MPI in turn, MPI between strata's call and its wait.
+      // Small (mapped plans) and large (window plans) sizes; strata and MPI in turn, MPI between strata's call and its
+      // wait.
       for (std::size_t count : {std::size_t{7}, std::size_t{100000}}) {
         std::vector<std::int64_t> x(count), ys(count), ym(count);
         for (std::size_t i = 0; i < count; ++i) x[i] = (rank + 1) * 1000 + static_cast<std::int64_t>(i) + round;

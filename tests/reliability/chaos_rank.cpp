@@ -4,7 +4,7 @@
 // Every rank draws the same pseudo-random sequence (--seed): batches of 1..16
 // nonblocking calls of random kinds (all 14 collectives and barriers,
 // v-variants included), datatypes, ops (a non-commutative user op among them),
-// sizes (fast path, plan path, a few large), roots, in place or not, loose or
+// sizes (mapped plans, window plans, a few large), roots, in place or not, loose or
 // strict sync, on the world, a dup or one of two splits. The inputs are a
 // function of (seed, call, contributing rank, element), so each rank computes
 // the expected result of every call locally.

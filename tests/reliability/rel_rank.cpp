@@ -6,7 +6,7 @@
 //                 ring's 8 entries must queue, never block the caller (the
 //                 program is legal under nonblocking rules). Prints
 //                 "rel_rank: queue OK".
-//   --throwing-op a user reduction op that throws, on the fast path (small
+//   --throwing-op a user reduction op that throws, as a small call (mapped plan,
 //                 count), the plan path (large count), in place and not: the
 //                 future of every rank that ran the op fails with a
 //                 strata::Error naming 'op', the collective and the rank
@@ -34,7 +34,7 @@
 //                 lines) 10 times; fails when either grows beyond a bound
 //                 after the first sample (peers must unmap what owners free).
 //                 Prints the samples and "rel_rank: soak OK".
-//   --dag-death   DAG collectives (64 KiB per rank: above the fast path)
+//   --dag-death   DAG collectives (64 KiB per rank: window plans)
 //                 while the last rank SIGKILLs itself: every survivor's
 //                 pending futures that need it fail with peer_dead or timeout
 //                 naming it within STRATA_TIMEOUT + 1 s (a broadcast part that
@@ -295,7 +295,7 @@ int throwing_op_mode(strata::Engine& engine) {
     std::size_t count;
     bool in_place;
   };
-  // 8 KiB is beyond the fast path's default 4 KiB per rank: a plan.
+  // 8 KiB is beyond the mapped plans' default 4 KiB per rank: a window plan.
   const Case cases[] = {
       {"fast", 4, false}, {"fast_in_place", 4, true}, {"plan", 2048, false}, {"plan_in_place", 2048, true}};
   // One communicator per case (a plan-path failure may leave a peer waiting until its timeout).

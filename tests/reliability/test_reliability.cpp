@@ -21,14 +21,14 @@ struct Case {
   const char* env;
 };
 std::string case_name(const ::testing::TestParamInfo<Case>& i) { return i.param.name; }
-const auto kModes = ::testing::Values(Case{"default", ""}, Case{"fastpath_off", "STRATA_FASTPATH=off"},
+const auto kModes = ::testing::Values(Case{"default", ""}, Case{"unmapped", "STRATA_MAPPED=off"},
                                       Case{"inline", "STRATA_PROGRESS_THREADS=0"},
                                       Case{"sleeping_waiters", "STRATA_PROGRESS_WAIT_SPIN=0"});
 
-// Calls beyond the fast ring's entries queue instead of blocking the caller:
-// rank 0 posts 12 allreduces on A and then waits on B's barrier, which rank 1
-// joins before it posts its 12 on A (regression: rank 0 spun inside its 9th
-// call until the launcher's timeout). Also on the plan path (credits).
+// Calls beyond the credits queue instead of blocking the caller: rank 0 posts
+// 12 allreduces on A and then waits on B's barrier, which rank 1 joins before
+// it posts its 12 on A (regression: the retired fast path's rank 0 spun inside
+// its 9th call until the launcher's timeout). Mapped and window plans.
 class Queue : public ::testing::TestWithParam<Case> {};
 TEST_P(Queue, CallsBeyondTheRingNeverBlockTheCaller) {
   std::string out;
@@ -38,9 +38,9 @@ TEST_P(Queue, CallsBeyondTheRingNeverBlockTheCaller) {
 INSTANTIATE_TEST_SUITE_P(Modes, Queue, kModes, case_name);
 
 // A user reduction op that throws fails the future with a typed error naming
-// 'op', the collective and the rank, on the fast path and on the plan path, in
-// place or not (regression: on the fast path the exception escaped from the
-// call, or from the progress thread: std::terminate).
+// 'op', the collective and the rank, small calls (mapped plans) and larger
+// ones, in place or not (regression: on the retired fast path the exception
+// escaped from the call, or from the progress thread: std::terminate).
 class ThrowingOp : public ::testing::TestWithParam<Case> {};
 TEST_P(ThrowingOp, FailsTheFutureWithATypedError) {
   std::string out;
@@ -56,9 +56,9 @@ TEST_P(ThrowingOp, FailsTheFutureWithATypedError) {
   EXPECT_EQ(count(out, ": success"), 0) << out;
   EXPECT_EQ(count(out, ": other"), 0) << out;
   EXPECT_EQ(count(out, ": waited"), 0) << out;
-  // The fast path runs the op on every member.
+  // The small calls' mapped plans run the op on every member.
   for (const char* c : {"fast", "fast_in_place"})
-    if (std::string(GetParam().name) != "fastpath_off") {
+    if (std::string(GetParam().name) != "unmapped") {
       EXPECT_EQ(count(out, std::string("CASE ") + c + " rank 0: threw-ok") +
                     count(out, std::string("CASE ") + c + " rank 1: threw-ok"),
                 2)
@@ -72,7 +72,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, ThrowingOp, kModes, case_name);
 // In inline progress mode the variadic when_all's get() drives progress like
 // its parts (regression: the joined future had no context and hung).
 TEST(WhenAll, VariadicDrivesProgressInInlineMode) {
-  for (const char* env : {"STRATA_PROGRESS_THREADS=0", "STRATA_PROGRESS_THREADS=0 STRATA_FASTPATH=off"}) {
+  for (const char* env : {"STRATA_PROGRESS_THREADS=0", "STRATA_PROGRESS_THREADS=0 STRATA_MAPPED=off"}) {
     std::string out;
     EXPECT_EQ(run(env, "-n 2", "--when-all", &out, 20), 0) << env << "\n" << out;
     EXPECT_EQ(count(out, "rel_rank: when-all OK"), 2) << env << "\n" << out;
@@ -96,7 +96,7 @@ TEST(Then, ContinuationRunsWithoutAWaiter) {
   }
 }
 
-// A rank SIGKILLed in the middle of DAG collectives (above the fast path's
+// A rank SIGKILLed in the middle of DAG collectives (above the mapped plans'
 // size): every survivor's pending futures fail with peer_dead or timeout
 // naming the rank within STRATA_TIMEOUT + 1 s, on one host and across two
 // virtual hosts (libfabric between them).
@@ -120,7 +120,7 @@ TEST_P(DagPeerDeath, SurvivorsPendingFuturesFailNamingTheRank) {
 }
 INSTANTIATE_TEST_SUITE_P(Matrix, DagPeerDeath,
                          ::testing::Values(DeathCase{"n3", "", "-n 3", 2},
-                                           DeathCase{"n3_fastpath_off", "STRATA_FASTPATH=off", "-n 3", 2},
+                                           DeathCase{"n3_unmapped", "STRATA_MAPPED=off", "-n 3", 2},
                                            DeathCase{"n4_hosts2", "", "-n 4 --hosts 2", 3}),
                          [](const ::testing::TestParamInfo<DeathCase>& i) { return std::string(i.param.name); });
 

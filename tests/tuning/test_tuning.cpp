@@ -155,11 +155,23 @@ TEST(Json, DumpParsesBackToTheSameValues) {
 // ---------------------------------------------------------------- the file
 TEST(TuningFile, ParsesDecisionsAndKeepsDefaultsForTheRest) {
   const TuningFile f =
-      strata::coll::parse_tuning(valid_doc("\"pipeline_fragment\": 65536, \"fastpath_bytes\": 8192"), "x");
+      strata::coll::parse_tuning(valid_doc("\"pipeline_fragment\": 65536, \"mapped_max_bytes\": 8192"), "x");
   EXPECT_EQ(f.table.pipeline_fragment, 65536u);
-  EXPECT_EQ(f.table.fastpath_bytes, 8192u);
+  EXPECT_EQ(f.table.mapped_max_bytes, 8192u);
   EXPECT_EQ(f.table.allreduce_rd_max_bytes, Tuning{}.allreduce_rd_max_bytes);
   EXPECT_TRUE(f.machine.difference(Fingerprint::here()).empty());
+}
+
+// A table written before the fast path was retired still loads: its
+// fastpath_bytes decision is accepted and has no effect.
+TEST(TuningFile, RetiredFastpathBytesIsAcceptedWithoutEffect) {
+  const TuningFile f =
+      strata::coll::parse_tuning(valid_doc("\"fastpath_bytes\": 4096, \"pipeline_fragment\": 65536"), "x");
+  EXPECT_EQ(f.table.pipeline_fragment, 65536u);
+  Tuning want;
+  want.pipeline_fragment = 65536;
+  EXPECT_EQ(f.table, want);
+  EXPECT_THROW(strata::coll::parse_tuning(valid_doc("\"fastpath_bytez\": 4096"), "x"), strata::Error);
 }
 
 TEST(TuningFile, MalformedJsonIsAnErrorNamingTheFile) {

@@ -95,7 +95,7 @@ TEST_F(TuningTools, SmokeRunWritesAFileThatEnginesLoadAndStrataInfoShows) {
 TEST_F(TuningTools, TunedTableRunsCollectivesCorrectly) {
   const std::string path = table("tuned.json", [](strata::coll::TuningFile& f) {
     f.table.pipeline_fragment = 64 << 10;
-    f.table.fastpath_bytes = 16384;
+    f.table.mapped_max_bytes = 16384;
     f.table.allreduce_rd_max_bytes = 65536;
     f.table.inline_bytes = 4096;
     // Tree decisions (docs/tuning.md): a chain with pull inside the host.
@@ -107,7 +107,8 @@ TEST_F(TuningTools, TunedTableRunsCollectivesCorrectly) {
   for (int n : {2, 3}) {
     const ProcessResult r = run_command(ranks(n, path));
     ASSERT_EQ(r.status, 0) << r.out;
-    EXPECT_EQ(count(r.out, "(STRATA_TUNING) pipeline_fragment=65536 fastpath_bytes=16384"), static_cast<std::size_t>(n))
+    EXPECT_EQ(count(r.out, "(STRATA_TUNING) pipeline_fragment=65536 mapped_max_bytes=16384"),
+              static_cast<std::size_t>(n))
         << r.out;
     EXPECT_NE(r.out.find("tuning_rank: OK"), std::string::npos) << r.out;
   }
@@ -131,14 +132,14 @@ TEST_F(TuningTools, MalformedFileStopsTheEngineNamingTheField) {
     f.machine = strata::coll::Fingerprint::here();
     text = f.to_json().dump();
   }
-  const std::string key = "\"fastpath_bytes\": 0";
+  const std::string key = "\"mapped_max_bytes\": 4096";
   ASSERT_NE(text.find(key), std::string::npos);
-  text.replace(text.find(key), key.size(), "\"fastpath_bytes\": true");
+  text.replace(text.find(key), key.size(), "\"mapped_max_bytes\": true");
   std::ofstream(path) << text;
   const ProcessResult r = run_command(ranks(2, path));
   EXPECT_NE(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("tuning file " + path +
-                       ": field 'decisions.fastpath_bytes': expected an unsigned integer, got boolean"),
+                       ": field 'decisions.mapped_max_bytes': expected an unsigned integer, got boolean"),
             std::string::npos)
       << r.out;
 }

@@ -1,7 +1,7 @@
 // tuning_rank: one rank of the tuning integration tests (run under strata-run).
 //   tuning_rank FILE_FOR_RANK_0 [FILE_FOR_THE_OTHERS]
 // Sets STRATA_TUNING per rank (the second file for ranks > 0 when given), starts
-// an Engine, prints "rank R: tuning SOURCE pipeline_fragment=N fastpath_bytes=M",
+// an Engine, prints "rank R: tuning SOURCE pipeline_fragment=N mapped_max_bytes=M",
 // then checks a 1 MiB broadcast, a 64 KiB and an 8 KiB allreduce and a 64 KiB reduce against their expected values.
 // Prints "tuning_rank: OK" on success.
 #include <cstdint>
@@ -23,9 +23,9 @@ int main(int argc, char** argv) {
     const int me = boot->rank();
     setenv("STRATA_TUNING", (me > 0 && argc > 2 ? argv[2] : argv[1]), 1);
     strata::Engine engine(std::move(boot), strata::EngineOptions::from_environment());
-    std::printf("rank %d: tuning %s pipeline_fragment=%llu fastpath_bytes=%llu\n", me, engine.tuning_source().c_str(),
+    std::printf("rank %d: tuning %s pipeline_fragment=%llu mapped_max_bytes=%llu\n", me, engine.tuning_source().c_str(),
                 static_cast<unsigned long long>(engine.tuning().pipeline_fragment),
-                static_cast<unsigned long long>(engine.tuning().fastpath_bytes));
+                static_cast<unsigned long long>(engine.tuning().mapped_max_bytes));
     std::fflush(stdout);
     strata::Communicator& w = engine.world();
     std::vector<std::uint32_t> b(1u << 18);
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     w.allreduce(x.data(), y.data(), x.size(), strata::Datatype::uint64, strata::Op::sum).get();
     const auto n = static_cast<std::uint64_t>(w.size());
     for (std::uint64_t v : y) bad += v != n * (n + 1) / 2 ? 1 : 0;
-    // 8 KiB: on the fast path when the table's fastpath_bytes allows it, else a plan.
+    // 8 KiB: a mapped plan when the table's mapped_max_bytes allows it, else a window plan.
     std::vector<std::uint64_t> s(1024, static_cast<std::uint64_t>(me + 1)), t(1024, 0);
     w.allreduce(s.data(), t.data(), s.size(), strata::Datatype::uint64, strata::Op::sum).get();
     for (std::uint64_t v : t) bad += v != n * (n + 1) / 2 ? 1 : 0;

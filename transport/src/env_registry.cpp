@@ -78,19 +78,13 @@ const std::vector<Var> kVars = {
   {"STRATA_DIRECTION", "direction spec", "`push`", "collectives",
    "the same for every collective that can pull (broadcast, scatter, scatterv; scatterv with the automatic algorithm "
    "then uses the tree); the others ignore it. Below `STRATA_DIRECTION_<COLL>`"},
-  {"STRATA_FASTPATH", "on/off", "on", "engine",
-   "`off`: no small-message fast path (docs/algorithms.md, \"Fast path\"); every call runs a plan. Read once"},
-  {"STRATA_FASTPATH_BYTES", "bytes 0..1048576", "0 (tuning table)", "engine",
-   "largest per-rank contribution (bytes) a fast-path ring call may have (0: none, barriers included: every "
-   "ordinary-buffer call runs a plan; shared-buffer calls above it keep the direct mode); also sizes each communicator's fast area "
-   "(8 entries of 16 + this many bytes); wins over the tuning table's `fastpath_bytes`. Read once"},
   {"STRATA_SINGLE_COPY", "on/off/always", "on", "engine",
    "single-copy (CMA) plans on one-host communicators (docs/algorithms.md, \"Single copy\"): `on` where the tuning "
    "table's windows (`bcast_single_copy_*`, `sym_single_copy_*`) say so, `always` for every automatic broadcast, "
    "allgather(v) and alltoall, `off` never (two copies through the window). Read once"},
   {"STRATA_MAPPED", "on/off", "on", "engine",
-   "`off`: no mapped plans on one-host communicators (docs/algorithms.md, \"Mapped plans\"): small calls that the "
-   "fast path does not take run the window plans (puts and signals). Read once"},
+   "`off`: no mapped plans on one-host communicators (docs/algorithms.md, \"Mapped plans\"): small calls run the "
+   "window plans (puts and signals). Read once"},
   {"STRATA_FLAG_SHADOWS", "on/off", "on", "engine",
    "`off`: every credit check of a flag plan reads the same-host owner's flag word instead of this rank's recent "
    "copy of it first (docs/algorithms.md, \"Window flags\"; an A/B switch). Read once"},

@@ -108,7 +108,7 @@ class SharedMemory {
 /// and driven by progress-server threads (progress_threads > 0) or, in inline
 /// mode, by the threads that wait. User reduction operators (UserOp::fn) run
 /// as tasks in the executor's arena, or, for small inputs (up to
-/// inline_bytes) and for small-message fast-path calls, directly in the thread
+/// inline_bytes, among them every small-message call), directly in the thread
 /// that makes them ready: a progress-server thread, an arena worker or a
 /// thread inside Future::get()/wait(). Future::then continuations run as tasks
 /// in the executor's arena; Future::on_complete callbacks run in the

@@ -61,8 +61,8 @@ struct FutureContext {
   /// Called with true right before a waiter blocks (on the condition variable
   /// or as a suspended oneTBB task) and with false once it runs again. It may
   /// complete the future itself (e.g. by polling); the waiter then does not
-  /// block. The engine's small-message fast path uses it to learn which ranks
-  /// have a sleeping waiter that needs a wake-up.
+  /// block. The engine's executor uses it to learn when a parked memory-flag
+  /// wait needs its owner to nudge this rank awake.
   std::function<void(bool)> park;
   /// Progress-server mode, after spin() returned false: blocks the waiter
   /// until a message may have arrived on the transport, @p fd (the waiting
@@ -560,8 +560,8 @@ class [[nodiscard]] Future {
   /// Which thread: if the future is already ready, the calling thread, before
   /// on_complete returns; otherwise the completing thread, which for engine
   /// operations is a progress-server thread, an executor worker of the engine's
-  /// arena, or a thread inside get()/wait() that drives the small-message fast
-  /// path (also another future's waiter). So @p cb must be short, must not
+  /// arena, or a thread inside get()/wait() that drives the executor's
+  /// memory-flag waits (also another future's waiter). So @p cb must be short, must not
   /// block (no wait()/get() on pending futures, no locks held across
   /// collectives, no blocking collective calls: it would stall progress for
   /// every future of the engine), and must not throw (std::terminate is called).

@@ -222,10 +222,11 @@ struct Call {
   std::function<void(int source, void* data, std::size_t bytes)> on_block;
   Algorithm algo;
   /// Engine only (not compiled, not in the plan-cache key): the algorithm was
-  /// left automatic and the call is loose, so the engine's small-message fast
-  /// path may run it instead of a plan (docs/algorithms.md, "Fast path").
+  /// left automatic and the call is loose, so the memory-protocol plans
+  /// (mapped, single copy) may run it (docs/algorithms.md, "Mapped plans").
   bool fast_ok = false;
-  /// Engine only: CollOptions::shared_buffers (the fast path's single-copy mode).
+  /// CollOptions::shared_buffers: single-copy plans read the owners' buffers
+  /// through this process's mappings (in the plan-cache key).
   bool shared_buffers = false;
 };
 

@@ -76,10 +76,6 @@ struct Tuning {
   // 0.59-0.78 at 64-512 B, 0.96-1.09 at 1 KiB, 1.09-1.59 at 2-4 KiB.
   std::uint64_t shared_mapped_max_bytes = 1024;
   // ---- engine
-  /// Small-message fast path: largest contribution (STRATA_FASTPATH_BYTES wins).
-  /// 0 (default): every ordinary-buffer call, barriers included, runs a
-  /// plan; the fast path keeps only its shared-buffer direct mode.
-  std::uint64_t fastpath_bytes = 0;
   std::uint64_t inline_bytes = std::uint64_t{1}
                                << 20;  ///< copies / reductions run inline up to this (STRATA_INLINE_BYTES wins)
 
