@@ -41,6 +41,34 @@ void wait_readers(Ctx& x, const std::vector<int>& readers, NodeId after) {
   for (int r : readers) x.b().flag_wait(x.world(r), w + 1, 0, {after});
 }
 
+// Scatter (@p scatter) or gather: the root's n blocks of @p bb bytes (the
+// scatter's input, the gather's output), its own block on the other side
+// unless in place, and every other member's one block.
+void declare_rooted(Ctx& x, bool scatter, std::uint64_t bb) {
+  const Call& c = x.c();
+  const std::uint64_t all = bb * static_cast<std::uint64_t>(x.g().size());
+  x.b().require_output_coverage(false);
+  const auto many = [&](std::uint64_t len) {
+    if (scatter)
+      x.b().input(0, len);
+    else
+      x.b().output(0, len);
+  };
+  const auto one = [&](std::uint64_t len) {
+    if (scatter)
+      x.b().output(0, len);
+    else
+      x.b().input(0, len);
+  };
+  if (x.g().rank == c.root) {
+    many(all);
+    if (!c.in_place) one(bb);
+  } else {
+    one(bb);
+  }
+  x.b().algorithm("single-copy");
+}
+
 }  // namespace
 
 bool single_copy(const Group& g, const Call& c, std::uint64_t block) {
@@ -192,14 +220,7 @@ std::shared_ptr<const dag::Plan> compile_scatter_single(const Group& g, const Ca
   const int n = g.size();
   const bool root = g.rank == c.root;
   const auto me = static_cast<std::uint64_t>(g.rank);
-  x.b().require_output_coverage(false);
-  if (root) {
-    x.b().input(0, bb * static_cast<std::uint64_t>(n));
-    if (!c.in_place) x.b().output(0, bb);
-  } else {
-    x.b().output(0, bb);
-  }
-  x.b().algorithm("single-copy");
+  declare_rooted(x, true, bb);
   const std::uint32_t w = record(x);
   const std::vector<NodeId> start = entry(x);
   if (root) {
@@ -226,14 +247,7 @@ std::shared_ptr<const dag::Plan> compile_gather_single(const Group& g, const Cal
   const int n = g.size();
   const bool root = g.rank == c.root;
   const auto me = static_cast<std::uint64_t>(g.rank);
-  x.b().require_output_coverage(false);
-  if (root) {
-    x.b().output(0, bb * static_cast<std::uint64_t>(n));
-    if (!c.in_place) x.b().input(0, bb);
-  } else {
-    x.b().input(0, bb);
-  }
-  x.b().algorithm("single-copy");
+  declare_rooted(x, false, bb);
   const std::uint32_t w = record(x);
   const std::vector<NodeId> start = entry(x);
   if (root) {

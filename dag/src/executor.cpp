@@ -573,16 +573,7 @@ struct Executor::Impl {
         const unsigned char* a = addr(in, id, 0, nd.src);
         const unsigned char* b = addr(in, id, 1, nd.src2);
         if (nd.user_op >= 0) {
-          const UserReduce& u = p.user_ops()[static_cast<std::size_t>(nd.user_op)];
-          try {
-            u.fn(a, b, d, nd.dst.len / u.elem_size);
-          } catch (const std::exception& e) {
-            fail(in, Status(Errc::invalid_argument,
-                            p.describe(id) + ": argument 'op': user reduction '" + u.name + "' threw: " + e.what()));
-          } catch (...) {
-            fail(in, Status(Errc::invalid_argument, p.describe(id) + ": argument 'op': user reduction '" + u.name +
-                                                        "' threw an exception that is not a std::exception"));
-          }
+          user_reduce(in, id, a, b, d);
         } else {
           reduce_kernel(nd.op, nd.dtype)(a, b, d, nd.dst.len / datatype_size(nd.dtype));
         }
@@ -718,9 +709,17 @@ struct Executor::Impl {
       reduce_kernel(nd.op, nd.dtype)(d, src, d, len / datatype_size(nd.dtype));
       return;
     }
+    user_reduce(in, id, d, src, d);
+  }
+
+  // d = a OP b with node @p id's user operator over its dst length; an
+  // exception fails the instance naming the operator (never escapes).
+  void user_reduce(Instance* in, NodeId id, const void* a, const void* b, void* d) {
+    const Plan& p = *in->plan;
+    const Node& nd = p.nodes()[id];
     const UserReduce& u = p.user_ops()[static_cast<std::size_t>(nd.user_op)];
     try {
-      u.fn(d, src, d, len / u.elem_size);
+      u.fn(a, b, d, nd.dst.len / u.elem_size);
     } catch (const std::exception& e) {
       fail(in, Status(Errc::invalid_argument,
                       p.describe(id) + ": argument 'op': user reduction '" + u.name + "' threw: " + e.what()));
@@ -1427,9 +1426,10 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
     for (NodeId i = 0; i < n; ++i) {
       NodeState* ns = new (&in->nodes[i]) NodeState();
       // After a partial straight run: the predecessors still to finish.
+      // (ran != 0 only for straight plans: at most 64 nodes, so i < 64 below.)
       const std::int32_t deps =
           ran == 0 ? init[i].deps : static_cast<std::int32_t>(__builtin_popcountll(preds[i] & ~ran));
-      if ((ran >> i) & 1) --left;
+      if (ran != 0 && ((ran >> i) & 1) != 0) --left;
       ns->deps.store(deps, std::memory_order_relaxed);
       ns->sig.store(init[i].sig, std::memory_order_relaxed);
       ns->inst = in;
