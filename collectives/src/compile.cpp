@@ -402,7 +402,9 @@ void check_common(const Group& g, const Call& c) {
          "argument 'root' = " + std::to_string(c.root) + " outside [0, " + std::to_string(n) + ")");
   if (c.user_op && (!c.user_op->fn || c.user_op->elem_size == 0))
     fail(Errc::invalid_argument, g, c, "argument 'op': user op without a function or with elem_size 0");
-  if (!c.user_op && (c.kind == Kind::reduce || c.kind == Kind::allreduce) &&
+  if (!c.user_op &&
+      (c.kind == Kind::reduce || c.kind == Kind::allreduce || c.kind == Kind::reduce_scatter ||
+       c.kind == Kind::reduce_scatter_block) &&
       dag::reduce_kernel(c.op, c.dtype) == nullptr)
     fail(Errc::unsupported, g, c,
          std::string("argument 'op': ") + dag::to_string(c.op) + " is not defined on " + dag::to_string(c.dtype));

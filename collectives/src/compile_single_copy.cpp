@@ -106,10 +106,9 @@ bool has_single_copy_plan(const Call& c) {
 }
 
 bool shared_single_copy(const Group& g, const Call& c) {
-  if (g.publish_word == 0 || g.size() < 2 || c.direct || c.on_block) return false;
-  return c.algo.name == "single-copy" ||
-         (c.shared_buffers &&
-          single_copy(g, c, c.count * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype))));
+  // single_copy() decides both (a named algorithm, or automatic with shared buffers).
+  return (c.shared_buffers || c.algo.name == "single-copy") &&
+         single_copy(g, c, c.count * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype)));
 }
 
 std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const Call& c, int slot) {
@@ -279,9 +278,6 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
     fail(Errc::unsupported, g, c,
          "algorithm 'single-copy' needs equal blocks and separate send and receive buffers (reduce_scatter_block, "
          "not in place)");
-  if (!c.user_op && dag::reduce_kernel(c.op, c.dtype) == nullptr)
-    fail(Errc::unsupported, g, c,
-         std::string("argument 'op': ") + dag::to_string(c.op) + " is not defined on " + dag::to_string(c.dtype));
   x.b().require_output_coverage(false);
   x.b().input(0, bb * un);
   x.b().output(0, bb);

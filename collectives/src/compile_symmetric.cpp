@@ -700,9 +700,6 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Ca
   const int n = g.size();
   const auto nn = static_cast<std::size_t>(n);
   const std::size_t es = x.esize();
-  if (!c.user_op && dag::reduce_kernel(c.op, c.dtype) == nullptr)
-    fail(Errc::unsupported, g, c,
-         std::string("argument 'op': ") + dag::to_string(c.op) + " is not defined on " + dag::to_string(c.dtype));
   std::vector<std::size_t> counts(nn, c.count);
   if (c.kind == Kind::reduce_scatter) {
     check_sizes(g, c, c.counts, "counts");
