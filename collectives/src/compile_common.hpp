@@ -350,7 +350,17 @@ class Ctx {
       std::vector<NodeId> sinks;
       for (NodeId i = 0; i < n; ++i)
         if (!has_succ[i]) sinks.push_back(i);
-      b_.flag_set(slot_, std::move(sinks), grant_to_);
+      // The slot's words that only some plans raise, kept recent by every
+      // instance (dag::Node::refresh): the mapped record word and the
+      // publication / reads-done words, whose readers wait "at or after".
+      std::vector<std::uint32_t> refresh;
+      if (g_.mapped_word != 0)
+        refresh.push_back(g_.mapped_word + static_cast<std::uint32_t>(g_.mapped_slot_bytes / 4) * slot_);
+      if (g_.publish_word != 0) {
+        refresh.push_back(g_.publish_word + dag::kPublishWords * slot_);
+        refresh.push_back(g_.publish_word + dag::kPublishWords * slot_ + 1);
+      }
+      b_.flag_set(slot_, std::move(sinks), grant_to_, std::move(refresh));
     }
     return b_.build();
   }

@@ -54,6 +54,10 @@ struct BufBind {
   transport::RemoteKey key;       // peer buffers
 };
 
+// flag_set's refresh words (Node::refresh) are rewritten once they fall this
+// many instances behind (far from the half-range limit of 2^27).
+constexpr std::uint32_t kRefreshAge = 1u << 20;
+
 // Half-range "at or after" on flag values and sequence numbers (modulo 2^28).
 bool reached(std::uint32_t have, std::uint32_t need) { return ((have - need) & kSeqMask) < (kSeqMask >> 1); }
 
@@ -773,6 +777,13 @@ struct Executor::Impl {
     const std::uint32_t value = (in->seq + 1) & kSeqMask;
     strata::detail::tsan_release_to_peers();  // what the peers do once they see it (strata/detail/tsan.hpp)
     blk[nd.slot].store(value, std::memory_order_release);
+    // Words only some plans raise (mapped record, publication): kept recent
+    // so that a half-range "at or after" never mistakes one written 2^27
+    // instances ago (or never) for a raised one. One load when recent.
+    for (const std::uint32_t w : nd.refresh) {
+      const std::uint32_t v = blk[w].load(std::memory_order_relaxed);
+      if (((value - v) & kSeqMask) >= kRefreshAge) blk[w].store(value, std::memory_order_release);
+    }
     std::atomic_thread_fence(std::memory_order_seq_cst);
     // The grants go out once the instance completed (complete()): a send costs
     // microseconds, which the caller's call-to-ready need not include.

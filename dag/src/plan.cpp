@@ -252,11 +252,13 @@ NodeId PlanBuilder::flag_wait(int p, std::uint32_t flag, std::uint32_t lag, std:
   n.deps = std::move(deps);
   return add(std::move(n));
 }
-NodeId PlanBuilder::flag_set(std::uint32_t flag, std::vector<NodeId> deps, std::vector<std::int32_t> grant_to) {
+NodeId PlanBuilder::flag_set(std::uint32_t flag, std::vector<NodeId> deps, std::vector<std::int32_t> grant_to,
+                             std::vector<std::uint32_t> refresh) {
   Node n;
   n.kind = NodeKind::flag_set;
   n.slot = flag;
   n.grants = std::move(grant_to);
+  n.refresh = std::move(refresh);
   n.deps = std::move(deps);
   return add(std::move(n));
 }
@@ -385,6 +387,7 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
       p.signalled_.push_back(nd.peer);
     if (nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::flag_set)
       p.flag_words_ = std::max(p.flag_words_, nd.slot + 1);
+    for (const std::uint32_t w : nd.refresh) p.flag_words_ = std::max(p.flag_words_, w + 1);
     if (nd.kind == NodeKind::publish || nd.kind == NodeKind::read_peer)
       p.flag_words_ = std::max(p.flag_words_, nd.slot + kPublishWords);
     if (nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::read_peer) p.flag_peers_.push_back(nd.peer);

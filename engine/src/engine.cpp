@@ -72,6 +72,9 @@ EngineOptions EngineOptions::from_environment() {
   o.slot_bytes =
       static_cast<std::size_t>(env_long("STRATA_SLOT_BYTES", static_cast<long>(o.slot_bytes), 4096, 1L << 32));
   o.credits = static_cast<int>(env_long("STRATA_CREDITS", o.credits, 1, 64));
+  if ((o.credits & (o.credits - 1)) != 0)
+    throw Error(Errc::invalid_argument, "STRATA_CREDITS='" + std::to_string(o.credits) +
+                                            "' is not a power of two in [1, 64] (1, 2, 4, 8, 16, 32 or 64)");
   o.check = env_long("STRATA_CHECK", 0, 0, 1) == 1;
   o.inline_bytes =
       static_cast<std::size_t>(env_long("STRATA_INLINE_BYTES", static_cast<long>(o.inline_bytes), 0, 1L << 30));
@@ -497,6 +500,24 @@ Engine::Engine(EngineOptions opts) : Engine(bootstrap_from_environment(), opts) 
 
 Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std::make_shared<detail::EngineCore>()) {
   if (!boot) throw Error(Errc::invalid_argument, "Engine: argument 'boot' is null");
+  {
+    // Options given in code get the checks STRATA_* values get (from_environment).
+    const std::string at = " (rank " + std::to_string(boot->rank()) + ")";
+    auto bad = [&](const char* field, const std::string& value, const char* want) {
+      return Error(Errc::invalid_argument,
+                   std::string("Engine: argument 'opts.") + field + "' = " + value + ": " + want + at);
+    };
+    if (opts.progress_threads < 0 || opts.progress_threads > 64)
+      throw bad("progress_threads", std::to_string(opts.progress_threads), "expected 0 .. 64");
+    if (opts.worker_threads < 0 || opts.worker_threads > 4096)
+      throw bad("worker_threads", std::to_string(opts.worker_threads), "expected 0 .. 4096");
+    if (opts.slot_bytes < 4096 || opts.slot_bytes > (std::size_t{1} << 32))
+      throw bad("slot_bytes", std::to_string(opts.slot_bytes), "expected 4096 .. 2^32");
+    // Slot = seq % credits must stay consistent when the 28-bit instance
+    // numbers and the 32-bit call numbers wrap: credits must divide 2^28.
+    if (opts.credits < 1 || opts.credits > 64 || (opts.credits & (opts.credits - 1)) != 0)
+      throw bad("credits", std::to_string(opts.credits), "expected a power of two in [1, 64]");
+  }
   core_->opts = opts;
   core_->boot = std::move(boot);
   detail::set_log_rank(core_->boot->rank());

@@ -192,3 +192,45 @@ TEST(EngineThreads, WaitersNeverStallUntilMaxBlockInEitherSleepMode) {
        {"STRATA_WAITER_BLOCK", "STRATA_PROGRESS_MAX_BLOCK", "STRATA_PROGRESS_WAIT_SPIN", "STRATA_INLINE_BYTES"})
     ::unsetenv(v);
 }
+
+// EngineOptions set in code get the range checks their STRATA_* variables
+// get: each bad value is an error naming the field, the value and the rank,
+// raised before the engine starts anything (credits 0 used to divide by zero;
+// credits 6 broke slot reuse when the call numbers wrap).
+TEST(EngineThreads, OptionsOutOfRangeAreRefusedNamingTheFieldAndRank) {
+  struct Case {
+    const char* field;
+    void (*set)(strata::EngineOptions&);
+    const char* value;
+  };
+  const Case cases[] = {
+      {"credits", [](strata::EngineOptions& o) { o.credits = 0; }, "= 0: expected a power of two in [1, 64]"},
+      {"credits", [](strata::EngineOptions& o) { o.credits = 6; }, "= 6: expected a power of two in [1, 64]"},
+      {"credits", [](strata::EngineOptions& o) { o.credits = 128; }, "= 128: expected a power of two in [1, 64]"},
+      {"slot_bytes", [](strata::EngineOptions& o) { o.slot_bytes = 100; }, "= 100: expected 4096 .. 2^32"},
+      {"progress_threads", [](strata::EngineOptions& o) { o.progress_threads = -1; }, "= -1: expected 0 .. 64"},
+      {"worker_threads", [](strata::EngineOptions& o) { o.worker_threads = -2; }, "= -2: expected 0 .. 4096"},
+  };
+  for (const Case& c : cases) {
+    auto boots = strata::make_inprocess_bootstraps(1, 1);
+    strata::EngineOptions o;
+    c.set(o);
+    try {
+      strata::Engine e(std::move(boots[0]), o);
+      ADD_FAILURE() << c.field << ": accepted";
+    } catch (const strata::Error& e) {
+      EXPECT_EQ(e.errc(), strata::Errc::invalid_argument);
+      const std::string want = std::string("Engine: argument 'opts.") + c.field + "' " + c.value + " (rank 0)";
+      EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
+    }
+  }
+  for (const int ok : {1, 2, 8, 64}) {  // every power of two in range runs
+    auto boots = strata::make_inprocess_bootstraps(1, 1);
+    strata::EngineOptions o;
+    o.credits = ok;
+    strata::Engine e(std::move(boots[0]), o);
+    std::int32_t v = 5, out = 0;
+    e.world().allreduce(&v, &out, 1, strata::Datatype::int32, strata::Op::sum).get();
+    EXPECT_EQ(out, 5) << "credits " << ok;
+  }
+}

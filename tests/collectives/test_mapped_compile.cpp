@@ -311,6 +311,39 @@ TEST(MappedCompile, ChosenAutomaticallyOnlyWhereTheTableAndTheGroupAllowIt) {
   EXPECT_NE(strata::coll::compile(two_hosts, c, 0)->algorithm(), "mapped");
 }
 
+// Every plan of a one-host group, mapped or not, ends with the slot's
+// flag_set, which keeps the slot's mapped record word and publication words
+// recent (dag::Node::refresh): a rank that never offers into its mapped slot
+// (a broadcast receiver, or every call a window plan) must not leave a word
+// that a half-range "at or after" would read as raised after 2^27 calls.
+TEST(MappedCompile, EveryPlanRefreshesTheSlotsRecordAndPublicationWords) {
+  Group g = mapped_group(2);
+  g.credits = 4;
+  g.publish_word = 8;
+  for (const std::size_t count : {std::size_t{4}, std::size_t{100000}}) {  // mapped, then a window plan
+    for (const int slot : {0, 3}) {
+      Call c;
+      c.kind = Kind::broadcast;
+      c.count = count;
+      c.dtype = dag::DataType::i32;
+      c.root = 0;
+      c.fast_ok = true;
+      const auto plans = strata::coll::compile_all(g, c, slot);
+      for (const auto& p : plans) {
+        ASSERT_FALSE(p->nodes().empty());
+        const dag::Node& last = p->nodes().back();
+        ASSERT_EQ(last.kind, dag::NodeKind::flag_set) << p->algorithm();
+        EXPECT_EQ(last.slot, static_cast<std::uint32_t>(slot));
+        const auto s = static_cast<std::uint32_t>(slot);
+        const std::vector<std::uint32_t> want = {
+            g.mapped_word + static_cast<std::uint32_t>(g.mapped_slot_bytes / 4) * s,
+            g.publish_word + dag::kPublishWords * s, g.publish_word + dag::kPublishWords * s + 1};
+        EXPECT_EQ(last.refresh, want) << p->algorithm() << " count " << count << " slot " << slot;
+      }
+    }
+  }
+}
+
 TEST(MappedCompile, AskedForWhereItCannotRunIsAnErrorThatSaysWhy) {
   Group g = mapped_group(2);
   g.mapped_word = 0;

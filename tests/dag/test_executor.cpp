@@ -709,6 +709,49 @@ TEST(Executor, ParkedFlagWaitIsNudgedByTheFlagSetAndCompletesInPoll) {
   c.ex[0]->park(false);
 }
 
+// Words that only some plans raise (mapped record, publication words) are
+// read "at or after" with a half-range comparison modulo 2^28: a word never
+// written reads as raised once seq + 1 passes 2^27. Every instance's final
+// flag_set lists them as refresh words and brings a stale one up to seq + 1
+// (a recent one is left alone: one load, no store).
+TEST(Executor, FlagSetRefreshesStaleWordsThatAHalfRangeWaitWouldMistakeForRaised) {
+  Cluster c(2);
+  FlagBlocks fb;
+  constexpr std::uint32_t kSeq = (1u << 27) + 5;
+  PlanBuilder b0("fw", 0, 2);
+  b0.flag_wait(1, 3, 0);  // waits for rank 1's word 3 to show instance kSeq
+  b0.require_output_coverage(false);
+  auto p0 = b0.build();
+  // The hazard: word 3 was never written (0) and already reads as raised.
+  {
+    Done d;
+    ASSERT_TRUE(c.ex[0]->start(p0, fb.bind(nullptr, nullptr), 0, kSeq, d.fn()).is_ok());
+    EXPECT_TRUE(d.done());
+  }
+  // Rank 1 finishes an instance whose end flag_set refreshes words 3 and 4.
+  PlanBuilder b1("fs", 1, 2);
+  b1.flag_set(0, {b1.nop()}, {}, {3, 4});
+  b1.require_output_coverage(false);
+  auto p1 = b1.build();
+  EXPECT_EQ(p1->flag_words(), 5u);
+  const std::uint32_t recent = kSeq - 100;  // word 4 was raised 90 instances ago: left alone
+  fb.blk[1][4].store(recent);
+  Done d1;
+  ASSERT_TRUE(c.ex[1]->start(p1, fb.bind(nullptr, nullptr), 0, kSeq - 10, d1.fn()).is_ok());
+  EXPECT_TRUE(d1.done());
+  EXPECT_EQ(fb.blk[1][0].load(), kSeq - 9);
+  EXPECT_EQ(fb.blk[1][3].load(), kSeq - 9);  // refreshed: now behind kSeq + 1, no longer "raised"
+  EXPECT_EQ(fb.blk[1][4].load(), recent);
+  // The same wait now waits until rank 1 really raises the word.
+  Done d;
+  ASSERT_TRUE(c.ex[0]->start(p0, fb.bind(nullptr, nullptr), 0, kSeq + 8, d.fn()).is_ok());
+  EXPECT_FALSE(d.done());
+  fb.blk[1][3].store(kSeq + 9);
+  EXPECT_EQ(c.ex[0]->poll(), 1u);
+  EXPECT_TRUE(d.done());
+  EXPECT_TRUE(d.status.is_ok()) << d.status.message();
+}
+
 // A flag wait parked while a thread of its rank already blocks asks for the
 // nudge at once; one parked while nothing blocks is released by a poll
 // without any message (the owner's flag_set sends nothing).

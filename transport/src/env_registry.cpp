@@ -49,7 +49,7 @@ const std::vector<Var> kVars = {
    "threads of the executor's task arena (0 = oneTBB default)"},
   {"STRATA_SLOT_BYTES", "bytes 4096..2^32", "1048576", "engine",
    "window bytes per in-flight collective per communicator"},
-  {"STRATA_CREDITS", "integer 1..64", "4", "engine",
+  {"STRATA_CREDITS", "power of two 1..64", "4", "engine",
    "collectives in flight per communicator (window slots)"},
   {"STRATA_CHECK", "0 or 1", "0", "engine",
    "1: before every collective, members compare (collective, root, datatype, op, count; the counts of allgatherv / "

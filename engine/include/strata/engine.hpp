@@ -128,9 +128,12 @@ struct EngineOptions {
   /// never terminates it. Sharing it lets oneTBB balance the application's
   /// tasks and the collectives' on the same threads (docs/embedding.md).
   tbb::task_arena* arena = nullptr;
-  std::size_t slot_bytes = 1u << 20;  ///< STRATA_SLOT_BYTES: window bytes per in-flight collective
-  int credits = 4;                    ///< STRATA_CREDITS: collectives in flight per communicator
-  bool check = false;                 ///< STRATA_CHECK=1: cross-rank argument signature check
+  std::size_t slot_bytes = 1u << 20;  ///< STRATA_SLOT_BYTES: window bytes per in-flight collective, 4096 .. 2^32
+  /// STRATA_CREDITS: collectives in flight per communicator, a power of two in
+  /// [1, 64] (window slot = call number % credits must survive the call
+  /// numbers' wrap-around). The Engine refuses other values with an error.
+  int credits = 4;
+  bool check = false;  ///< STRATA_CHECK=1: cross-rank argument signature check
   /// STRATA_INLINE_BYTES: copies and reductions up to this size run in the
   /// thread that made them ready (progress server or waiter) instead of as a
   /// oneTBB task: a task hand-off costs tens of microseconds on a busy core.

@@ -37,7 +37,14 @@
 //            `slot` (release), for the peers' flag_wait nodes; nothing when
 //            the instance has no flag block of its own bound. Then sends the
 //            new value to each rank of `grants` (peers on other hosts whose
-//            granted flag_wait reads it) without waiting for the sends
+//            granted flag_wait reads it) without waiting for the sends. Then
+//            brings each of its own words in `refresh` up to seq + 1 unless
+//            the word is already within 2^20 instances of it (one load, no
+//            store, in the common case): words that only some plans raise
+//            (mapped record words, publication words) read "at or after"
+//            with a half-range comparison, so a word left unwritten for 2^27
+//            instances would look raised; the end-of-instance flag_set
+//            keeps every such word of the slot recent
 //  - publish: memory protocol for single copy: stores the addresses of its
 //            two local regions (src, src2; an empty region publishes 0) into
 //            this rank's flag words `slot` + 2 .. `slot` + 5, then seq + 1 into
@@ -160,14 +167,15 @@ struct Node {
   std::uint32_t count = 0;  ///< wait: signals expected; flag_wait: lag (instances between the two users)
   ReduceOp op = ReduceOp::sum;
   DataType dtype = DataType::u8;
-  std::int32_t user_op = -1;         ///< reduce: index of a UserReduce, or -1 for a built-in op
-  std::int32_t compute = -1;         ///< compute: index of the callable
-  bool streaming = false;            ///< copy: write dst with non-temporal stores (large data not read again soon)
-  bool granted = false;              ///< flag_wait: the flag is a local copy kept current by the peer's grants
-  bool fold = false;                 ///< read_peer: dst = dst OP the peer's bytes (op / dtype or user_op)
-  std::vector<std::int32_t> grants;  ///< flag_set: ranks sent the new flag value (granted flag_waits)
-  std::string label;                 ///< optional, shown in DOT and traces
-  std::vector<NodeId> deps;          ///< local predecessors
+  std::int32_t user_op = -1;           ///< reduce: index of a UserReduce, or -1 for a built-in op
+  std::int32_t compute = -1;           ///< compute: index of the callable
+  bool streaming = false;              ///< copy: write dst with non-temporal stores (large data not read again soon)
+  bool granted = false;                ///< flag_wait: the flag is a local copy kept current by the peer's grants
+  bool fold = false;                   ///< read_peer: dst = dst OP the peer's bytes (op / dtype or user_op)
+  std::vector<std::int32_t> grants;    ///< flag_set: ranks sent the new flag value (granted flag_waits)
+  std::vector<std::uint32_t> refresh;  ///< flag_set: own words kept within 2^20 instances of seq + 1
+  std::string label;                   ///< optional, shown in DOT and traces
+  std::vector<NodeId> deps;            ///< local predecessors
 };
 
 /// @brief Size of a declared buffer.
@@ -354,7 +362,10 @@ class PlanBuilder {
   /// @brief Memory protocol: stores seq + 1 into this rank's flag word @p flag
   /// after @p deps (release), releasing the peers' flag_wait nodes, and sends
   /// the new value to each rank of @p grant_to (their granted flag_waits).
-  NodeId flag_set(std::uint32_t flag, std::vector<NodeId> deps = {}, std::vector<std::int32_t> grant_to = {});
+  /// Each word of @p refresh (this rank's own) that is not within 2^20
+  /// instances of seq + 1 is set to it as well (see the file comment).
+  NodeId flag_set(std::uint32_t flag, std::vector<NodeId> deps = {}, std::vector<std::int32_t> grant_to = {},
+                  std::vector<std::uint32_t> refresh = {});
   /// @brief Single copy: publishes the addresses of the local regions @p a and
   /// @p b (len 0: none) in this rank's flag words @p flag + 2 .. + 5, then
   /// seq + 1 in word @p flag (see the file comment).
