@@ -49,6 +49,9 @@ const std::vector<TuningField>& tuning_fields() {
        "allgather(v) / alltoall(v): non-temporal copies into recv from send + recv of this many bytes"},
       {"pipeline_fragment", &Tuning::pipeline_fragment, 4 * kKiB, kGiB, 64,
        "trees and step schedules: messages above this travel in fragments of this size"},
+      {"fabric_prefer_net", &Tuning::fabric_prefer_net, 0, 1, 1,
+       "ranks on several hosts, automatic provider choice: 1 = libfabric's net provider first where present, 0 = "
+       "the usual order (tcp;ofi_rxm on socket networks); STRATA_PROVIDER overrides"},
       {"net_pipeline_fragment", &Tuning::net_pipeline_fragment, 4 * kKiB, kGiB, 64,
        "... of communicators spanning hosts (also allgather(v) / alltoall(v) large messages); capped by the window "
        "region"},

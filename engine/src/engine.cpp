@@ -536,7 +536,11 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   }
   core_->hier = discover_hierarchy(*core_->boot);
   init_tuning(*core_);
-  core_->transport = transport::make_transport(*core_->boot, core_->hier);
+  {
+    transport::TransportOptions to = transport::TransportOptions::from_environment();
+    if (to.provider.empty() && core_->tuning->fabric_prefer_net != 0) to.prefer_provider = "net";
+    core_->transport = transport::make_transport(*core_->boot, core_->hier, to);
+  }
   detail::logger().info("transport: {}", core_->transport->name());
   dag::ExecutorOptions eo;
   eo.threads = opts.worker_threads;

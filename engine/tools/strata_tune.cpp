@@ -400,6 +400,16 @@ class Tuner {
          {"allreduce"},
          q ? std::vector<std::uint64_t>{1 * M, 4 * M} : std::vector<std::uint64_t>{1 * M, 4 * M, 16 * M},
          "allreduce: rabenseifner vs ring"},
+        // Across two virtual hosts (loopback): libfabric's net provider vs
+        // tcp;ofi_rxm. Session 19: net 0.77-0.94x at 8 KiB, 1.04-1.6x at 1-4 MiB.
+        {"fabric_prefer_net",
+         {1},
+         {"allreduce", "alltoall", "bcast"},
+         q ? std::vector<std::uint64_t>{8 * K, 1 * M} : std::vector<std::uint64_t>{8 * K, 64 * K, 1 * M, 4 * M},
+         "communicators spanning hosts: libfabric's net provider instead of tcp;ofi_rxm (measured across 2 virtual "
+         "hosts over loopback)",
+         {},
+         {"--hosts", "2"}},
         // Across two virtual hosts of this machine (the libfabric path, over
         // loopback): what a fragment costs the network path here.
         {"net_pipeline_fragment",

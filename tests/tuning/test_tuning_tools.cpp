@@ -53,9 +53,9 @@ class TuningTools : public ::testing::Test {
     strata::coll::write_tuning_file(path, f);
     return path;
   }
-  std::string ranks(int n, const std::string& args, const std::string& env = "") const {
+  std::string ranks(int n, const std::string& args, const std::string& env = "", const std::string& launch = "") const {
     return "env -u STRATA_RDV -u PMIX_RANK -u STRATA_TUNING " + env + " " + bin() + "/strata-run -n " +
-           std::to_string(n) + " --timeout 60 -- " + bin() + "/tuning_rank " + args;
+           std::to_string(n) + " " + launch + " --timeout 60 -- " + bin() + "/tuning_rank " + args;
   }
   std::string dir_;
 };
@@ -112,6 +112,29 @@ TEST_F(TuningTools, TunedTableRunsCollectivesCorrectly) {
         << r.out;
     EXPECT_NE(r.out.find("tuning_rank: OK"), std::string::npos) << r.out;
   }
+}
+
+// fabric_prefer_net: ranks on two (virtual) hosts take libfabric's net
+// provider when the table says so and the machine has it, tcp;ofi_rxm (the
+// usual order) otherwise; STRATA_PROVIDER still wins. Collectives stay correct.
+TEST_F(TuningTools, PreferNetPicksTheNetProviderAcrossHosts) {
+  if (run_command("fi_info -p net -t FI_EP_RDM >/dev/null 2>&1").status != 0)
+    GTEST_SKIP() << "libfabric has no net provider here (fi_info -p net)";
+  if (run_command("fi_info -p 'tcp;ofi_rxm' -t FI_EP_RDM >/dev/null 2>&1").status != 0)
+    GTEST_SKIP() << "libfabric has no tcp;ofi_rxm provider here";
+  const std::string net = table("net.json", [](strata::coll::TuningFile& f) { f.table.fabric_prefer_net = 1; });
+  const std::string usual = table("usual.json", [](strata::coll::TuningFile& f) { f.table.fabric_prefer_net = 0; });
+  const ProcessResult a = run_command(ranks(2, net, "", "--hosts 2"));
+  ASSERT_EQ(a.status, 0) << a.out;
+  EXPECT_EQ(count(a.out, "ofi:net)"), 2u) << a.out;
+  EXPECT_NE(a.out.find("tuning_rank: OK"), std::string::npos) << a.out;
+  const ProcessResult b = run_command(ranks(2, usual, "", "--hosts 2"));
+  ASSERT_EQ(b.status, 0) << b.out;
+  EXPECT_EQ(count(b.out, "ofi:tcp;ofi_rxm"), 2u) << b.out;
+  EXPECT_NE(b.out.find("tuning_rank: OK"), std::string::npos) << b.out;
+  const ProcessResult c = run_command(ranks(2, net, "STRATA_PROVIDER='tcp;ofi_rxm'", "--hosts 2"));
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(count(c.out, "ofi:tcp;ofi_rxm"), 2u) << c.out;
 }
 
 TEST_F(TuningTools, RanksWithDifferentTablesAgreeOnTheDefaults) {

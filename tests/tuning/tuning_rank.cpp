@@ -1,7 +1,8 @@
 // tuning_rank: one rank of the tuning integration tests (run under strata-run).
 //   tuning_rank FILE_FOR_RANK_0 [FILE_FOR_THE_OTHERS]
 // Sets STRATA_TUNING per rank (the second file for ranks > 0 when given), starts
-// an Engine, prints "rank R: tuning SOURCE pipeline_fragment=N mapped_max_bytes=M",
+// an Engine, prints "rank R: tuning SOURCE pipeline_fragment=N mapped_max_bytes=M"
+// and "rank R: transport NAME",
 // then checks a 1 MiB broadcast, a 64 KiB and an 8 KiB allreduce and a 64 KiB reduce against their expected values.
 // Prints "tuning_rank: OK" on success.
 #include <cstdint>
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
     std::printf("rank %d: tuning %s pipeline_fragment=%llu mapped_max_bytes=%llu\n", me, engine.tuning_source().c_str(),
                 static_cast<unsigned long long>(engine.tuning().pipeline_fragment),
                 static_cast<unsigned long long>(engine.tuning().mapped_max_bytes));
+    std::printf("rank %d: transport %s\n", me, engine.transport_name().c_str());
     std::fflush(stdout);
     strata::Communicator& w = engine.world();
     std::vector<std::uint32_t> b(1u << 18);

@@ -247,18 +247,19 @@ bool connection_lost(int e) {
   }
 }
 
-int provider_rank(const std::string& prov) {
+int provider_rank(const std::string& prov, const std::string& prefer) {
   // Lower is better; -1 excluded from automatic selection.
+  if (!prefer.empty() && prov == prefer) return 0;
   static const char* const order[] = {"verbs;ofi_rxm", "efa", "cxi", "psm3", "opx", "tcp;ofi_rxm", "sockets", "tcp"};
   int i = 0;
   for (const char* p : order) {
-    if (prov == p) return i;
+    if (prov == p) return i + 1;
     ++i;
   }
   if (prov == "shm" || prov.find("ofi_rxd") != std::string::npos || prov == "udp" || prov == "net" ||
       prov.find("hook") != std::string::npos)
     return -1;
-  return i;
+  return i + 1;
 }
 
 bool env_is(const char* name, const char* value) { return strata::detail::env::is(name, value); }
@@ -742,7 +743,7 @@ class FabricBackend final : public Backend, public PollHint {
         any = true;
         for (fi_info* i = list; i != nullptr; i = i->next) {
           std::string prov = i->fabric_attr->prov_name != nullptr ? i->fabric_attr->prov_name : "";
-          int r = want.empty() ? provider_rank(prov) : 0;
+          int r = want.empty() ? provider_rank(prov, opts_.prefer_provider) : 0;
           if (r < 0) continue;
           bool lo = i->domain_attr->name != nullptr && std::strcmp(i->domain_attr->name, "lo") == 0;
           r = r * 2 + (lo ? 1 : 0);

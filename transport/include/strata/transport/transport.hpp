@@ -257,8 +257,12 @@ class Transport {
 
 /// @brief Options of the real transport (environment: see docs/environment.md).
 struct TransportOptions {
-  std::string intra = "shm";                 ///< STRATA_INTRA: shm | fabric
-  std::string provider;                      ///< STRATA_PROVIDER: fi_getinfo provider name, empty = auto
+  std::string intra = "shm";  ///< STRATA_INTRA: shm | fabric
+  std::string provider;       ///< STRATA_PROVIDER: fi_getinfo provider name, empty = auto
+  /// Automatic selection only (provider empty): this provider first when
+  /// the machine has it, else the usual order (the tuning table's
+  /// `fabric_prefer_net`: "net"). Never an error when absent.
+  std::string prefer_provider;
   std::chrono::milliseconds timeout{30000};  ///< STRATA_TIMEOUT (ms): declare a silent peer dead
   std::size_t cma_threshold = 0;        ///< STRATA_CMA_THRESHOLD: bytes from which single-copy is used (0 = built-in)
   std::size_t mr_cache_entries = 1024;  ///< STRATA_MR_CACHE: bound of the registration cache
