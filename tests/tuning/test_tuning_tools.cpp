@@ -126,7 +126,7 @@ TEST_F(TuningTools, PreferNetPicksTheNetProviderAcrossHosts) {
   const std::string usual = table("usual.json", [](strata::coll::TuningFile& f) { f.table.fabric_prefer_net = 0; });
   const ProcessResult a = run_command(ranks(2, net, "", "--hosts 2"));
   ASSERT_EQ(a.status, 0) << a.out;
-  EXPECT_EQ(count(a.out, "ofi:net)"), 2u) << a.out;
+  EXPECT_EQ(count(a.out, "ofi:net+waitfd)"), 2u) << a.out;
   EXPECT_NE(a.out.find("tuning_rank: OK"), std::string::npos) << a.out;
   const ProcessResult b = run_command(ranks(2, usual, "", "--hosts 2"));
   ASSERT_EQ(b.status, 0) << b.out;
