@@ -820,8 +820,9 @@ class FabricBackend final : public Backend, public PollHint {
     // timeout), so the fd is opt-in for them (STRATA_FI_WAIT=fd); the default is no
     // wait object and wait_fd() == -1: the caller polls.
     // The net provider's fd does wake a blocked server when data arrives
-    // (session 19: a 1 MiB broadcast across 2 hosts overlapped 81-85% with
-    // compute through it, 35-64% polling; same latency 8 B - 1 MiB), so it
+    // (session 19: a 1 MiB broadcast across 2 hosts overlapped 81-86% with
+    // compute in 6 of 8 runs through it, 35-64% polling; same latency 8 B -
+    // 1 MiB; docs/fabric.md "Progress, waiting"), so it
     // is the default there; STRATA_FI_WAIT=poll|fd overrides either way.
     const bool want_fd = env_is("STRATA_FI_WAIT", "fd") || (provider_ == "net" && !env_is("STRATA_FI_WAIT", "poll"));
     cq_attr.wait_obj = want_fd ? FI_WAIT_FD : FI_WAIT_NONE;
