@@ -41,6 +41,23 @@ void wait_readers(Ctx& x, const std::vector<int>& readers, NodeId after) {
   for (int r : readers) x.b().flag_wait(x.world(r), w + 1, 0, {after});
 }
 
+// Owner's side when every other member reads it (none when @p any is false).
+void wait_others(Ctx& x, NodeId pub, bool any) {
+  std::vector<int> readers;
+  for (int r = 0; r < x.g().size() && any; ++r)
+    if (r != x.g().rank) readers.push_back(r);
+  wait_readers(x, readers, pub);
+}
+
+// Reader's side of one owner: waits for its publication, reads [off, +dst.len)
+// of its first region into @p dst, then says it is done.
+void read_owner(Ctx& x, int owner, std::uint64_t off, const Region& dst, const std::vector<NodeId>& start) {
+  const std::uint32_t w = record(x);
+  const NodeId fw = x.b().flag_wait(x.world(owner), w, 0, start);
+  const NodeId rd = x.b().read_peer(x.world(owner), w, 0, off, dst, {fw});
+  x.b().flag_set(w + 1, {rd});
+}
+
 // Scatter (@p scatter) or gather: the root's n blocks of @p bb bytes (the
 // scatter's input, the gather's output), its own block on the other side
 // unless in place, and every other member's one block.
@@ -145,11 +162,7 @@ std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const 
     reads.push_back(x.b().read_peer(x.world(p), w, 0, 0, dag::out(0, at[up], bytes[up]), {fw}));
   }
   x.b().flag_set(w + 1, reads);
-  std::vector<int> readers;
-  if (bytes[me] > 0)
-    for (int r = 0; r < n; ++r)
-      if (r != g.rank) readers.push_back(r);
-  wait_readers(x, readers, pub);
+  wait_others(x, pub, bytes[me] > 0);
   finish(x);
   return x.build();
 }
@@ -199,14 +212,9 @@ std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const 
   const std::vector<NodeId> start = entry(x);
   if (root) {
     const NodeId pub = x.b().publish(w, bytes > 0 ? dag::in(0, 0, bytes) : Region{}, Region{}, start);
-    std::vector<int> readers;
-    for (int r = 0; r < g.size() && bytes > 0; ++r)
-      if (r != g.rank) readers.push_back(r);
-    wait_readers(x, readers, pub);
+    wait_others(x, pub, bytes > 0);
   } else if (bytes > 0) {
-    const NodeId fw = x.b().flag_wait(x.world(c.root), w, 0, start);
-    const NodeId rd = x.b().read_peer(x.world(c.root), w, 0, 0, dag::out(0, 0, bytes), {fw});
-    x.b().flag_set(w + 1, {rd});
+    read_owner(x, c.root, 0, dag::out(0, 0, bytes), start);
   }
   finish(x);
   if (x.b().size() == 0) x.b().nop();
@@ -226,14 +234,9 @@ std::shared_ptr<const dag::Plan> compile_scatter_single(const Group& g, const Ca
     const NodeId pub =
         x.b().publish(w, bb > 0 ? dag::in(0, 0, bb * static_cast<std::uint64_t>(n)) : Region{}, Region{}, start);
     if (!c.in_place && bb > 0) x.b().copy(dag::in(0, me * bb, bb), dag::out(0, 0, bb), start);
-    std::vector<int> readers;
-    for (int r = 0; r < n && bb > 0; ++r)
-      if (r != g.rank) readers.push_back(r);
-    wait_readers(x, readers, pub);
+    wait_others(x, pub, bb > 0);
   } else if (bb > 0) {
-    const NodeId fw = x.b().flag_wait(x.world(c.root), w, 0, start);
-    const NodeId rd = x.b().read_peer(x.world(c.root), w, 0, me * bb, dag::out(0, 0, bb), {fw});
-    x.b().flag_set(w + 1, {rd});
+    read_owner(x, c.root, me * bb, dag::out(0, 0, bb), start);
   }
   finish(x);
   if (x.b().size() == 0) x.b().nop();
