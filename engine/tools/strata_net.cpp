@@ -52,6 +52,11 @@ int main(int argc, char** argv) {
       ->check(strata::cli::integer(1, 200));
   app.add_option("--rate", rate_text, "shape every link in both directions to RATE (tc units: 10gbit; default none)")
       ->type_name("RATE|none");
+  std::string cc = net::kDefaultCongestionControl;
+  app.add_option("--cc", cc,
+                 "TCP congestion control of every virtual host (default cubic, Linux's default; host = inherit "
+                 "this machine's; docs/cluster.md)")
+      ->type_name("NAME|host");
   app.add_option("--slots", slots, "slots per host written to the hostfiles (default 1)")
       ->check(strata::cli::integer(1, 4096));
   int timeout_s = 0;
@@ -93,7 +98,7 @@ int main(int argc, char** argv) {
   const std::string dir = dir_tmpl;
   int rc = 1;
   try {
-    net::Cluster cl(hosts, rate);
+    net::Cluster cl(hosts, rate, cc);
     std::string list;
     {
       std::ofstream hf(dir + "/hostfile"), mh(dir + "/mpich_hosts"), rsh(dir + "/rsh");

@@ -3,7 +3,7 @@
 //
 //   strata-run -n N [--hosts H] [--bind core|numa|none] [--timeout S] [--grace S]
 //              [--tag-output] [--topology SPEC] [--on-failure kill|continue]
-//              [--net RATE|none] -- PROGRAM ARGS...
+//              [--net RATE|none [--net-cc NAME|host]] -- PROGRAM ARGS...
 //
 // One single-threaded poll loop watches a signalfd (SIGCHLD, SIGINT, SIGTERM,
 // SIGHUP), the rendezvous sockets and, with --tag-output, the ranks' output
@@ -65,8 +65,9 @@ struct Options {
   bool kill_on_failure = true;
   std::optional<double> net_bps;  // --net: link rate in bit/s (0 = unshaped)
   bool net_stats = false;
-  std::vector<std::string> argv;  // PROGRAM ARGS...
-  std::string program;            // resolved path
+  std::string net_cc = strata::tools::net::kDefaultCongestionControl;  // --net-cc
+  std::vector<std::string> argv;                                       // PROGRAM ARGS...
+  std::string program;                                                 // resolved path
 };
 
 int parse_int(const std::string& opt, const std::string& v) {
@@ -159,6 +160,10 @@ Options parse_args(int argc, char** argv) {
                  "unshaped); needs root (docs/cluster.md)")
       ->type_name("RATE|none");
   app.add_flag("--net-stats", o.net_stats, "with --net: print the bytes each host's link carried at the end");
+  app.add_option("--net-cc", o.net_cc,
+                 "with --net: TCP congestion control of every virtual host (default cubic, Linux's default; "
+                 "host = inherit this machine's; docs/cluster.md)")
+      ->type_name("NAME|host");
   app.add_flag_callback(
       "--net-check",
       [] {
@@ -337,7 +342,7 @@ class Launcher {
     setup_rendezvous();
     if (opt_.net_bps) {
       try {
-        net_ = std::make_unique<strata::tools::net::Cluster>(opt_.hosts, *opt_.net_bps);
+        net_ = std::make_unique<strata::tools::net::Cluster>(opt_.hosts, *opt_.net_bps, opt_.net_cc);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "strata-run: --net unavailable: %s\n", e.what());
         cleanup();

@@ -98,12 +98,51 @@ inline std::string run_in(int netns_fd, const std::vector<std::string>& argv) {
   return "'" + cmd + "' failed" + (out.empty() ? std::string() : ": " + out);
 }
 
+/// Writes @p value to the file @p path (a /proc/sys entry) as seen from inside
+/// the network namespace @p netns_fd; returns "" on success, else why not.
+inline std::string write_in(int netns_fd, const std::string& path, const std::string& value) {
+  int err[2];
+  if (::pipe2(err, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int e = 0;
+    if (::setns(netns_fd, CLONE_NEWNET) != 0) {
+      e = errno;
+    } else {
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || ::write(fd, value.data(), value.size()) != static_cast<ssize_t>(value.size())) e = errno;
+    }
+    (void)!::write(err[1], &e, sizeof e);
+    _exit(e == 0 ? 0 : 1);
+  }
+  ::close(err[1]);
+  int e = 0;
+  const bool got = pid > 0 && ::read(err[0], &e, sizeof e) == static_cast<ssize_t>(sizeof e);
+  ::close(err[0]);
+  if (pid > 0)
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  if (pid < 0) return std::string("fork: ") + std::strerror(errno);
+  if (!got) return "writing " + path + ": the helper process died";
+  return e == 0 ? std::string() : "writing '" + value + "' to " + path + ": " + std::strerror(e);
+}
+
+/// The TCP congestion control of every virtual host unless told otherwise:
+/// Linux's default. The host's own default may differ (this VM image sets
+/// bbr): with bbr and no fq qdisc, a socket that pauses between bursts (a
+/// halo exchange every few milliseconds) sat 50-110 ms with its bytes unsent
+/// and an open window (docs/cluster.md, "Congestion control").
+inline constexpr const char* kDefaultCongestionControl = "cubic";
+
 class Cluster {
  public:
   /// Builds @p hosts virtual hosts joined by a bridge, each link shaped to
-  /// @p rate_bps bits/s (0: unshaped). Throws std::runtime_error with one line
-  /// saying why when namespaces cannot be made (not root, no support, no ip).
-  Cluster(int hosts, double rate_bps) : hosts_(hosts), rate_(rate_bps) {
+  /// @p rate_bps bits/s (0: unshaped), TCP congestion control @p cc in every
+  /// host ("host": the namespaces keep what they inherit). Throws
+  /// std::runtime_error with one line saying why when namespaces cannot be
+  /// made (not root, no support, no ip) or @p cc is not available.
+  Cluster(int hosts, double rate_bps, std::string cc = kDefaultCongestionControl)
+      : hosts_(hosts), rate_(rate_bps), cc_(std::move(cc)) {
     try {
       sw_ = spawn_holder(-1);
       for (int h = 0; h < hosts; ++h) holders_.push_back(spawn_holder(h));
@@ -130,6 +169,8 @@ class Cluster {
 
   int hosts() const { return hosts_; }
   double rate_bps() const { return rate_; }
+  /// The TCP congestion control the hosts use ("host": inherited).
+  const std::string& congestion_control() const { return cc_; }
   static std::string address(int h) { return "10.213." + std::to_string(h / 250) + "." + std::to_string(h % 250 + 1); }
   static std::string hostname(int h) { return "strata-h" + std::to_string(h); }
   static const char* interface() { return "eth0"; }
@@ -347,11 +388,18 @@ class Cluster {
         must(sw, tbf(vh));
         must(hn, tbf(interface()));
       }
+      if (cc_ != "host") {
+        const std::string e = write_in(hn, "/proc/sys/net/ipv4/tcp_congestion_control", cc_);
+        if (!e.empty())
+          throw std::runtime_error("emulated cluster set-up: TCP congestion control '" + cc_ + "' (" + e +
+                                   "; see /proc/sys/net/ipv4/tcp_available_congestion_control)");
+      }
     }
   }
 
   int hosts_;
   double rate_;
+  std::string cc_;
   Holder sw_;
   std::vector<Holder> holders_;
 };
