@@ -162,6 +162,36 @@ TEST(NetCluster, EachVirtualHostHasItsOwnNamespaceNameAndShapedLink) {
   expect_all_gone(ns, {}, "normal exit");
 }
 
+// Every virtual host runs cubic unless told otherwise, whatever this machine's
+// default (bbr here, which stalled bursts 50-110 ms: docs/cluster.md);
+// --net-cc host keeps the machine's; an unknown name fails naming the choices.
+TEST(NetCluster, CongestionControlIsCubicUnlessToldOtherwise) {
+  SKIP_WITHOUT_NET();
+  const std::string show = "sh -c 'echo CC=$(cat /proc/sys/net/ipv4/tcp_congestion_control)'";
+  Job def(std::string("-n 2 --hosts 2 --net none --timeout 30 -- ") + show);
+  ASSERT_EQ(def.finish(), 0) << def.text;
+  EXPECT_EQ(count(def.text, "CC=cubic"), 2) << def.text;
+  std::string machine;
+  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r")) {
+    char buf[64] = {};
+    if (std::fgets(buf, sizeof buf, f) != nullptr) machine = buf;
+    std::fclose(f);
+  }
+  while (!machine.empty() && machine.back() == '\n') machine.pop_back();
+  ASSERT_FALSE(machine.empty());
+  Job host(std::string("-n 2 --hosts 2 --net none --net-cc host --timeout 30 -- ") + show);
+  ASSERT_EQ(host.finish(), 0) << host.text;
+  EXPECT_EQ(count(host.text, "CC=" + machine + "\n"), 2) << host.text;
+  Job reno(std::string("-n 2 --hosts 2 --net none --net-cc reno --timeout 30 -- ") + show);
+  ASSERT_EQ(reno.finish(), 0) << reno.text;
+  EXPECT_EQ(count(reno.text, "CC=reno"), 2) << reno.text;
+  Job bad(std::string("-n 2 --hosts 2 --net none --net-cc no-such-cc --timeout 30 -- ") + show);
+  EXPECT_NE(bad.finish(), 0) << bad.text;
+  EXPECT_NE(bad.text.find("'no-such-cc' cannot be set"), std::string::npos) << bad.text;
+  EXPECT_NE(bad.text.find("available here:"), std::string::npos) << bad.text;
+  EXPECT_EQ(count(bad.text, "CC="), 0) << bad.text;
+}
+
 TEST(NetCluster, BadRateIsAUsageError) {
   std::string out;
   const int rc = launch::run("coll_rank", 30, "", "-n 2 --hosts 2 --net 10parsecs", "", &out);

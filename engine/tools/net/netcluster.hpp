@@ -390,9 +390,18 @@ class Cluster {
       }
       if (cc_ != "host") {
         const std::string e = write_in(hn, "/proc/sys/net/ipv4/tcp_congestion_control", cc_);
-        if (!e.empty())
-          throw std::runtime_error("emulated cluster set-up: TCP congestion control '" + cc_ + "' (" + e +
-                                   "; see /proc/sys/net/ipv4/tcp_available_congestion_control)");
+        if (!e.empty()) {
+          std::string avail;
+          if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r")) {
+            char buf[256] = {};
+            if (std::fgets(buf, sizeof buf, f) != nullptr) avail = buf;
+            std::fclose(f);
+            while (!avail.empty() && (avail.back() == '\n' || avail.back() == ' ')) avail.pop_back();
+          }
+          throw std::runtime_error("emulated cluster set-up: TCP congestion control '" + cc_ + "' cannot be set (" + e +
+                                   "); available here: " + (avail.empty() ? std::string("unknown") : avail) +
+                                   ", or 'host'");
+        }
       }
     }
   }
