@@ -321,6 +321,11 @@ struct Executor::Impl {
   tbb::task_group group;  // spawns from inside our tasks
   std::atomic<std::int64_t> tasks{0};
   std::atomic<std::uint64_t> spawned{0};  // nodes handed to the arena as tasks (Executor::tasks_spawned)
+  // Threads running a compute node or a copy / reduction / read of at least
+  // kBusyBytes right now (Executor::cores_busy).
+  std::atomic<int> working{0};
+  std::atomic<int> queued{0};  // tasks handed to oneTBB and not started yet
+  static constexpr std::size_t kBusyBytes = std::size_t{64} << 10;
   std::atomic<std::int64_t> live{0};
   Shard shards[kShards];
   std::unique_ptr<std::atomic<bool>[]> dead;
@@ -335,6 +340,7 @@ struct Executor::Impl {
   // its size (handing a 4 MiB copy to a worker there cost 1.5-5x: the waiter
   // and the progress server spun on the worker's core).
   bool serial = false;
+  int concurrency = 1;  // the arena's max_concurrency
   std::string trace_file;
   std::uint32_t cat_dag = 0, cat_transport = 0, name_signal = 0, name_completion = 0;
   // Flow arrows: the node state a traced signal released -> the arrow's id.
@@ -510,7 +516,8 @@ struct Executor::Impl {
       arena = own_arena.get();
     }
     arena->initialize();
-    serial = arena->max_concurrency() <= 1;
+    concurrency = std::max(1, arena->max_concurrency());
+    serial = concurrency <= 1;
     std::string path = opts.trace_path;
     if (path.empty()) {
       const char* env = strata::detail::env::get("STRATA_TRACE");
@@ -559,6 +566,22 @@ struct Executor::Impl {
     if (in->failed.load(std::memory_order_acquire)) return true;
     const Plan& p = *in->plan;
     const Node& nd = p.nodes()[id];
+    // Counted while it runs when it takes a while (Executor::cores_busy): a
+    // waiter then sleeps instead of spinning on the core this node needs.
+    const bool heavy = nd.kind == NodeKind::compute ||
+                       ((nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce || nd.kind == NodeKind::read_peer) &&
+                        nd.dst.len >= kBusyBytes);
+    struct Mark {
+      std::atomic<int>* n;
+      explicit Mark(std::atomic<int>* c) : n(c) {
+        if (n != nullptr) n->fetch_add(1, std::memory_order_relaxed);
+      }
+      ~Mark() {
+        if (n != nullptr) n->fetch_sub(1, std::memory_order_relaxed);
+      }
+      Mark(const Mark&) = delete;
+      Mark& operator=(const Mark&) = delete;
+    } const mark(heavy ? &working : nullptr);
     void* ctx = &in->nodes[id];
     Status st;
     switch (nd.kind) {
@@ -1016,12 +1039,17 @@ struct Executor::Impl {
   // group). Elsewhere: enqueue into the arena, counted in `tasks`.
   void spawn(Instance* in, NodeId id) {
     spawned.fetch_add(1, std::memory_order_relaxed);
+    queued.fetch_add(1, std::memory_order_relaxed);
     if (tls_in_task == this) {
-      group.run(handoff([this, in, id] { drive(in, id, true); }));
+      group.run(handoff([this, in, id] {
+        queued.fetch_sub(1, std::memory_order_relaxed);
+        drive(in, id, true);
+      }));
       return;
     }
     tasks.fetch_add(1, std::memory_order_relaxed);
     arena->enqueue(handoff([this, in, id] {
+      queued.fetch_sub(1, std::memory_order_relaxed);
       const Impl* prev = tls_in_task;
       tls_in_task = this;
       drive(in, id, true);
@@ -1301,6 +1329,12 @@ void Executor::park(bool parking) { impl_->park(parking); }
 std::size_t Executor::in_flight() const { return static_cast<std::size_t>(impl_->live.load()); }
 std::uint64_t Executor::tasks_spawned() const noexcept { return impl_->spawned.load(std::memory_order_relaxed); }
 bool Executor::serial() const noexcept { return impl_->serial; }
+bool Executor::cores_busy() const noexcept {
+  // Tasks not started yet (they wait for the very CPU a spinning waiter
+  // holds) plus long nodes running, in tasks or inline.
+  return impl_->queued.load(std::memory_order_relaxed) + impl_->working.load(std::memory_order_relaxed) >=
+         impl_->concurrency;
+}
 
 std::uint32_t Executor::next_seq(std::uint16_t comm) {
   std::lock_guard<std::mutex> g(impl_->seq_mu);

@@ -626,18 +626,27 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
     // peer's ring) costs several times one flag scan, so a flag set by a peer
     // is seen within one scan, not one transport round (8 B mapped allreduce:
     // docs/algorithms.md, "Per-call cost of the plan path").
+    // The spin ends early (the waiter then sleeps) while the executor's long
+    // nodes occupy every CPU the rank has (Executor::cores_busy): polling
+    // would take the core from them.
     ctx->spin = [ps, g = core_->hooks, core = core_.get()](const std::function<bool()>& done) {
       return g->run(
                  [&] {
+                   bool yielded = false;
                    const auto lean = [&] {
                      dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire);
                      for (int i = 0; i < kFlagRounds && ex != nullptr; ++i) {
                        if (done()) return true;
                        if (ex->poll() == 0) strata::detail::cpu_relax();
                      }
+                     if (ex != nullptr && ex->cores_busy()) {
+                       yielded = true;  // ends spin_until; the caller sleeps
+                       return true;
+                     }
                      return done();
                    };
-                   return ps->spin_until(lean, ps->options().wait_spin);
+                   const bool got = ps->spin_until(lean, ps->options().wait_spin);
+                   return yielded ? done() : got;
                  },
                  false) ||
              done();

@@ -294,6 +294,46 @@ TEST(Executor, ComputeExceptionFailsInstanceAndSkipsSuccessors) {
   EXPECT_FALSE(after);
 }
 
+// cores_busy (a waiter's cue to sleep instead of polling): true while
+// compute nodes run (or wait to run) on every CPU of the arena, false once the
+// node ended; with two threads, one running node leaves a CPU free.
+TEST(Executor, CoresBusyWhileComputeNodesHoldTheArena) {
+  for (const int threads : {1, 2}) {
+    tbb::task_arena arena{threads, 0};
+    FakeWorld world(1, FakeMode::manual, 1);
+    ExecutorOptions o;
+    o.arena = &arena;
+    Executor ex(world.endpoint(0), o);
+    EXPECT_FALSE(ex.cores_busy()) << threads;
+    std::atomic<bool> release{false};
+    std::atomic<int> inside{0};
+    PlanBuilder b("busy", 0, 1);
+    b.compute(
+        [&](const ComputeArgs&) {
+          inside.fetch_add(1);
+          while (!release.load()) std::this_thread::yield();  // held until the test looked
+        },
+        Region{});
+    auto plan = b.build();
+    Done d;
+    ASSERT_TRUE(ex.start(plan, {}, 0, 0, d.fn()).is_ok());
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (inside.load() == 0 && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+    ASSERT_EQ(inside.load(), 1) << threads;
+    EXPECT_EQ(ex.cores_busy(), threads == 1) << threads;
+    release.store(true);
+    while (!d.done() && std::chrono::steady_clock::now() < limit) {
+      world.progress_all();
+      std::this_thread::yield();
+    }
+    ASSERT_TRUE(d.done()) << threads;
+    EXPECT_TRUE(d.status.is_ok()) << d.status.message();
+    const auto settle = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (ex.cores_busy() && std::chrono::steady_clock::now() < settle) std::this_thread::yield();
+    EXPECT_FALSE(ex.cores_busy()) << threads;
+  }
+}
+
 TEST(Executor, BadBindingsAndDuplicatesAreRejectedWithoutCallback) {
   Cluster c(2);
   PlanBuilder b("bind", 0, 2);

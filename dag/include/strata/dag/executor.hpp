@@ -277,6 +277,13 @@ class Executor {
   /// inline_bytes does not apply), since a task could only take the core the
   /// releasing thread holds; compute nodes still become tasks.
   [[nodiscard]] bool serial() const noexcept;
+  /// @brief Whether nodes that take a while (compute nodes; copies,
+  /// reductions and single-copy reads of 64 KiB or more) are running right
+  /// now on as many threads as the arena has CPUs for (one, for a rank bound
+  /// to a core). A thread waiting for a future then sleeps instead of
+  /// polling: its polling would only take the CPU from that work (the
+  /// engine's wait hook; docs/dag.md, "Waiting").
+  [[nodiscard]] bool cores_busy() const noexcept;
 
   /// @brief Transport event entry points (installed as handlers by default).
   void handle_completion(void* context, const Status& status);
