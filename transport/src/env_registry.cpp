@@ -27,7 +27,9 @@ const std::vector<Var> kVars = {
    "for 8 x this many idle polls before it yields its core once (it yields at once when ranks outnumber CPUs)"},
   {"STRATA_PROGRESS_WAIT_SPIN", "integer 0..1000000 (us)", "2000", "engine",
    "microseconds a waiter polls the transport itself before sleeping (0 = never); every event restarts the count, "
-   "so a transfer that keeps making progress is polled by its waiter to the end (docs/performance.md, \"Across hosts\")"},
+   "so a transfer that keeps making progress is polled by its waiter to the end (docs/performance.md, \"Across hosts\"); "
+   "the polling ends early while the executor's tasks and long nodes hold every CPU of the rank (docs/dag.md, "
+   "\"Waiting\")"},
   {"STRATA_WAITER_BLOCK", "`transport` or `cv`", "transport", "engine",
    "where a waiter sleeps after its spin when progress servers run: `transport` (on the transport's descriptors plus "
    "its own eventfd, so an arriving message wakes it directly) or `cv` (on a condition variable, woken by a server "
