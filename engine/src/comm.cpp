@@ -176,6 +176,7 @@ void CommImpl::enable_flags() {
   for (Memo& m : memos) {
     m.key.clear();
     m.plan.reset();
+    m.sig_ok = false;
   }
   detail::logger().debug("comm {}: window flags {}, grants {}, single copy {}, mapped plans {}", id,
                          group.flags ? "on" : "off", group.grants ? "on" : "off",
@@ -405,8 +406,84 @@ std::shared_ptr<const dag::Plan> CommImpl::plan_for(const coll::Call& c, int slo
   return plan;
 }
 
+std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void* send, void* recv) {
+  if (core->opts.check || !core->check_alive(coll::to_string(s.kind)).is_ok()) return std::nullopt;
+  std::shared_ptr<const dag::Plan> plan;
+  std::uint32_t seq = 0;
+  std::size_t slot = 0;
+  {
+    std::lock_guard<CommLock> lk(mu);
+    if (!broken.is_ok()) return std::nullopt;
+    const Memo& m = memos[next_seq % slots_per_window()];
+    if (!m.sig_ok || !m.plan || !m.sig.same(s)) return std::nullopt;
+    slot = next_seq % queues;
+    Slot& sl = slots[slot];
+    if (sl.busy) return std::nullopt;
+    seq = next_seq++;
+    plan = m.plan;
+    sl.busy = true;  // held lazily, as submit() does on a memo hit
+    sl.live.reset();
+    sl.lazy = true;
+    sl.live_seq = seq;
+    sl.keep = shared_from_this();
+  }
+  return start_lazy(slot, seq, plan, send, recv, nullptr, s.kind);
+}
+
+Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan,
+                                  const void* send, void* recv, const std::vector<dag::PeerKey>* peer_keys,
+                                  coll::Kind kind) {
+  // The cached plan starts before any promise exists: a call that completes
+  // inside its start (a 1-rank communicator; the last member to arrive at
+  // a mapped plan) returns the engine's completed future, with no promise
+  // state allocated, locked or signalled (docs/algorithms.md, "Session 17
+  // cuts").
+  LazyEnd rec;
+  rec.comm = this;
+  rec.seq = seq;
+  LazyEnd* const outer = tls_lazy;
+  tls_lazy = &rec;
+  const bool started = launch(slot, seq, plan, send, recv, peer_keys);
+  tls_lazy = outer;
+  if (!started) release(slot);
+  if (rec.done) return rec.st.is_ok() ? Future<void>(core->ready_state) : make_error_future<void>(rec.st);
+  Promise<void> p(core->fctx);
+  Future<void> fut = p.get_future();
+  Status st, why;
+  bool ended = false;
+  {
+    std::lock_guard<CommLock> lk(mu);
+    const auto it = std::find_if(stash.begin(), stash.end(), [&](const auto& e) { return e.first == seq; });
+    if (it != stash.end()) {
+      // It completed on another thread before this point.
+      ended = true;
+      st = std::move(it->second);
+      stash.erase(it);
+    } else {
+      // Still running: finished() has not seen it (it would have stashed it).
+      why = !broken.is_ok() ? broken : all_failed;
+      Slot& sl = slots[slot];
+      if (why.is_ok() && sl.live_seq == seq && sl.lazy) {
+        sl.lazy = false;
+        sl.live = std::move(p);
+      } else {
+        // A member died or the engine shut down meanwhile (their fail_all
+        // found no promise to fail): fail it here, as they would have.
+        sl.lazy = false;
+        ended = true;
+        st = why.is_ok() ? Status(Errc::internal, "lazy promise: the call's slot changed hands") : why;
+      }
+    }
+  }
+  if (ended) p.set(st);
+  detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(kind), seq, id,
+                         plan->algorithm(), plan->size());
+  return fut;
+}
+
 Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
-                              std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys, bool internal) {
+                              std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys, bool internal,
+                              const PlainSig* plain) {
   throw_if_error(core->check_alive(coll::to_string(c.kind)));
   if (core->opts.check && !internal) check_signature(c);
   // Binary key: the call's fields as raw bytes, gathered in a stack buffer
@@ -489,9 +566,13 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
       slot = seq % queues;
       wslot = seq % slots_per_window();
       Slot& sl = slots[slot];
-      const Memo& m = memos[wslot];
+      Memo& m = memos[wslot];
       if (!key.empty() && m.plan && std::string_view(m.key) == key) {
         plan = m.plan;
+        if (plain != nullptr && !m.sig_ok) {
+          m.sig = *plain;  // the same key: this plain call's plan
+          m.sig_ok = true;
+        }
         if (!sl.busy) {
           hold(sl);  // lazily: the promise is made only if the start does not complete the call
           lazy = true;
@@ -505,54 +586,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     // holds the slot (it waits for a survivor that gave up): forever.
     return make_error_future<void>(dead);
   }
-  if (lazy) {
-    // The cached plan starts before any promise exists: a call that completes
-    // inside its start (a 1-rank communicator; the last member to arrive at
-    // a mapped plan) returns the engine's completed future, with no promise
-    // state allocated, locked or signalled (docs/algorithms.md, "Session 17
-    // cuts").
-    LazyEnd rec;
-    rec.comm = this;
-    rec.seq = seq;
-    LazyEnd* const outer = tls_lazy;
-    tls_lazy = &rec;
-    const bool started = launch(slot, seq, plan, send, recv, peer_keys.get());
-    tls_lazy = outer;
-    if (!started) release(slot);
-    if (rec.done) return rec.st.is_ok() ? Future<void>(core->ready_state) : make_error_future<void>(rec.st);
-    Promise<void> p(core->fctx);
-    Future<void> fut = p.get_future();
-    Status st, why;
-    bool ended = false;
-    {
-      std::lock_guard<CommLock> lk(mu);
-      const auto it = std::find_if(stash.begin(), stash.end(), [&](const auto& e) { return e.first == seq; });
-      if (it != stash.end()) {
-        // It completed on another thread before this point.
-        ended = true;
-        st = std::move(it->second);
-        stash.erase(it);
-      } else {
-        // Still running: finished() has not seen it (it would have stashed it).
-        why = !broken.is_ok() ? broken : all_failed;
-        Slot& sl = slots[slot];
-        if (why.is_ok() && sl.live_seq == seq && sl.lazy) {
-          sl.lazy = false;
-          sl.live = std::move(p);
-        } else {
-          // A member died or the engine shut down meanwhile (their fail_all
-          // found no promise to fail): fail it here, as they would have.
-          sl.lazy = false;
-          ended = true;
-          st = why.is_ok() ? Status(Errc::internal, "lazy promise: the call's slot changed hands") : why;
-        }
-      }
-    }
-    if (ended) p.set(st);
-    detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, id, c.algo.name,
-                           plan->size());
-    return fut;
-  }
+  if (lazy) return start_lazy(slot, seq, plan, send, recv, peer_keys.get(), c.kind);
   promise.emplace(core->fctx);
   Future<void> fut = promise->get_future();
   const bool memo_hit = plan != nullptr;
@@ -592,8 +626,11 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     std::lock_guard<CommLock> lk(mu);
     Slot& sl = slots[slot];
     if (!key.empty() && !memo_hit) {
-      memos[wslot].key = key;
-      memos[wslot].plan = plan;
+      Memo& m = memos[wslot];
+      m.key = key;
+      m.plan = plan;
+      m.sig_ok = plain != nullptr;
+      if (plain != nullptr) m.sig = *plain;
     }
     if (!run_now) {
       if (!sl.busy)

@@ -66,9 +66,25 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   std::size_t queues = 0;
   // The plan of each window slot's last call and its key: a loop that repeats
   // one call finds it here without a cache lookup (cleared by enable_flags).
+  // What decides a plain call's plan beyond the communicator: a call with
+  // default CollOptions and a built-in operator (submit_plain()).
+  struct PlainSig {
+    coll::Kind kind{};
+    std::uint64_t count = 0;
+    dag::DataType dtype{};
+    dag::ReduceOp op{};
+    int root = 0;
+    bool in_place = false;
+    [[nodiscard]] bool same(const PlainSig& o) const noexcept {
+      return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op && root == o.root &&
+             in_place == o.in_place;
+    }
+  };
   struct Memo {
     std::string key;
     std::shared_ptr<const dag::Plan> plan;
+    PlainSig sig;         // the plain call that has this key, when sig_ok
+    bool sig_ok = false;  // (cleared when the memo changes)
   };
   std::vector<Memo> memos;  // group.credits entries
 
@@ -228,8 +244,23 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // Starts one instance (or queues it behind the instance holding its slot).
   // @p peer_keys overrides the window keys (persistent plans add receive-buffer keys).
   // @p internal: the STRATA_CHECK allreduce itself (not checked again).
+  // @p plain: the call's PlainSig when it has default options (the memo then
+  // remembers it for submit_plain()).
   Future<void> submit(const coll::Call& c, const void* send, void* recv,
-                      std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys = nullptr, bool internal = false);
+                      std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys = nullptr, bool internal = false,
+                      const PlainSig* plain = nullptr);
+
+  // A plain call whose window slot remembers its plan and whose queue is free
+  // starts here without building a Call, a key or a selection (the caller
+  // checked the arguments); empty when it cannot (the caller then submits).
+  // docs/algorithms.md, "Per-call cost of the plan path".
+  std::optional<Future<void>> submit_plain(const PlainSig& s, const void* send, void* recv);
+
+  // Starts the cached plan of the call @p seq that holds queue @p slot
+  // lazily (no promise yet): the engine's completed future when it ends
+  // inside the start, else a promise made now.
+  Future<void> start_lazy(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan,
+                          const void* send, void* recv, const std::vector<dag::PeerKey>* peer_keys, coll::Kind kind);
 };
 
 }  // namespace strata::detail

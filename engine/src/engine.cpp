@@ -162,6 +162,15 @@ struct Prepared {
   std::size_t recv_bytes = 0;  // this rank's receive buffer (direct-mode registration)
 };
 
+// Default options: the call's plan depends only on its PlainSig (the
+// selection reads the communicator, the tuning table and the environment,
+// fixed for the engine's life), so a window slot's memo can start it
+// (CommImpl::submit_plain). "auto" counts as an explicit algorithm here.
+bool plain_options(const CollOptions& o) noexcept {
+  return o.algorithm.empty() && o.sync.entry == SyncMode::mine && o.sync.exit == SyncMode::mine && o.tree.empty() &&
+         o.fragment.empty() && o.direction.empty() && !o.shared_buffers && !o.on_block;
+}
+
 Prepared prep_barrier(const std::shared_ptr<detail::CommImpl>& impl, const CollOptions& opts) {
   need(impl, "barrier");
   Prepared p;
@@ -192,9 +201,9 @@ Prepared prep_broadcast(const std::shared_ptr<detail::CommImpl>& impl, void* buf
   return p;
 }
 
-Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, const void* send, void* recv,
-                     std::size_t count, dag::DataType dt, dag::ReduceOp op, std::shared_ptr<const dag::UserReduce> u,
-                     std::size_t esize, int root, const CollOptions& opts) {
+// The argument checks of reduce / allreduce (throw naming the argument and the rank).
+void check_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, const void* send, const void* recv,
+                  std::size_t count, std::size_t esize, int root) {
   const char* n = all ? "allreduce" : "reduce";
   need(impl, n);
   check_count(n, *impl, count, esize);
@@ -205,6 +214,15 @@ Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, co
   if (!inplace) check_buffer(n, *impl, "send", send, count * esize);
   if (receives) check_buffer(n, *impl, "recv", recv, count * esize);
   if (!inplace && receives) check_overlap(n, *impl, send, count * esize, recv, count * esize);
+}
+
+Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, const void* send, void* recv,
+                     std::size_t count, dag::DataType dt, dag::ReduceOp op, std::shared_ptr<const dag::UserReduce> u,
+                     std::size_t esize, int root, const CollOptions& opts) {
+  const char* n = all ? "allreduce" : "reduce";
+  check_reduce(impl, all, send, recv, count, esize, root);
+  const bool receives = all || impl->rank() == root;
+  const bool inplace = send == in_place;
   Prepared p;
   coll::Call& c = p.call;
   c.kind = all ? coll::Kind::allreduce : coll::Kind::reduce;
@@ -229,11 +247,35 @@ Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, co
 }  // namespace
 
 Future<void> Communicator::barrier(const CollOptions& opts) {
+  if (plain_options(opts)) {
+    need(impl_, "barrier");
+    detail::CommImpl::PlainSig sig;
+    sig.kind = coll::Kind::barrier;
+    if (auto f = impl_->submit_plain(sig, nullptr, nullptr)) return std::move(*f);
+    const Prepared p = prep_barrier(impl_, opts);
+    return impl_->submit(p.call, p.send, p.recv, nullptr, false, &sig);
+  }
   const Prepared p = prep_barrier(impl_, opts);
   return impl_->submit(p.call, p.send, p.recv);
 }
 
 Future<void> Communicator::broadcast(void* buf, std::size_t count, Datatype type, int root, const CollOptions& opts) {
+  if (plain_options(opts)) {
+    const char* n = "broadcast";
+    need(impl_, n);
+    check_count(n, *impl_, count, size_of(type));
+    check_root(n, *impl_, root);
+    check_buffer(n, *impl_, "buf", buf, count * size_of(type));
+    detail::CommImpl::PlainSig sig;
+    sig.kind = coll::Kind::broadcast;
+    sig.count = count;
+    sig.dtype = detail::to_dag(type);
+    sig.root = root;
+    const bool is_root = impl_->rank() == root;
+    if (auto f = impl_->submit_plain(sig, is_root ? buf : nullptr, is_root ? nullptr : buf)) return std::move(*f);
+    const Prepared p = prep_broadcast(impl_, buf, count, type, root, opts);
+    return impl_->submit(p.call, p.send, p.recv, nullptr, false, &sig);
+  }
   const Prepared p = prep_broadcast(impl_, buf, count, type, root, opts);
   return impl_->submit(p.call, p.send, p.recv);
 }
@@ -253,8 +295,23 @@ Future<void> Communicator::reduce(const void* send, void* recv, std::size_t coun
 }
 Future<void> Communicator::allreduce(const void* send, void* recv, std::size_t count, Datatype type, Op op,
                                      const CollOptions& opts) {
-  const Prepared p = prep_reduce(impl_, true, send, recv, count, detail::to_dag(type), detail::to_dag(op), nullptr,
-                                 size_of(type), 0, opts);
+  const dag::DataType dt = detail::to_dag(type);
+  const dag::ReduceOp o = detail::to_dag(op);
+  if (plain_options(opts)) {
+    check_reduce(impl_, true, send, recv, count, size_of(type), 0);
+    if (dag::reduce_kernel(o, dt) != nullptr) {
+      detail::CommImpl::PlainSig sig;
+      sig.kind = coll::Kind::allreduce;
+      sig.count = count;
+      sig.dtype = dt;
+      sig.op = o;
+      sig.in_place = send == in_place;
+      if (auto f = impl_->submit_plain(sig, sig.in_place ? nullptr : send, recv)) return std::move(*f);
+      const Prepared p = prep_reduce(impl_, true, send, recv, count, dt, o, nullptr, size_of(type), 0, opts);
+      return impl_->submit(p.call, p.send, p.recv, nullptr, false, &sig);
+    }
+  }
+  const Prepared p = prep_reduce(impl_, true, send, recv, count, dt, o, nullptr, size_of(type), 0, opts);
   return impl_->submit(p.call, p.send, p.recv);
 }
 Future<void> Communicator::allreduce(const void* send, void* recv, std::size_t count, const UserOp& op,
