@@ -300,6 +300,14 @@ Future<void> Communicator::allgather(const void* send, std::size_t count, void* 
   if (!inplace) check_buffer(n, c, "send", send, count * es);
   check_buffer(n, c, "recv", recv, count * nn * es);
   if (!inplace) check_overlap(n, c, send, count * es, recv, count * nn * es);
+  detail::CommImpl::PlainSig sig;
+  sig.kind = coll::Kind::allgather;
+  sig.count = count;
+  sig.dtype = detail::to_dag(type);
+  sig.in_place = inplace;
+  const bool plain = plain_options(opts);
+  if (plain)
+    if (auto f = impl_->submit_plain(sig, inplace ? nullptr : send, recv)) return std::move(*f);
   coll::Call call;
   call.kind = coll::Kind::allgather;
   call.count = count;
@@ -307,7 +315,7 @@ Future<void> Communicator::allgather(const void* send, std::size_t count, void* 
   call.in_place = inplace;
   apply_sync(call, opts);
   call.algo = resolve(call.kind, opts, c);
-  return submit_v(*impl_, call, inplace ? nullptr : send, recv);
+  return impl_->submit(call, inplace ? nullptr : send, recv, nullptr, false, plain ? &sig : nullptr);
 }
 
 Future<void> Communicator::allgatherv(const void* send, std::size_t count, void* recv,
@@ -353,6 +361,14 @@ Future<void> Communicator::alltoall(const void* send, void* recv, std::size_t co
   if (!inplace) check_buffer(n, c, "send", send, count * nn * es);
   check_buffer(n, c, "recv", recv, count * nn * es);
   if (!inplace) check_overlap(n, c, send, count * nn * es, recv, count * nn * es);
+  detail::CommImpl::PlainSig sig;
+  sig.kind = coll::Kind::alltoall;
+  sig.count = count;
+  sig.dtype = detail::to_dag(type);
+  sig.in_place = inplace;
+  const bool plain = plain_options(opts);
+  if (plain)
+    if (auto f = impl_->submit_plain(sig, inplace ? nullptr : send, recv)) return std::move(*f);
   coll::Call call;
   call.kind = coll::Kind::alltoall;
   call.count = count;
@@ -362,7 +378,7 @@ Future<void> Communicator::alltoall(const void* send, void* recv, std::size_t co
   apply_sync(call, opts);
   call.algo = resolve(call.kind, opts, c);
   call.algo.max_outstanding = alltoall_max_outstanding();
-  return submit_v(*impl_, call, inplace ? nullptr : send, recv);
+  return impl_->submit(call, inplace ? nullptr : send, recv, nullptr, false, plain ? &sig : nullptr);
 }
 
 Future<void> Communicator::alltoallv(const void* send, const std::vector<std::size_t>& send_counts,

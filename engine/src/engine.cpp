@@ -162,15 +162,6 @@ struct Prepared {
   std::size_t recv_bytes = 0;  // this rank's receive buffer (direct-mode registration)
 };
 
-// Default options: the call's plan depends only on its PlainSig (the
-// selection reads the communicator, the tuning table and the environment,
-// fixed for the engine's life), so a window slot's memo can start it
-// (CommImpl::submit_plain). "auto" counts as an explicit algorithm here.
-bool plain_options(const CollOptions& o) noexcept {
-  return o.algorithm.empty() && o.sync.entry == SyncMode::mine && o.sync.exit == SyncMode::mine && o.tree.empty() &&
-         o.fragment.empty() && o.direction.empty() && !o.shared_buffers && !o.on_block;
-}
-
 Prepared prep_barrier(const std::shared_ptr<detail::CommImpl>& impl, const CollOptions& opts) {
   need(impl, "barrier");
   Prepared p;

@@ -263,6 +263,15 @@ inline bool algo_env_set(coll::Kind kind) {
   return i < set.size() && set[i];
 }
 
+// Default options: the call's plan depends only on its PlainSig (the
+// selection reads the communicator, the tuning table and the environment,
+// fixed for the engine's life), so a window slot's memo can start it
+// (CommImpl::submit_plain). "auto" counts as an explicit algorithm here.
+inline bool plain_options(const CollOptions& o) noexcept {
+  return o.algorithm.empty() && o.sync.entry == SyncMode::mine && o.sync.exit == SyncMode::mine && o.tree.empty() &&
+         o.fragment.empty() && o.direction.empty() && !o.shared_buffers && !o.on_block;
+}
+
 // Strict synchronization and the automatic memory-protocol plans' eligibility (an automatic
 // algorithm, no per-call tree / fragment / direction, loose).
 inline void apply_sync(coll::Call& c, const CollOptions& o) {
