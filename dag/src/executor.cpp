@@ -1137,14 +1137,13 @@ struct Executor::Impl {
   // flag is not there yet stays undone, and so do the nodes after it. Returns
   // the mask of the nodes done. No counter, no atomic, no shard: a plan
   // whose peers are on time completes here (complete(in, false)).
-  std::uint64_t run_straight(Instance* in) {
+  std::uint64_t run_straight(Instance* in, std::uint64_t done = 0) {
     const Plan& p = *in->plan;
     const std::uint64_t* preds = p.straight_preds().data();
     const Node* nodes = p.nodes().data();
     const std::size_t n = p.size();
-    std::uint64_t done = 0;
     for (NodeId i = 0; i < n; ++i) {
-      if ((preds[i] & ~done) != 0) continue;
+      if (((done >> i) & 1) != 0 || (preds[i] & ~done) != 0) continue;
       const std::uint64_t t0 = tracing ? now_ns() : 0;
       if (nodes[i].kind == NodeKind::flag_wait) {
         if (!in->failed.load(std::memory_order_acquire) && !flag_ready(in, nodes[i])) continue;
@@ -1461,7 +1460,16 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
         }
       }
       ran = im.run_straight(in);
-      if (ran == (n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1)) {
+      const std::uint64_t all = n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
+      // A late flag when nothing else is in flight here (a blocking-style
+      // call, not one of a stream): look again a few times before paying for
+      // the publication (ExecutorOptions::start_spins, docs/dag.md).
+      if (ran != all && im.opts.start_spins > 0 && im.live.load(std::memory_order_relaxed) == 0)
+        for (int k = 0; k < im.opts.start_spins && ran != all; ++k) {
+          strata::detail::cpu_relax();
+          ran = im.run_straight(in, ran);
+        }
+      if (ran == all) {
         im.complete(in, false);
         return Status::ok();
       }

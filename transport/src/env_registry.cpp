@@ -43,6 +43,10 @@ const std::vector<Var> kVars = {
    "`$XDG_CONFIG_HOME/strata/tuning.json`, else `~/.config/strata/tuning.json`, if it exists. A file for another "
    "machine (fingerprint) means the defaults with one info line; a malformed file, a wrong version or a bad field "
    "stops the engine with an error naming the file and the field. Read once per engine; CTest sets `off`"},
+  {"STRATA_START_SPINS", "integer 0..2^20", "16", "engine",
+   "times a straight start (a plan of memory nodes) whose flag is late looks again, a CPU pause between looks, "
+   "before it publishes the instance; only while nothing else is in flight in the executor (0 = never; docs/dag.md, "
+   "\"Waiting\")"},
   {"STRATA_INLINE_BYTES", "bytes 0..2^30", "1048576 (tuning table)", "engine",
    "copies/reductions up to this size run in the thread that made them ready instead of as a oneTBB task (wins over "
    "the tuning table's `inline_bytes`, as does a non-default `EngineOptions::inline_bytes`); a task hand-off costs "
