@@ -300,11 +300,7 @@ Future<void> Communicator::allgather(const void* send, std::size_t count, void* 
   if (!inplace) check_buffer(n, c, "send", send, count * es);
   check_buffer(n, c, "recv", recv, count * nn * es);
   if (!inplace) check_overlap(n, c, send, count * es, recv, count * nn * es);
-  detail::CommImpl::PlainSig sig;
-  sig.kind = coll::Kind::allgather;
-  sig.count = count;
-  sig.dtype = detail::to_dag(type);
-  sig.in_place = inplace;
+  const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::allgather, count, detail::to_dag(type), inplace);
   const bool plain = plain_options(opts);
   if (plain)
     if (auto f = impl_->submit_plain(sig, inplace ? nullptr : send, recv)) return std::move(*f);
@@ -361,11 +357,7 @@ Future<void> Communicator::alltoall(const void* send, void* recv, std::size_t co
   if (!inplace) check_buffer(n, c, "send", send, count * nn * es);
   check_buffer(n, c, "recv", recv, count * nn * es);
   if (!inplace) check_overlap(n, c, send, count * nn * es, recv, count * nn * es);
-  detail::CommImpl::PlainSig sig;
-  sig.kind = coll::Kind::alltoall;
-  sig.count = count;
-  sig.dtype = detail::to_dag(type);
-  sig.in_place = inplace;
+  const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::alltoall, count, detail::to_dag(type), inplace);
   const bool plain = plain_options(opts);
   if (plain)
     if (auto f = impl_->submit_plain(sig, inplace ? nullptr : send, recv)) return std::move(*f);

@@ -240,8 +240,7 @@ Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, co
 Future<void> Communicator::barrier(const CollOptions& opts) {
   if (plain_options(opts)) {
     need(impl_, "barrier");
-    detail::CommImpl::PlainSig sig;
-    sig.kind = coll::Kind::barrier;
+    const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::barrier, 0, dag::DataType{});
     if (auto f = impl_->submit_plain(sig, nullptr, nullptr)) return std::move(*f);
     const Prepared p = prep_barrier(impl_, opts);
     return impl_->submit(p.call, p.send, p.recv, nullptr, false, &sig);
@@ -257,11 +256,8 @@ Future<void> Communicator::broadcast(void* buf, std::size_t count, Datatype type
     check_count(n, *impl_, count, size_of(type));
     check_root(n, *impl_, root);
     check_buffer(n, *impl_, "buf", buf, count * size_of(type));
-    detail::CommImpl::PlainSig sig;
-    sig.kind = coll::Kind::broadcast;
-    sig.count = count;
-    sig.dtype = detail::to_dag(type);
-    sig.root = root;
+    const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::broadcast, count, detail::to_dag(type), false,
+                                                      dag::ReduceOp{}, root);
     const bool is_root = impl_->rank() == root;
     if (auto f = impl_->submit_plain(sig, is_root ? buf : nullptr, is_root ? nullptr : buf)) return std::move(*f);
     const Prepared p = prep_broadcast(impl_, buf, count, type, root, opts);
@@ -291,12 +287,7 @@ Future<void> Communicator::allreduce(const void* send, void* recv, std::size_t c
   if (plain_options(opts)) {
     check_reduce(impl_, true, send, recv, count, size_of(type), 0);
     if (dag::reduce_kernel(o, dt) != nullptr) {
-      detail::CommImpl::PlainSig sig;
-      sig.kind = coll::Kind::allreduce;
-      sig.count = count;
-      sig.dtype = dt;
-      sig.op = o;
-      sig.in_place = send == in_place;
+      const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::allreduce, count, dt, send == in_place, o);
       if (auto f = impl_->submit_plain(sig, sig.in_place ? nullptr : send, recv)) return std::move(*f);
       const Prepared p = prep_reduce(impl_, true, send, recv, count, dt, o, nullptr, size_of(type), 0, opts);
       return impl_->submit(p.call, p.send, p.recv, nullptr, false, &sig);
