@@ -77,14 +77,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     bool in_place = false;
     static PlainSig make(coll::Kind k, std::uint64_t n, dag::DataType t, bool inplace = false,
                          dag::ReduceOp o = dag::ReduceOp{}, int r = 0) noexcept {
-      PlainSig s;
-      s.kind = k;
-      s.count = n;
-      s.dtype = t;
-      s.op = o;
-      s.root = r;
-      s.in_place = inplace;
-      return s;
+      return PlainSig{k, n, t, o, r, inplace};
     }
     [[nodiscard]] bool same(const PlainSig& o) const noexcept {
       return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op && root == o.root &&
