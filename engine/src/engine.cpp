@@ -171,13 +171,19 @@ Prepared prep_barrier(const std::shared_ptr<detail::CommImpl>& impl, const CollO
   return p;
 }
 
-Prepared prep_broadcast(const std::shared_ptr<detail::CommImpl>& impl, void* buf, std::size_t count, Datatype type,
-                        int root, const CollOptions& opts) {
+// The argument checks of broadcast (throw naming the argument and the rank).
+void check_broadcast(const std::shared_ptr<detail::CommImpl>& impl, const void* buf, std::size_t count, Datatype type,
+                     int root) {
   const char* n = "broadcast";
   need(impl, n);
   check_count(n, *impl, count, size_of(type));
   check_root(n, *impl, root);
   check_buffer(n, *impl, "buf", buf, count * size_of(type));
+}
+
+Prepared prep_broadcast(const std::shared_ptr<detail::CommImpl>& impl, void* buf, std::size_t count, Datatype type,
+                        int root, const CollOptions& opts) {
+  check_broadcast(impl, buf, count, type, root);
   Prepared p;
   p.call.kind = coll::Kind::broadcast;
   p.call.count = count;
@@ -251,11 +257,7 @@ Future<void> Communicator::barrier(const CollOptions& opts) {
 
 Future<void> Communicator::broadcast(void* buf, std::size_t count, Datatype type, int root, const CollOptions& opts) {
   if (plain_options(opts)) {
-    const char* n = "broadcast";
-    need(impl_, n);
-    check_count(n, *impl_, count, size_of(type));
-    check_root(n, *impl_, root);
-    check_buffer(n, *impl_, "buf", buf, count * size_of(type));
+    check_broadcast(impl_, buf, count, type, root);
     const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::broadcast, count, detail::to_dag(type), false,
                                                       dag::ReduceOp{}, root);
     const bool is_root = impl_->rank() == root;

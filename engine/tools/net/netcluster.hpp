@@ -99,31 +99,26 @@ inline std::string run_in(int netns_fd, const std::vector<std::string>& argv) {
 }
 
 /// Writes @p value to the file @p path (a /proc/sys entry) as seen from inside
-/// the network namespace @p netns_fd; returns "" on success, else why not.
+/// the network namespace @p netns_fd: this thread enters it for the open and
+/// comes back (/proc/sys/net resolves against the opening thread's namespace).
+/// Returns "" on success, else why not; throws if it cannot come back.
 inline std::string write_in(int netns_fd, const std::string& path, const std::string& value) {
-  int err[2];
-  if (::pipe2(err, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int e = 0;
-    if (::setns(netns_fd, CLONE_NEWNET) != 0) {
-      e = errno;
-    } else {
-      const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0 || ::write(fd, value.data(), value.size()) != static_cast<ssize_t>(value.size())) e = errno;
-    }
-    (void)!::write(err[1], &e, sizeof e);
-    _exit(e == 0 ? 0 : 1);
+  const int own = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (own < 0) return std::string("open /proc/thread-self/ns/net: ") + std::strerror(errno);
+  if (::setns(netns_fd, CLONE_NEWNET) != 0) {
+    const int e = errno;
+    ::close(own);
+    return std::string("setns: ") + std::strerror(e);
   }
-  ::close(err[1]);
-  int e = 0;
-  const bool got = pid > 0 && ::read(err[0], &e, sizeof e) == static_cast<ssize_t>(sizeof e);
-  ::close(err[0]);
-  if (pid > 0)
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  if (pid < 0) return std::string("fork: ") + std::strerror(errno);
-  if (!got) return "writing " + path + ": the helper process died";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int e = fd < 0 ? errno : 0;
+  if (fd >= 0) {
+    if (::write(fd, value.data(), value.size()) != static_cast<ssize_t>(value.size())) e = errno;
+    ::close(fd);
+  }
+  const bool back = ::setns(own, CLONE_NEWNET) == 0;
+  ::close(own);
+  if (!back) throw std::runtime_error("emulated cluster set-up: cannot return to the launcher's network namespace");
   return e == 0 ? std::string() : "writing '" + value + "' to " + path + ": " + std::strerror(e);
 }
 
