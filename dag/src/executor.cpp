@@ -109,6 +109,39 @@ struct Drain {
       if (s.compare_exchange_weak(cur, value, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
     }
   }
+  // Watermark grants owed to peers (owed[r] = value | kOwed; 0: none): an
+  // instance that completes drained does not send its watermark to a peer
+  // its plan did not signal (a broadcast's leaf to its root); the next
+  // drained signal to that peer says as much, or the watermark goes out when
+  // a later instance that does not signal the peer starts, or when a thread
+  // of this rank is about to block (Executor::Impl::send_owed). A peer that
+  // needs it earlier asks, as for any late grant. Sent at completion it cost
+  // the leaf one message on its way back to the caller in every lock-step
+  // loop that alternates a broadcast with a call that signals the root
+  // (2 emulated hosts, 8 B broadcast + barrier: 4 us more per iteration).
+  static constexpr std::uint32_t kOwed = std::uint32_t{1} << 31;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> owed;
+  std::atomic<bool> any_owed{false};
+  std::uint16_t comm = 0;
+
+  // Records the watermark @p value (kept if a later one is owed already) for @p r.
+  void owe(std::size_t r, std::uint32_t value) {
+    if (r >= copies.size()) return;
+    std::uint32_t cur = owed[r].load(std::memory_order_relaxed);
+    while ((cur == 0 || !reached(cur & kSeqMask, value)) &&
+           !owed[r].compare_exchange_weak(cur, value | kOwed, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+    }
+    any_owed.store(true, std::memory_order_release);
+  }
+  // A drained signal of instance @p seq goes to @p r: it covers a watermark owed up to seq.
+  void covered(std::size_t r, std::uint32_t seq) {
+    if (r >= copies.size()) return;
+    std::uint32_t cur = owed[r].load(std::memory_order_acquire);
+    while (cur != 0 && reached(seq, cur & kSeqMask) &&
+           !owed[r].compare_exchange_weak(cur, 0, std::memory_order_acq_rel, std::memory_order_acquire)) {
+    }
+  }
+
   // Whether a grant of at least @p need went to @p r for word @p w.
   bool was_sent(std::size_t r, std::uint32_t w, std::uint32_t need) const {
     if (r >= copies.size() || w >= kMaxGrantSlots) return false;
@@ -370,6 +403,7 @@ struct Executor::Impl {
       return;
     }
     parked.fetch_add(1, std::memory_order_seq_cst);
+    if (owed_any.load(std::memory_order_acquire)) send_all_owed();
     if (nflag_pending.load(std::memory_order_seq_cst) == 0) return;
     {
       std::lock_guard<strata::detail::SpinLock> g(flag_mu);
@@ -435,6 +469,34 @@ struct Executor::Impl {
   std::unique_ptr<std::atomic<Drain*>[]> drains;  // 65536 entries; the pointer is set once under grant_mu
   std::atomic<std::atomic<Drain*>*> drains_at{nullptr};
   std::vector<std::unique_ptr<Drain>> drain_store;  // under grant_mu
+  std::atomic<bool> owed_any{false};                // some drain owes a watermark (Drain::owed)
+  // Sends the watermarks @p d owes, except to the peers @p skip signals (its
+  // drained signals carry them).
+  void send_owed(Drain* d, const Plan* skip) {
+    if (!d->any_owed.exchange(false, std::memory_order_acq_rel)) return;
+    const bool active = d->active.load(std::memory_order_acquire);
+    for (std::size_t r = 0; r < d->copies.size(); ++r) {
+      if (d->owed[r].load(std::memory_order_relaxed) == 0) continue;
+      if (active && skip != nullptr && skip->signals(static_cast<int>(r))) {
+        d->any_owed.store(true, std::memory_order_release);
+        continue;
+      }
+      const std::uint32_t v = d->owed[r].exchange(0, std::memory_order_acq_rel);
+      if (v != 0 && active)
+        (void)tp.signal(static_cast<int>(r), encode_grant(kWatermarkComm, d->comm, 0, v & kSeqMask), &grant_ctx);
+    }
+  }
+  // Every owed watermark (a thread of this rank is about to block).
+  void send_all_owed() {
+    if (!owed_any.exchange(false, std::memory_order_acq_rel)) return;
+    std::vector<Drain*> ds;
+    {
+      std::lock_guard<std::mutex> g(grant_mu);
+      for (const auto& d : drain_store)
+        if (d->any_owed.load(std::memory_order_acquire)) ds.push_back(d.get());
+    }
+    for (Drain* d : ds) send_owed(d, nullptr);
+  }
   Drain* drain_of(std::uint16_t comm) const {
     std::atomic<Drain*>* t = drains_at.load(std::memory_order_acquire);
     if (t == nullptr) return nullptr;
@@ -445,7 +507,11 @@ struct Executor::Impl {
   // instance of its communicator finished here.
   static std::uint64_t signal_payload(const Instance* in, const Node& nd) {
     std::uint64_t p = encode_signal(in->comm, in->seq, nd.slot);
-    if (in->drain != nullptr && in->drain->wm.load(std::memory_order_acquire) == in->seq) p |= kDrainedBit;
+    if (in->drain != nullptr && in->drain->wm.load(std::memory_order_acquire) == in->seq) {
+      p |= kDrainedBit;
+      if (in->drain->any_owed.load(std::memory_order_acquire))
+        in->drain->covered(static_cast<std::size_t>(nd.peer), in->seq);
+    }
     return p;
   }
   // A signal from @p source said it finished every instance of @p comm before
@@ -1125,8 +1191,10 @@ struct Executor::Impl {
           // Not twice: an answer to the peer's request may have said as much already.
           if (gdrain == nullptr || gdrain->note_sent(static_cast<std::size_t>(r), nd.slot, gvalue))
             (void)tp.signal(r, encode_grant(kGrantComm, gcomm, nd.slot, gvalue), &grant_ctx);
-        } else if (!gplan->signals(r) && batch_due)
-          (void)tp.signal(r, encode_grant(kWatermarkComm, gcomm, 0, gvalue), &grant_ctx);
+        } else if (!gplan->signals(r) && batch_due) {
+          gdrain->owe(static_cast<std::size_t>(r), gvalue);  // sent later, if at all (Drain::owed)
+          owed_any.store(true, std::memory_order_release);
+        }
       }
       sending.fetch_sub(1, std::memory_order_acq_rel);
     }
@@ -1446,6 +1514,9 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
           bb->key = transport::RemoteKey{};
         }
       }
+    // Watermarks earlier instances owe the peers this one does not signal.
+    if (in->drain != nullptr && in->drain->any_owed.load(std::memory_order_acquire))
+      im.send_owed(in->drain, in->plan.get());
     // Straight plans whose memory nodes all run inline (cheap()): run them
     // here first; the instance is published only if a flag is not there yet.
     const std::vector<std::uint64_t>& preds = p.straight_preds();
@@ -1740,6 +1811,8 @@ void Executor::bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const*
   d->first = next_seq & kSeqMask;
   d->copies = std::move(copies);
   d->sent.reset(new std::atomic<std::uint32_t>[d->copies.size() * kMaxGrantSlots]());
+  d->owed.reset(new std::atomic<std::uint32_t>[d->copies.size()]());
+  d->comm = comm;
   im.drains[comm].store(d, std::memory_order_release);
   d->active.store(true, std::memory_order_release);
 }

@@ -1334,10 +1334,18 @@ TEST(Executor, SignalsCarryTheDrainWatermarkInsteadOfGrantsInLockStep) {
   EXPECT_EQ(ops[0].payload, encode_signal(0, 3, 7) | kDrainedBit);
   ASSERT_TRUE(c.pump([&] { return d3.done() && t.copy[0][1].load() == 4u; }));  // the grant of instance 3
   // 5. Instance 4 finishes (a signal from rank 0 releases it) with nothing
-  // else running: it signals nobody, so a watermark grant goes out (every
-  // instance with 2 credits): everything before 5 finished.
+  // else running: it signals nobody, so it owes a watermark grant (every
+  // instance with 2 credits), which goes out when a thread of rank 1 is
+  // about to block: everything before 5 finished.
   c.ex[1]->handle_signal(0, encode_signal(0, 4, 9));
-  ASSERT_TRUE(c.pump([&] { return o4.done() && t.copy[0][0].load() == 5u && t.copy[0][1].load() == 5u; }));
+  ASSERT_TRUE(c.pump([&] { return o4.done(); }));
+  EXPECT_EQ(c.world.pending_count(), 0u) << "the watermark went out at completion";
+  c.ex[1]->park(true);
+  c.ex[1]->park(false);
+  ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].payload, encode_grant(kWatermarkComm, 0, 0, 5));
+  ASSERT_TRUE(c.pump([&] { return t.copy[0][0].load() == 5u && t.copy[0][1].load() == 5u; }));
   // 6. A stale watermark never lowers a word; a bit from a rank whose entry is not a copy is ignored.
   c.ex[0]->handle_signal(1, encode_signal(0, 1, 7) | kDrainedBit);
   EXPECT_EQ(t.copy[0][0].load(), 5u);
@@ -1447,7 +1455,9 @@ TEST(Executor, AFailedStartRetiresTheDrainWatermark) {
 
 // A peer the plan never signals (a broadcast leaf granting its root): in
 // lock-step one watermark grant every credits / 2 instances replaces the
-// per-instance grants; it meets the peer's granted flag_waits, and a peer
+// per-instance grants; it goes out when the next instance that does not
+// signal the peer starts (or a thread blocks), not on the completing
+// caller's way back; it meets the peer's granted flag_waits, and a peer
 // that needs a skipped one asks for it.
 TEST(Executor, LockStepGrantsToUnsignalledPeersAreBatchedWatermarks) {
   Cluster c(2);
@@ -1459,16 +1469,21 @@ TEST(Executor, LockStepGrantsToUnsignalledPeersAreBatchedWatermarks) {
     ASSERT_TRUE(c.ex[1]->start(leaf[seq % 4], t.bind(1), 0, seq, d.fn()).is_ok());
     ASSERT_TRUE(d.done());
     const auto ops = c.world.pending();
-    if (seq % 2 == 1) {  // the watermark after instance seq is seq + 1: even, due
+    if (seq > 0 && seq % 2 == 0) {  // instance seq - 1 owed the watermark seq (even: due); this start sent it
       ASSERT_EQ(ops.size(), 1u) << "seq " << seq;
-      EXPECT_EQ(ops[0].payload, encode_grant(kWatermarkComm, 0, 0, seq + 1));
-      ASSERT_TRUE(c.pump([&] { return t.copy[0][3].load() == seq + 1; }));
+      EXPECT_EQ(ops[0].payload, encode_grant(kWatermarkComm, 0, 0, seq));
+      ASSERT_TRUE(c.pump([&] { return t.copy[0][3].load() == seq; }));
     } else {
       EXPECT_EQ(ops.size(), 0u) << "seq " << seq;
     }
     c.world.release_all();
     c.world.progress_all();
   }
+  // Instance 5 owes the watermark 6: rank 1 is about to block, so it goes out.
+  c.ex[1]->park(true);
+  c.ex[1]->park(false);
+  ASSERT_EQ(c.world.pending_count(), 1u);
+  ASSERT_TRUE(c.pump([&] { return t.copy[0][3].load() == 6u; }));
   for (std::uint32_t w = 0; w < 4; ++w) EXPECT_EQ(t.copy[0][w].load(), 6u) << "word " << w;
   // Rank 0 (the root) at instance 9 needs rank 1's instance 5 (lag 4): met.
   Done r9;
@@ -1486,6 +1501,34 @@ TEST(Executor, LockStepGrantsToUnsignalledPeersAreBatchedWatermarks) {
   ASSERT_TRUE(c.pump([&] { return r10.done(); }));
   EXPECT_TRUE(r10.status.is_ok()) << r10.status.message();
   EXPECT_EQ(t.copy[0][2].load(), 7u);
+}
+
+// A broadcast leaf alternating with a call that signals the root (a
+// barrier): the watermark the leaf owes after the broadcast rides on the
+// next call's drained signal, and no grant message is sent at all (it was
+// one message per iteration on the leaf's way back to its caller).
+TEST(Executor, OwedWatermarkRidesOnTheNextDrainedSignal) {
+  Cluster c(2);
+  DrainTables t(c, /*credits=*/4);
+  const auto leaf1 = granting(1, [](PlanBuilder& b) { return b.nop(); });
+  const auto sig2 = granting(2, signal_rank0);
+  Done d1;
+  ASSERT_TRUE(c.ex[1]->start(leaf1, t.bind(1), 0, 0, d1.fn()).is_ok());  // wm 1: not due
+  ASSERT_TRUE(d1.done());
+  Done d2;
+  ASSERT_TRUE(c.ex[1]->start(leaf1, t.bind(1), 0, 1, d2.fn()).is_ok());  // wm 2: due, owed
+  ASSERT_TRUE(d2.done());
+  EXPECT_EQ(c.world.pending_count(), 0u) << "the watermark went out at completion";
+  Done d3;
+  ASSERT_TRUE(c.ex[1]->start(sig2, t.bind(1), 0, 2, d3.fn()).is_ok());
+  auto ops = c.world.pending();
+  ASSERT_EQ(ops.size(), 1u) << "a watermark went out beside the drained signal";
+  EXPECT_EQ(ops[0].payload, encode_signal(0, 2, 7) | kDrainedBit);
+  ASSERT_TRUE(c.pump([&] { return d3.done(); }));
+  c.ex[1]->park(true);  // nothing owed any more: nothing to send
+  c.ex[1]->park(false);
+  EXPECT_EQ(c.world.pending_count(), 0u);
+  EXPECT_EQ(t.copy[0][1].load(), 2u);  // the drained signal of instance 2 told rank 0 that 0 and 1 finished
 }
 
 TEST(Executor, GrantedFlagWaitOfADeadPeerFails) {

@@ -258,9 +258,12 @@ class Executor {
   /// instance that completes with nothing of @p comm left unfinished skips
   /// its grants to the peers it signalled: its next signal to them carries
   /// the grant (a peer that needs it earlier asks, as for a late grant); to
-  /// the other peers it sends one watermark grant (kWatermarkComm) every
-  /// credits / 2 instances instead of one grant per instance. Saves one
-  /// message per instance per remote peer in lock-step loops.
+  /// the other peers it owes one watermark grant (kWatermarkComm) every
+  /// credits / 2 instances instead of one grant per instance, sent when a
+  /// later instance that does not signal the peer starts or a thread of this
+  /// rank is about to block (park), and dropped when a drained signal to the
+  /// peer says as much first: never on the completing caller's way back.
+  /// Saves one message per instance per remote peer in lock-step loops.
   /// @p vouch (0: off; else below @p credits, a power of two): every member
   /// starts at most @p vouch instances of @p comm at once, in sequence order,
   /// so instance u starts only after u - vouch finished. A signal of a
