@@ -105,6 +105,9 @@ const std::vector<TuningField>& tuning_fields() {
        "out of the owners' buffers through the mappings"},
       {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,
        "engine: copies and reductions up to this run inline, not as a task (STRATA_INLINE_BYTES overrides)"},
+      {"start_spins", &Tuning::start_spins, 0, std::uint64_t{1} << 20, 1,
+       "engine: a straight start whose flag is late looks again this many times before it publishes the instance, "
+       "while nothing else is in flight (0: never; STRATA_START_SPINS overrides)"},
   };
   return f;
 }

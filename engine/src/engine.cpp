@@ -587,7 +587,10 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   eo.threads = opts.worker_threads;
   eo.arena = opts.arena;  // the application's arena when given (EngineOptions::arena)
   eo.inline_bytes = opts.inline_bytes;
-  eo.start_spins = static_cast<int>(env_long("STRATA_START_SPINS", eo.start_spins, 0, 1 << 20));
+  // The table's start_spins unless STRATA_START_SPINS says otherwise.
+  eo.start_spins = static_cast<int>(
+      env_long("STRATA_START_SPINS", static_cast<long>(std::min<std::uint64_t>(core_->tuning->start_spins, 1 << 20)), 0,
+               1 << 20));
   // The table's inline_bytes replaces the built-in default, never an explicit value.
   if (opts.inline_bytes == EngineOptions{}.inline_bytes && strata::detail::env::get("STRATA_INLINE_BYTES") == nullptr)
     eo.inline_bytes = static_cast<std::size_t>(core_->tuning->inline_bytes);

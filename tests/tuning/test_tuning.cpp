@@ -218,6 +218,17 @@ TEST(TuningFile, UnknownDecisionAndOutOfRangeValuesAreErrors) {
   EXPECT_NE(e.find("field 'extra': unknown field"), std::string::npos) << e;
 }
 
+// The executor's start spins are a table decision (ExecutorOptions::start_spins
+// takes it unless STRATA_START_SPINS is set): parsed, range-checked, default 16.
+TEST(TuningFile, StartSpinsIsADecisionWithItsRange) {
+  EXPECT_EQ(strata::coll::Tuning{}.start_spins, 16u);
+  const auto f = strata::coll::parse_tuning(valid_doc("\"start_spins\": 0"), "t");
+  EXPECT_EQ(f.table.start_spins, 0u);
+  EXPECT_NE(f.table.hash(), strata::coll::Tuning{}.hash());
+  const std::string e = error_of([] { (void)strata::coll::parse_tuning(valid_doc("\"start_spins\": 2000000"), "t"); });
+  EXPECT_NE(e.find("field 'decisions.start_spins': 2000000 is out of range"), std::string::npos) << e;
+}
+
 TEST(TuningFile, WriteThenReadRoundTrips) {
   TempDir d;
   TuningFile f;

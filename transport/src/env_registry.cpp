@@ -43,8 +43,8 @@ const std::vector<Var> kVars = {
    "`$XDG_CONFIG_HOME/strata/tuning.json`, else `~/.config/strata/tuning.json`, if it exists. A file for another "
    "machine (fingerprint) means the defaults with one info line; a malformed file, a wrong version or a bad field "
    "stops the engine with an error naming the file and the field. Read once per engine; CTest sets `off`"},
-  {"STRATA_START_SPINS", "integer 0..2^20", "16", "engine",
-   "times a straight start (a plan of memory nodes) whose flag is late looks again, a CPU pause between looks, "
+  {"STRATA_START_SPINS", "integer 0..2^20", "the table's start_spins (16)", "engine",
+   "overrides the tuning table's start_spins: times a straight start (a plan of memory nodes) whose flag is late looks again, a CPU pause between looks, "
    "before it publishes the instance; only while nothing else is in flight in the executor (0 = never; docs/dag.md, "
    "\"Waiting\")"},
   {"STRATA_INLINE_BYTES", "bytes 0..2^30", "1048576 (tuning table)", "engine",

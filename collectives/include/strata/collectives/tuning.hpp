@@ -86,6 +86,12 @@ struct Tuning {
   // ---- engine
   std::uint64_t inline_bytes = std::uint64_t{1}
                                << 20;  ///< copies / reductions run inline up to this (STRATA_INLINE_BYTES wins)
+  // A straight start (a plan of memory nodes run in the calling thread) whose
+  // flag is late looks again this many times, a CPU pause between looks,
+  // before it publishes the instance; only while nothing else is in flight
+  // (docs/dag.md, "Waiting"; STRATA_START_SPINS wins; 0: never). strata-tune
+  // measures 0 against 16 (full: and 64) on 8-64 B allreduce and barrier.
+  std::uint64_t start_spins = 16;
 
   /// @brief Field-wise equality.
   bool operator==(const Tuning& o) const noexcept;
