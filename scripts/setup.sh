@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Idempotent set-up: installs the Debian packages strata needs that are missing
 # (apt-get update only when an install needs it), then configures and builds.
-#   scripts/setup.sh [--mpi] [--no-build] [--no-tune] [--build-dir DIR] [-- extra cmake args]
+#   scripts/setup.sh [--mpi] [--slurm] [--no-build] [--no-tune] [--build-dir DIR] [-- extra cmake args]
 # --mpi also installs Open MPI and MPICH (for the baselines in bench/).
+# --slurm also installs Slurm and munge (scripts/slurm-emulated.sh: srun
+# --mpi=pmix across the emulated cluster; scripts/test.sh asks for it).
 # After a build, writes a quick tuning table for this machine (strata-tune
 # --quick, ~15 s; docs/tuning.md) when there is none yet at the default
 # location; never for a Debug or sanitizer build, never with --no-tune (what
@@ -11,12 +13,14 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir="${STRATA_BUILD_DIR:-$here/build}"
 want_mpi=0
+want_slurm=0
 do_build=1
 do_tune=1
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --mpi) want_mpi=1 ;;
+    --slurm) want_slurm=1 ;;
     --no-build) do_build=0 ;;
     --no-tune) do_tune=0 ;;
     --build-dir) build_dir="$2"; shift ;;
@@ -31,6 +35,9 @@ pkgs=(build-essential cmake ninja-build pkg-config clang-format
       libfftw3-dev libcli11-dev nlohmann-json3-dev libpmix-dev libopenmpi-dev openmpi-bin iproute2 procps python3)
 if [ "$want_mpi" = 1 ]; then
   pkgs+=(libmpich-dev mpich gnuplot-nox)
+fi
+if [ "$want_slurm" = 1 ]; then
+  pkgs+=(slurmd slurmctld slurm-client munge)
 fi
 
 missing=()

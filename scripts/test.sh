@@ -5,7 +5,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir="${STRATA_BUILD_DIR:-$here/build}"
-bash "$here/scripts/setup.sh" --no-tune --build-dir "$build_dir" -- "$@"
+# --slurm: the NetSlurm test starts Slurm on the emulated cluster (it skips without it).
+bash "$here/scripts/setup.sh" --no-tune --slurm --build-dir "$build_dir" -- "$@"
 args=(--test-dir "$build_dir" --output-on-failure --timeout 300 -j 2)
 [ -n "${STRATA_TEST_LABEL:-}" ] && args+=(-L "$STRATA_TEST_LABEL")
 [ -n "${STRATA_TEST_EXCLUDE:-}" ] && args+=(-E "$STRATA_TEST_EXCLUDE")

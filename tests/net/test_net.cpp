@@ -330,6 +330,59 @@ INSTANTIATE_TEST_SUITE_P(Hosts2x2, NetMatrix,
                                            MatrixCase{"rooted", "rooted_rank", "--quick --algo all"}),
                          [](const ::testing::TestParamInfo<MatrixCase>& i) { return std::string(i.param.name); });
 
+/// What scripts/slurm-emulated.sh leaves behind if it fails to clean up: its
+/// daemons (command lines naming its /tmp/strata-slurm.* directory, step
+/// daemons) and that directory.
+std::vector<std::string> slurm_leftovers() {
+  std::vector<std::string> out;
+  DIR* d = ::opendir("/proc");
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
+    std::string cmd;  // arguments separated by NULs: the whole of it (no newline in it)
+    std::getline(f, cmd, '\n');
+    std::ifstream c(std::string("/proc/") + e->d_name + "/comm");
+    std::string comm;
+    std::getline(c, comm);
+    if (cmd.find("/tmp/strata-slurm.") != std::string::npos || comm == "slurmstepd")
+      out.push_back(std::string("pid ") + e->d_name + " " + comm);
+  }
+  ::closedir(d);
+  d = ::opendir("/tmp");
+  while (dirent* e = ::readdir(d))
+    if (std::string(e->d_name).rfind("strata-slurm.", 0) == 0) out.push_back(std::string("/tmp/") + e->d_name);
+  ::closedir(d);
+  return out;
+}
+
+// Slurm on the emulated cluster (scripts/slurm-emulated.sh): slurmctld in
+// host 0, one slurmd per virtual host, and `srun --mpi=pmix` starts the
+// collective matrix on 2 hosts x 2 ranks; every rank bootstraps from Slurm's
+// PMIx server (no strata-run). Skips with the script's reason where Slurm
+// is not installed (scripts/setup.sh --slurm) or namespaces cannot be made.
+TEST(NetSlurm, SrunWithPmixRunsTheCollectiveMatrixAcrossTwoHosts) {
+  SKIP_WITHOUT_NET();
+  const launch::ProcessResult r =
+      launch::run_command("STRATA_LOG_LEVEL=info bash " STRATA_SOURCE_DIR "/scripts/slurm-emulated.sh --build " +
+                          bin() + "/.. --hosts 2 --ntasks 4 --timeout 240 -- " + bin() + "/coll_rank --quick");
+  if (r.status == 77) GTEST_SKIP() << r.out;
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("coll_rank: OK"), std::string::npos) << r.out;
+  EXPECT_EQ(count(r.out, "bootstrap: pmix, rank"), 4) << r.out;  // every rank from Slurm's PMIx server
+  EXPECT_NE(r.out.find("on 2 host(s)"), std::string::npos) << r.out;
+  EXPECT_EQ(count(r.out, "link: received 0.0 MB"), 0) << r.out;  // the data crossed the links
+  // Nothing of the cluster is left: no daemon, no scratch directory (bounded wait: killed daemons exit
+  // asynchronously).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::vector<std::string> left;
+  for (;;) {
+    left = slurm_leftovers();
+    if (left.empty() || std::chrono::steady_clock::now() > deadline) break;
+    ::usleep(20000);  // polling a condition with a deadline
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " left, first: " << (left.empty() ? "" : left.front());
+}
+
 #ifdef STRATA_HAVE_FFT3D
 TEST(NetApps, Fft3dChecksAcrossTwoHostsOfTwoRanks) {
   SKIP_WITHOUT_NET();
