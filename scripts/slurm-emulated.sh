@@ -12,7 +12,8 @@
 # Needs root, network namespaces (strata-net --check) and Debian's Slurm:
 #   apt-get install slurmd slurmctld slurm-client munge
 # (scripts/setup.sh --slurm). Exit status 77 with one line when any of that is
-# missing (the test that runs it then skips with that line).
+# missing (the test that runs it then skips with that line). SLURM_EMU_KEEP=1
+# keeps the scratch directory (configuration and daemon logs) for debugging.
 set -euo pipefail
 
 BUILD=build
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     --rate) RATE=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "slurm-emulated: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -40,8 +41,7 @@ for b in slurmctld slurmd srun sinfo munged; do
   command -v "$b" >/dev/null 2>&1 ||
     skip "$b not installed (apt-get install slurmd slurmctld slurm-client munge, or scripts/setup.sh --slurm)"
 done
-PLUGDIR=$(dirname "$(ls /usr/lib/*/slurm-wlm/mpi_pmix.so 2>/dev/null | head -1)" 2>/dev/null || true)
-[ -n "$PLUGDIR" ] && [ -e "$PLUGDIR/mpi_pmix.so" ] || skip "Slurm's mpi_pmix plugin not found"
+compgen -G '/usr/lib/*/slurm-wlm/mpi_pmix.so' >/dev/null || skip "Slurm's mpi_pmix plugin not found"
 [ -f /etc/munge/munge.key ] || skip "/etc/munge/munge.key missing (the munge package creates it)"
 NET="$BUILD/bin/strata-net"
 [ -x "$NET" ] || { echo "slurm-emulated: $NET not built" >&2; exit 2; }
