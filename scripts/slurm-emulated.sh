@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
     --rate) RATE=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "slurm-emulated: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
