@@ -668,6 +668,17 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
   fail(Errc::internal, g, c, "unknown collective kind");
 }
 
+std::shared_ptr<const dag::Plan> compile_skipped(const Group& g, Kind kind, int slot) {
+  if (slot < 0 || slot >= g.credits)
+    throw Error(Errc::invalid_argument, "compile_skipped: slot " + std::to_string(slot) + " outside [0, credits)");
+  Call c;
+  c.kind = kind;
+  Ctx x(g, c, slot);
+  x.b().require_output_coverage(false);
+  x.b().algorithm("skipped (the call failed before it started)");
+  return x.build();  // the slot's flag_set alone
+}
+
 std::vector<std::shared_ptr<const dag::Plan>> compile_all(const Group& g, const Call& c, int slot) {
   std::vector<std::shared_ptr<const dag::Plan>> out;
   Group each = g;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <exception>
 #include <string_view>
 
 namespace strata::detail {
@@ -590,13 +591,25 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   promise.emplace(core->fctx);
   Future<void> fut = promise->get_future();
   const bool memo_hit = plan != nullptr;
+  // A call that cannot be compiled (an algorithm that does not apply, ...)
+  // has taken its sequence number and window slot already: it still runs, as
+  // the skipped plan (no data, the slot's flag only), so that the slot's next
+  // user does not wait forever for this rank to finish it; then the error is
+  // thrown. Every member fails the same call alike (the decision depends on
+  // the call's arguments and the communicator only).
+  std::exception_ptr failed;
   if (!memo_hit) {
     std::string full;
     if (!key.empty()) {
       full = key;
       full.append(reinterpret_cast<const char*>(&wslot), sizeof wslot);
     }
-    plan = plan_for(c, static_cast<int>(wslot), full);
+    try {
+      plan = plan_for(c, static_cast<int>(wslot), full);
+    } catch (...) {
+      failed = std::current_exception();
+      plan = coll::compile_skipped(group, c.kind, static_cast<int>(wslot));
+    }
   }
   // Behind the slot's holder: the start waits in the slot's queue.
   auto queue = [&](Slot& sl) {
@@ -625,7 +638,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   if (!memo_hit || !run_now) {
     std::lock_guard<CommLock> lk(mu);
     Slot& sl = slots[slot];
-    if (!key.empty() && !memo_hit) {
+    if (!key.empty() && !memo_hit && !failed) {
       Memo& m = memos[wslot];
       m.key = key;
       m.plan = plan;
@@ -640,6 +653,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     }
   }
   if (run_now && !launch(slot, seq, plan, send, recv, peer_keys.get())) release(slot);
+  if (failed) std::rethrow_exception(failed);
   detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, id, c.algo.name,
                          plan->size());
   return fut;

@@ -76,6 +76,18 @@ TEST(MappedPlansLog, SmallOneHostCallsRunAsMappedPlans) {
   EXPECT_EQ(count(hosts, "on comm 0 (2 ranks): algorithm mapped"), 0) << hosts;
 }
 
+// A call that cannot be compiled after it took its sequence number (algorithm
+// "mapped" on blocks no mapped slot holds) throws on every member, and the
+// calls after it, one of which reuses its window slot, complete (regression:
+// they hung). fast_rank --compile-error bounds every wait (exit 4 on a stall).
+TEST(MappedPlansCompileError, TheNextCallsOnTheFailedCallsSlotComplete) {
+  for (const char* ranks : {"-n 2", "-n 3"}) {
+    std::string out;
+    EXPECT_EQ(run("", ranks, "--compile-error", &out), 0) << ranks << "\n" << out;
+    EXPECT_EQ(count(out, "fast_rank: compile error survived"), ranks[3] - '0') << out;
+  }
+}
+
 // STRATA_TRACE shows the small calls as DAG nodes (regression: the retired
 // fast path's calls bypassed the executor and showed as one "fast path" span
 // each): the mapped plans' flag nodes in both ranks' files, no fast-path event.

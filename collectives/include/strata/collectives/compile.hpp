@@ -244,6 +244,14 @@ std::vector<std::pair<std::string, std::string>> selection_rules();
 /// Throws strata::Error(invalid_argument / unsupported) naming the argument.
 std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& c, int slot);
 
+/// @brief The plan that stands for a call of @p kind on @p g that took
+/// instance slot @p slot but could not be compiled (compile() threw): no data
+/// moves; it only raises this rank's flag for the slot (and keeps the slot's
+/// mapped record / publication words recent), as every plan does at its end.
+/// Without it the slot's next user would wait forever for this rank to finish
+/// the instance the slot had (docs/algorithms.md, "Window flags").
+std::shared_ptr<const dag::Plan> compile_skipped(const Group& g, Kind kind, int slot);
+
 /// @brief Compiles every rank's slice (tests, DOT export, cross-rank validation).
 std::vector<std::shared_ptr<const dag::Plan>> compile_all(const Group& g, const Call& c, int slot);
 
