@@ -440,12 +440,34 @@ class Tuner {
     // in its fast placement and lost 2-3x in its slow one; on the session-19
     // VM they won 1.2-1.5x at 8-16 KiB (bcast, allgather, allreduce). The
     // search runs under the placement control of measure(), so it decides in
-    // the placement the machine is in (docs/tuning.md, "Placement").
+    // the placement the machine is in (docs/tuning.md, "Placement"). Before
+    // the single-copy searches below, which then decide where single copy
+    // takes over from the plan this one chose.
     s.push_back({"mapped_max_bytes",
                  q ? std::vector<std::uint64_t>{16 * K} : std::vector<std::uint64_t>{0, 16 * K, 32 * K},
-                 {"allgather", "alltoall", "bcast", "allreduce"},
+                 {"allgather", "alltoall", "bcast", "allreduce", "reduce_scatter"},
                  q ? std::vector<std::uint64_t>{8 * K, 16 * K} : std::vector<std::uint64_t>{8 * K, 16 * K, 32 * K},
                  "one host: mapped plans (flags, reads through the mapping) vs the window plans (puts and signals)"});
+    // Where single copy (CMA reads out of the owner's buffer) starts to beat
+    // the mapped plans (two copies through the owner's slot) and the window
+    // plans: inside its window single copy is chosen before the mapped plans
+    // (compile_mapped.cpp). Session 22 (2-core VM): single copy won from
+    // 8 KiB (broadcast 16 KiB 1.8 vs 2.9 us; allgather 32 KiB 3.4 vs 9.0 us on
+    // the window plan the old 64 KiB minimum left it on; alltoall alike).
+    s.push_back({"bcast_single_copy_min_bytes",
+                 q ? std::vector<std::uint64_t>{8 * K, 32 * K} : std::vector<std::uint64_t>{4 * K, 8 * K, 32 * K},
+                 {"bcast"},
+                 q ? std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K}
+                   : std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K, 32 * K},
+                 "one host: broadcast read out of the root's buffer (CMA) from this size, vs the mapped plan"});
+    s.push_back(
+        {"sym_single_copy_min_bytes",
+         q ? std::vector<std::uint64_t>{8 * K, 64 * K} : std::vector<std::uint64_t>{4 * K, 8 * K, 32 * K, 64 * K},
+         {"allgather", "alltoall"},
+         q ? std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K, 32 * K}
+           : std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K, 32 * K, 64 * K},
+         "one host: allgather / alltoall blocks read out of their owner's buffer (CMA) from this size, vs the "
+         "mapped and window plans"});
     // Start spins (docs/dag.md, "Waiting"): a blocking small call whose peer
     // is a little late looks again before it publishes its instance. Session
     // 20: 2-rank 8 B allreduce 0.45 -> 0.37 us, barrier 0.42-0.46 -> 0.37 us

@@ -311,6 +311,39 @@ TEST(MappedCompile, ChosenAutomaticallyOnlyWhereTheTableAndTheGroupAllowIt) {
   EXPECT_NE(strata::coll::compile(two_hosts, c, 0)->algorithm(), "mapped");
 }
 
+// Inside the table's single-copy window, a broadcast, allgather or alltoall
+// of ordinary buffers reads straight out of the owner's buffer even where the
+// mapped plans would take it (single copy is the narrower, per-family
+// decision); the kinds without an ordinary-buffer single-copy plan stay mapped.
+TEST(MappedCompile, SingleCopyWindowTakesPrecedenceOverMappedPlans) {
+  Group g = mapped_group(2);
+  g.publish_word = 64;  // single copy available (CMA path to every member)
+  auto t = std::make_shared<strata::coll::Tuning>();
+  t->mapped_max_bytes = 16384;
+  t->bcast_single_copy_min_bytes = 8192;
+  t->sym_single_copy_min_bytes = 16384;
+  g.tuning = t;
+  auto algo = [&](Kind k, std::size_t bytes) {
+    Call c;
+    c.kind = k;
+    c.count = bytes / 4;
+    c.dtype = dag::DataType::f32;
+    c.fast_ok = true;
+    return strata::coll::compile(g, c, 0)->algorithm();
+  };
+  EXPECT_EQ(algo(Kind::broadcast, 4096), "mapped");
+  EXPECT_EQ(algo(Kind::broadcast, 8192), "single-copy");
+  EXPECT_EQ(algo(Kind::broadcast, 16384), "single-copy");
+  EXPECT_EQ(algo(Kind::allgather, 8192), "mapped");
+  EXPECT_EQ(algo(Kind::allgather, 16384), "single-copy");
+  EXPECT_EQ(algo(Kind::alltoall, 4096), "mapped");  // n x 4 KiB in the slot
+  EXPECT_EQ(algo(Kind::alltoall, 16384), "single-copy");
+  EXPECT_EQ(algo(Kind::allreduce, 16384), "mapped");  // no single-copy allreduce
+  g.publish_word = 0;                                 // no CMA path: the mapped plans again
+  EXPECT_EQ(algo(Kind::broadcast, 8192), "mapped");
+  EXPECT_EQ(algo(Kind::allgather, 16384), "mapped");
+}
+
 // Every plan of a one-host group, mapped or not, ends with the slot's
 // flag_set, which keeps the slot's mapped record word and publication words
 // recent (dag::Node::refresh): a rank that never offers into its mapped slot
