@@ -153,7 +153,6 @@ std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const 
   const Region mine = c.in_place ? dag::out(0, at[me], bytes[me]) : dag::in(0, 0, bytes[me]);
   const NodeId pub = x.b().publish(w, bytes[me] > 0 ? mine : Region{}, Region{}, start);
   std::vector<NodeId> reads;
-  if (!c.in_place && bytes[me] > 0) reads.push_back(x.b().copy(mine, dag::out(0, at[me], bytes[me]), start));
   for (int k = 1; k < n; ++k) {  // rotated: rank r reads r + 1 first, so no owner is read by all at once
     const int p = (g.rank + k) % n;
     const auto up = static_cast<std::size_t>(p);
@@ -162,6 +161,10 @@ std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const 
     reads.push_back(x.b().read_peer(x.world(p), w, 0, 0, dag::out(0, at[up], bytes[up]), {fw}));
   }
   x.b().flag_set(w + 1, reads);
+  // The own block after the reads-done flag (node order is the straight
+  // run's order): the owners waiting for it need not wait for this copy too,
+  // and it overlaps their last reads.
+  if (!c.in_place && bytes[me] > 0) x.b().copy(mine, dag::out(0, at[me], bytes[me]), start);
   wait_others(x, pub, bytes[me] > 0);
   finish(x);
   return x.build();
@@ -183,7 +186,6 @@ std::shared_ptr<const dag::Plan> compile_alltoall_single(const Group& g, const C
   const std::vector<NodeId> start = entry(x);
   const NodeId pub = x.b().publish(w, dag::in(0, 0, bb * static_cast<std::uint64_t>(n)), Region{}, start);
   std::vector<NodeId> reads;
-  if (bb > 0) reads.push_back(x.b().copy(dag::in(0, me * bb, bb), dag::out(0, me * bb, bb), start));
   std::vector<int> readers;
   for (int k = 1; k < n && bb > 0; ++k) {
     const int p = (g.rank + k) % n;
@@ -193,6 +195,8 @@ std::shared_ptr<const dag::Plan> compile_alltoall_single(const Group& g, const C
     readers.push_back(p);
   }
   x.b().flag_set(w + 1, reads);
+  // The own block after the reads-done flag, as in allgather.
+  if (bb > 0) x.b().copy(dag::in(0, me * bb, bb), dag::out(0, me * bb, bb), start);
   wait_readers(x, readers, pub);
   finish(x);
   return x.build();
