@@ -1,6 +1,6 @@
 // fast_rank: one rank of the small-call tests (run under strata-run; named
 // after the retired small-message fast path, whose calls now run as plans).
-//   fast_rank [--death | --compile-error]
+//   fast_rank [--death | --compile-error ALGO]
 // Default: every collective of the small-call plans (barrier, broadcast, reduce,
 // allreduce, gather, scatter, allgather, alltoall, reduce_scatter_block) with
 // counts 0, 1, 7 and around 4 KiB (mapped_max_bytes: the last one runs a
@@ -271,17 +271,19 @@ int death(strata::Communicator& w) {
   _exit(0);  // the engine's shutdown barrier cannot succeed with a dead member
 }
 
-// --compile-error: a call that takes its sequence number and window slot but
-// cannot be compiled (algorithm "mapped" on blocks larger than a mapped slot)
-// throws unsupported, naming the collective and the rank, on every member;
-// the calls after it, which reuse its window slot, complete with correct
-// data (regression: the slot's next user waited forever for the failed
-// call's end-of-instance flag). Every wait is bounded (wait_for).
-int compile_error(strata::Communicator& w) {
+// --compile-error ALGO: a call that takes its sequence number and window slot
+// but cannot be compiled (allgather with algorithm ALGO: "mapped" on blocks
+// larger than a mapped slot on one host, "single-copy" across hosts) throws
+// unsupported, naming the collective and the rank, on every member; the
+// automatic calls after it, which reuse its window slot, complete with
+// correct data (regression: on one host the slot's next user waited forever
+// for the failed call's end-of-instance flag). Every wait is bounded (wait_for).
+int compile_error(strata::Communicator& w, const std::string& algo) {
   const int n = w.size();
   const int mine = w.rank();
-  strata::CollOptions mapped;
-  mapped.algorithm = "mapped";
+  strata::CollOptions bad;
+  bad.algorithm = algo;
+  const strata::CollOptions automatic;
   auto bounded = [&](strata::Future<void> f, const char* what, int k) {
     if (!f.wait_for(std::chrono::seconds(20))) {
       std::printf("rank %d: FAILED: %s #%d did not complete in 20 s\n", mine, what, k);
@@ -291,10 +293,10 @@ int compile_error(strata::Communicator& w) {
     f.get();
   };
   auto round = [&](int k, int salt) {
-    const std::size_t cnt = 64;  // 256 B per block: fits a mapped slot
+    const std::size_t cnt = 64;  // 256 B per block: a mapped plan on one host
     std::vector<std::int32_t> s(cnt), r(cnt * static_cast<std::size_t>(n), -1);
     for (std::size_t i = 0; i < cnt; ++i) s[i] = val(mine, i, salt + k);
-    bounded(w.allgather(s.data(), cnt, r.data(), strata::Datatype::int32, mapped), "allgather", k);
+    bounded(w.allgather(s.data(), cnt, r.data(), strata::Datatype::int32, automatic), "allgather", k);
     for (int q = 0; q < n; ++q)
       for (std::size_t i = 0; i < cnt; ++i)
         if (r[static_cast<std::size_t>(q) * cnt + i] != val(q, i, salt + k)) {
@@ -308,14 +310,14 @@ int compile_error(strata::Communicator& w) {
     const std::size_t big = std::size_t{1} << 20;  // 4 MiB per block: no mapped slot holds it
     std::vector<std::int32_t> s(big, mine), r(big * static_cast<std::size_t>(n));
     try {
-      w.allgather(s.data(), big, r.data(), strata::Datatype::int32, mapped).get();
+      w.allgather(s.data(), big, r.data(), strata::Datatype::int32, bad).get();
     } catch (const strata::Error& e) {
       threw = e.errc() == strata::Errc::unsupported &&
               std::string(e.what()).find("allgather on rank " + std::to_string(mine)) != std::string::npos;
       if (!threw) std::printf("rank %d: FAILED: unexpected error: %s\n", mine, e.what());
     }
   }
-  EXPECT(threw, "the oversized mapped allgather did not throw unsupported naming the rank");
+  EXPECT(threw, "the allgather with algorithm '%s' did not throw unsupported naming the rank", algo.c_str());
   // More calls than window slots (credits, 4 by default): one of them reuses the failed call's slot.
   for (int k = 0; k < 12; ++k) round(k, 2);
   for (int k = 0; k < 3; ++k) bounded(w.barrier(), "barrier", k);
@@ -327,10 +329,11 @@ int compile_error(strata::Communicator& w) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool die = false, bad_compile = false;
+  bool die = false;
+  std::string bad_compile;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--death") die = true;
-    if (std::string(argv[i]) == "--compile-error") bad_compile = true;
+    if (std::string(argv[i]) == "--compile-error" && i + 1 < argc) bad_compile = argv[++i];
   }
   try {
     strata::Engine engine;
@@ -338,7 +341,7 @@ int main(int argc, char** argv) {
     rank_check::me = me;
     strata::Communicator& w = engine.world();
     if (die) return death(w);
-    if (bad_compile) return compile_error(w);
+    if (!bad_compile.empty()) return compile_error(w, bad_compile);
     const std::size_t limit = 4096;  // the mapped plans' default limit (mapped_max_bytes)
     check_all(w, limit);
     check_burst(w);
