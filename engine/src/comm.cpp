@@ -310,8 +310,8 @@ std::optional<Promise<void>> CommImpl::vacate(Slot& sl, std::uint32_t seq, std::
   return promise;
 }
 
-bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan,
-                      const void* send, void* recv, const std::vector<dag::PeerKey>* peer_keys) {
+bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send,
+                      void* recv, const std::vector<dag::PeerKey>* peer_keys) {
   // Queued starts may run while the engine shuts down (the executor's drain
   // completes the instance ahead of them): fail them, never start.
   Status st = core->check_alive(plan->name().c_str());
@@ -342,7 +342,7 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr
     // The callback captures 16 trivially copyable bytes: std::function keeps
     // them inline (no allocation); the slot holds the promise and `keep`.
     const auto slot32 = static_cast<std::uint32_t>(slot);
-    st = core->exec->start(plan, b, id, seq & dag::kSeqMask,
+    st = core->exec->start(std::move(plan), b, id, seq & dag::kSeqMask,
                            [this, slot32, seq](const Status& s) { finished(slot32, seq, s); });
   }
   if (st.is_ok()) return true;
@@ -426,12 +426,15 @@ std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void
     sl.live.reset();
     sl.lazy = true;
     sl.live_seq = seq;
-    sl.keep = shared_from_this();
+    // No handle yet (`keep`): the caller's holds the communicator while the
+    // start runs; start_lazy() takes one only for a call still running when
+    // the start returns (a weak-to-strong handle and its release cost ~4% of
+    // an 8 B call: alternating rounds, docs/performance.md "Session 22").
   }
-  return start_lazy(slot, seq, plan, send, recv, nullptr, s.kind);
+  return start_lazy(slot, seq, std::move(plan), send, recv, nullptr, s.kind);
 }
 
-Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan,
+Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan,
                                   const void* send, void* recv, const std::vector<dag::PeerKey>* peer_keys,
                                   coll::Kind kind) {
   // The cached plan starts before any promise exists: a call that completes
@@ -444,7 +447,7 @@ Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, const std
   rec.seq = seq;
   LazyEnd* const outer = tls_lazy;
   tls_lazy = &rec;
-  const bool started = launch(slot, seq, plan, send, recv, peer_keys);
+  const bool started = launch(slot, seq, std::move(plan), send, recv, peer_keys);
   tls_lazy = outer;
   if (!started) release(slot);
   if (rec.done) return rec.st.is_ok() ? Future<void>(core->ready_state) : make_error_future<void>(rec.st);
@@ -467,6 +470,7 @@ Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, const std
       if (why.is_ok() && sl.live_seq == seq && sl.lazy) {
         sl.lazy = false;
         sl.live = std::move(p);
+        if (!sl.keep) sl.keep = shared_from_this();  // submit_plain() left it to here
       } else {
         // A member died or the engine shut down meanwhile (their fail_all
         // found no promise to fail): fail it here, as they would have.
@@ -477,8 +481,8 @@ Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, const std
     }
   }
   if (ended) p.set(st);
-  detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(kind), seq, id,
-                         plan->algorithm(), plan->size());
+  // (The plan went to the executor; its algorithm is in the "plan:" line logged when it was compiled.)
+  detail::logger().debug("{} #{} on comm {}: started from the slot's memo", coll::to_string(kind), seq, id);
   return fut;
 }
 
@@ -587,7 +591,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     // holds the slot (it waits for a survivor that gave up): forever.
     return make_error_future<void>(dead);
   }
-  if (lazy) return start_lazy(slot, seq, plan, send, recv, peer_keys.get(), c.kind);
+  if (lazy) return start_lazy(slot, seq, std::move(plan), send, recv, peer_keys.get(), c.kind);
   promise.emplace(core->fctx);
   Future<void> fut = promise->get_future();
   const bool memo_hit = plan != nullptr;

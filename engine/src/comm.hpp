@@ -53,7 +53,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     bool lazy = false;
     // The communicator, held while the slot's instance runs (its completion
     // callback takes it: the callback's own capture stays small enough for
-    // std::function to keep it without an allocation).
+    // std::function to keep it without an allocation). A plain call's lazy
+    // start sets it only if the instance still runs when the start returns
+    // (until then the caller's handle holds the communicator).
     std::shared_ptr<CommImpl> keep;
   };
   std::vector<Slot> slots;  // `queues` entries
@@ -238,9 +240,10 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   // Starts the instance the caller just made the holder of queue @p slot (its
   // promise and `keep` are there) in window slot seq % credits; false when it
-  // failed at once (the promise then holds the error).
-  bool launch(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan, const void* send,
-              void* recv, const std::vector<dag::PeerKey>* peer_keys);
+  // failed at once (the promise then holds the error). @p plan goes to the
+  // executor's instance (a moved handle costs no reference count).
+  bool launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send, void* recv,
+              const std::vector<dag::PeerKey>* peer_keys);
 
   static constexpr std::size_t kPlanCacheEntries = 512;  // per communicator (docs/algorithms.md)
   std::shared_ptr<const dag::Plan> plan_for(const coll::Call& c, int slot, const std::string& key);
@@ -263,8 +266,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // Starts the cached plan of the call @p seq that holds queue @p slot
   // lazily (no promise yet): the engine's completed future when it ends
   // inside the start, else a promise made now.
-  Future<void> start_lazy(std::size_t slot, std::uint32_t seq, const std::shared_ptr<const dag::Plan>& plan,
-                          const void* send, void* recv, const std::vector<dag::PeerKey>* peer_keys, coll::Kind kind);
+  Future<void> start_lazy(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send,
+                          void* recv, const std::vector<dag::PeerKey>* peer_keys, coll::Kind kind);
 };
 
 }  // namespace strata::detail
