@@ -276,8 +276,9 @@ int death(strata::Communicator& w) {
 // larger than a mapped slot on one host, "single-copy" across hosts) throws
 // unsupported, naming the collective and the rank, on every member; the
 // automatic calls after it, which reuse its window slot, complete with
-// correct data (regression: on one host the slot's next user waited forever
-// for the failed call's end-of-instance flag). Every wait is bounded (wait_for).
+// correct data (regression: the slot's next user waited forever for the
+// failed call's end-of-instance flag, on one host and across hosts). Every
+// wait is bounded (wait_for).
 int compile_error(strata::Communicator& w, const std::string& algo) {
   const int n = w.size();
   const int mine = w.rank();

@@ -77,7 +77,8 @@ TEST(MappedPlansLog, SmallOneHostCallsRunAsMappedPlans) {
 }
 
 // A call that cannot be compiled after it took its sequence number (algorithm
-// "mapped" on blocks no mapped slot holds) throws on every member, and the
+// "mapped" on blocks no mapped slot holds; "single-copy" across hosts) throws
+// on every member, and the
 // calls after it, one of which reuses its window slot, complete (regression:
 // they hung). fast_rank --compile-error bounds every wait (exit 4 on a stall).
 TEST(MappedPlansCompileError, TheNextCallsOnTheFailedCallsSlotComplete) {
