@@ -44,7 +44,7 @@ namespace {
 // Record word of this instance's slot (the owner raises it when its slot
 // holds the contribution): the slot's first word, in the contribution's line.
 std::uint32_t record_word(const Ctx& x) {
-  return x.g().mapped_word + static_cast<std::uint32_t>(x.g().mapped_slot_bytes / 4) * x.slot();
+  return x.g().mapped_word + static_cast<std::uint32_t>(x.g().mapped_slot_bytes / 4) * x.mapped_slot();
 }
 
 constexpr std::uint64_t kHeader = Group::kMappedHeader;
@@ -56,8 +56,8 @@ Region mine(std::uint64_t off, std::uint64_t len) { return dag::out(2, kHeader +
 // r's window (peer buffer (r, 0), PeerKey::mapped).
 Region theirs(Ctx& x, int r, std::uint64_t off, std::uint64_t len) {
   const Group& g = x.g();
-  x.b().peer_buffer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * static_cast<std::uint64_t>(g.credits));
-  return dag::peer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * x.slot() + kHeader + off, len);
+  x.b().peer_buffer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * static_cast<std::uint64_t>(g.plan_slots()));
+  return dag::peer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * x.mapped_slot() + kHeader + off, len);
 }
 
 // Bytes one rank writes into its own slot for @p c (B = count x element size).

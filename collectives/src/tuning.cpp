@@ -103,6 +103,9 @@ const std::vector<TuningField>& tuning_fields() {
        "one host, shared buffers: mapped plans up to this contribution per rank for the kinds with a single-copy "
        "plan (broadcast, scatter, gather, allgather, alltoall, reduce_scatter_block); above it they read straight "
        "out of the owners' buffers through the mappings"},
+      {"mapped_slots", &Tuning::mapped_slots, 0, 1024, 1,
+       "one host, mapped plans: slots of each rank's mapped area (a power of two, at least the credits; a slot is "
+       "rewritten this many calls after it was read)"},
       {"inline_bytes", &Tuning::inline_bytes, 0, kGiB, 1,
        "engine: copies and reductions up to this run inline, not as a task (STRATA_INLINE_BYTES overrides)"},
       {"start_spins", &Tuning::start_spins, 0, std::uint64_t{1} << 20, 1,

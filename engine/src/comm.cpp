@@ -61,7 +61,7 @@ transport::RemoteKey CommImpl::open_window() {
   const auto credits = static_cast<std::size_t>(group.credits);
   queues = vouch_on && group.spans_hosts() && credits >= 2 && (credits & (credits - 1)) == 0 ? credits / 2 : credits;
   slots.assign(queues, Slot{});
-  memos.assign(credits, Memo{});
+  memos.assign(std::max<std::size_t>(credits, static_cast<std::size_t>(mapped_slots())), Memo{});
   // Own flag block, bound from the first call on: every slice's final
   // flag_set keeps it current (enable_flags maps the same-host peers' later).
   flag_table.assign(static_cast<std::size_t>(group.world_size), nullptr);
@@ -150,6 +150,7 @@ void CommImpl::enable_flags() {
   group.mapped_word = mapped ? mapped_word() : 0;
   group.mapped_at = mapped ? mapped_at() : 0;
   group.mapped_slot_bytes = mapped ? mapped_slot_bytes() : 0;
+  group.mapped_slots = mapped ? mapped_slots() : 0;
   if (mapped)
     for (int r = 0; r < size(); ++r) {
       if (r == rank()) continue;
@@ -328,7 +329,8 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const
     b.outputs[1] = static_cast<char*>(window->p) + w * group.slot_bytes;
     b.outputs[2] = group.mapped_slot_bytes == 0
                        ? nullptr
-                       : static_cast<char*>(window->p) + group.mapped_at + w * group.mapped_slot_bytes;
+                       : static_cast<char*>(window->p) + group.mapped_at +
+                             (seq % plan_slots()) * group.mapped_slot_bytes;  // the mapped slot
     b.peer_table = peer_keys != nullptr ? peer_keys : &peers;
     b.flags = flag_table.data();
     b.nflags = flag_table.size();
@@ -415,7 +417,7 @@ std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void
   {
     std::lock_guard<CommLock> lk(mu);
     if (!broken.is_ok()) return std::nullopt;
-    const Memo& m = memos[next_seq % slots_per_window()];
+    const Memo& m = memos[next_seq % plan_slots()];
     if (!m.sig_ok || !m.plan || !m.sig.same(s)) return std::nullopt;
     slot = next_seq % queues;
     Slot& sl = slots[slot];
@@ -494,8 +496,8 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   // Binary key: the call's fields as raw bytes, gathered in a stack buffer
   // and appended once to a per-thread string (no allocation per call; ten
   // appends into a fresh string cost ~1,500 instructions: callgrind). The
-  // slot is not in it: each window slot remembers its last plan (memos),
-  // and the cache's key adds the window slot.
+  // slot is not in it: each plan slot remembers its last plan (memos),
+  // and the cache's key adds the plan slot.
   // On the stack when it fits (no v-collective counts, a short algorithm
   // name: the loop case), else in a per-thread string; a std::string is made
   // only for a memo miss (an assign and an append cost ~100 instructions).
@@ -546,7 +548,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   std::shared_ptr<const dag::Plan> plan;
   std::uint32_t seq = 0;
   std::size_t slot = 0;   // the queue
-  std::size_t wslot = 0;  // the window slot
+  std::size_t pslot = 0;  // the plan slot (its window slot is pslot % credits)
   bool run_now = false;
   bool lazy = false;
   std::optional<Promise<void>> promise;
@@ -569,9 +571,9 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     if (dead.is_ok()) {
       seq = next_seq++;
       slot = seq % queues;
-      wslot = seq % slots_per_window();
+      pslot = seq % plan_slots();
       Slot& sl = slots[slot];
-      Memo& m = memos[wslot];
+      Memo& m = memos[pslot];
       if (!key.empty() && m.plan && std::string_view(m.key) == key) {
         plan = m.plan;
         if (plain != nullptr && !m.sig_ok) {
@@ -606,13 +608,13 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     std::string full;
     if (!key.empty()) {
       full = key;
-      full.append(reinterpret_cast<const char*>(&wslot), sizeof wslot);
+      full.append(reinterpret_cast<const char*>(&pslot), sizeof pslot);
     }
     try {
-      plan = plan_for(c, static_cast<int>(wslot), full);
+      plan = plan_for(c, static_cast<int>(pslot), full);
     } catch (...) {
       failed = std::current_exception();
-      plan = coll::compile_skipped(group, c.kind, static_cast<int>(wslot));
+      plan = coll::compile_skipped(group, c.kind, static_cast<int>(pslot));
     }
   }
   // Behind the slot's holder: the start waits in the slot's queue.
@@ -643,7 +645,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     std::lock_guard<CommLock> lk(mu);
     Slot& sl = slots[slot];
     if (!key.empty() && !memo_hit && !failed) {
-      Memo& m = memos[wslot];
+      Memo& m = memos[pslot];
       m.key = key;
       m.plan = plan;
       m.sig_ok = plain != nullptr;

@@ -92,7 +92,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     PlainSig sig;         // the plain call that has this key, when sig_ok
     bool sig_ok = false;  // (cleared when the memo changes)
   };
-  std::vector<Memo> memos;  // group.credits entries
+  std::vector<Memo> memos;  // one per plan slot (mapped_slots() entries: the most plan_slots() can be)
 
   // Set (under mu) when a member died: every unfinished, queued and later
   // plan-path call fails with it (a survivor may wait for a live member that
@@ -169,13 +169,29 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     const std::uint64_t want = block * static_cast<std::uint64_t>(size()) + 64;  // + the record's line
     return static_cast<std::size_t>((std::min<std::uint64_t>(want, group.slot_bytes) + 63) / 64 * 64);
   }
+  // Slots of the mapped area (Group::mapped_slots, Tuning::mapped_slots): a
+  // power of two, at least the credits, at most kMappedAreaMaxBytes of area
+  // (more when the credits alone need more).
+  static constexpr std::size_t kMappedAreaMaxBytes = std::size_t{4} << 20;
+  [[nodiscard]] int mapped_slots() const {
+    const std::size_t each = mapped_slot_bytes();
+    if (each == 0) return 0;
+    std::uint64_t want = core->tuning ? core->tuning->mapped_slots : 0;
+    want = std::min<std::uint64_t>(want, kMappedAreaMaxBytes / each);
+    std::uint64_t n = static_cast<std::uint64_t>(group.credits);
+    while (n * 2 <= want) n *= 2;
+    return static_cast<int>(n);
+  }
   [[nodiscard]] std::size_t mapped_at() const { return flags_at() + flag_area_bytes(); }
   // Group::mapped_word: the mapped area's first word, counted from the flag words.
   [[nodiscard]] std::uint32_t mapped_word() const { return static_cast<std::uint32_t>(flag_area_bytes() / 4); }
   /// Window slots (the credits): call seq uses slot seq % slots_per_window().
   [[nodiscard]] std::size_t slots_per_window() const { return static_cast<std::size_t>(group.credits); }
+  /// Plan slots (Group::plan_slots()): call seq is compiled for, and
+  /// remembered in, plan slot seq % plan_slots() (its credit slot is that % credits).
+  [[nodiscard]] std::size_t plan_slots() const { return static_cast<std::size_t>(group.plan_slots()); }
   [[nodiscard]] std::size_t window_bytes() const {
-    return mapped_at() + mapped_slot_bytes() * static_cast<std::size_t>(group.credits);
+    return mapped_at() + mapped_slot_bytes() * static_cast<std::size_t>(mapped_slots());
   }
 
   // flag_table[w]: world rank w's flag words as mapped here (own included),

@@ -464,6 +464,25 @@ class Tuner {
                    return (coll != "allgather" && coll != "alltoall") || bytes < t.sym_single_copy_min_bytes ||
                           bytes > t.sym_single_copy_max_bytes;
                  }});
+    // Slots of the mapped area (Tuning::mapped_slots): how many calls pass
+    // before a rank rewrites the slot its peers read. Session 23 (2 ranks, one
+    // per core): 16 took 8 KiB allgather from 1.87-2.09 to 1.69-1.74 us and
+    // allreduce 8 KiB from 2.69-2.92 to 2.22-2.27, 32 KiB from 8.0-8.6 to
+    // 6.2-6.6, against the credits' 4. The caches' sizes decide it.
+    s.push_back(
+        {"mapped_slots",
+         q ? std::vector<std::uint64_t>{4, 32} : std::vector<std::uint64_t>{4, 8, 32, 64},
+         {"allgather", "allreduce", "reduce_scatter"},
+         q ? std::vector<std::uint64_t>{8, 8 * K, 16 * K} : std::vector<std::uint64_t>{8, 8 * K, 16 * K, 32 * K},
+         "one host: slots of the mapped area (a slot is rewritten this many calls after it was read)",
+         {},
+         {},
+         // Only where a mapped plan runs (the bytes one rank writes into its
+         // slot: the whole vector for allreduce and reduce_scatter, the block for allgather).
+         [](const std::string& coll, std::uint64_t bytes, const Tuning& t) {
+           if (bytes > t.mapped_max_bytes) return false;
+           return coll != "allgather" || bytes < t.sym_single_copy_min_bytes;
+         }});
     // Where single copy (CMA reads out of the owner's buffer) starts to beat
     // the mapped plans (two copies through the owner's slot) and the window
     // plans: inside its window single copy is chosen before the mapped plans

@@ -377,6 +377,58 @@ TEST(MappedCompile, EveryPlanRefreshesTheSlotsRecordAndPublicationWords) {
   }
 }
 
+// Group::mapped_slots > credits: plan slot s reads and raises mapped slot s
+// (its record word, the peers' slot s), and ends on credit slot s % credits
+// (its window flag and publication words); a slot past the plan slots is an error.
+TEST(MappedCompile, PlanSlotsBeyondTheCreditsUseTheirOwnMappedSlotAndTheirCreditSlot) {
+  Group g = mapped_group(2);
+  g.credits = 4;
+  g.mapped_slots = 16;
+  g.mapped_slot_bytes = 256;  // 16 slots inside the fake window's first half
+  g.publish_word = 8;
+  ASSERT_EQ(g.plan_slots(), 16);
+  for (const int slot : {1, 5, 13}) {
+    Call c;
+    c.kind = Kind::allgather;
+    c.count = 4;
+    c.dtype = dag::DataType::i32;
+    c.algo.name = "mapped";
+    const auto plans = strata::coll::compile_all(g, c, slot);
+    const auto s = static_cast<std::uint32_t>(slot);
+    const std::uint32_t record = g.mapped_word + static_cast<std::uint32_t>(g.mapped_slot_bytes / 4) * s;
+    for (int r = 0; r < 2; ++r) {
+      const auto& p = plans[static_cast<std::size_t>(r)];
+      ASSERT_EQ(p->algorithm(), "mapped");
+      bool waits_record = false, sets_record = false, reads_slot = false;
+      for (const dag::Node& nd : p->nodes()) {
+        if (nd.kind == dag::NodeKind::flag_wait && nd.slot == record) waits_record = true;
+        if (nd.kind == dag::NodeKind::flag_set && nd.slot == record) sets_record = true;
+        if (nd.kind == dag::NodeKind::copy && nd.src.buf.kind == dag::BufferKind::peer) {
+          EXPECT_EQ(nd.src.offset, g.mapped_at + g.mapped_slot_bytes * s + Group::kMappedHeader) << "slot " << slot;
+          reads_slot = true;
+        }
+      }
+      EXPECT_TRUE(waits_record) << "rank " << r << " slot " << slot;
+      EXPECT_TRUE(sets_record) << "rank " << r << " slot " << slot;
+      EXPECT_TRUE(reads_slot) << "rank " << r << " slot " << slot;
+      const dag::Node& last = p->nodes().back();
+      ASSERT_EQ(last.kind, dag::NodeKind::flag_set);
+      EXPECT_EQ(last.slot, s % 4) << "the end flag is the credit slot's";
+      const std::vector<std::uint32_t> want = {record, g.publish_word + dag::kPublishWords * (s % 4),
+                                               g.publish_word + dag::kPublishWords * (s % 4) + 1};
+      EXPECT_EQ(last.refresh, want) << "slot " << slot;
+    }
+  }
+  Call c;
+  c.kind = Kind::allgather;
+  c.count = 4;
+  c.dtype = dag::DataType::i32;
+  EXPECT_THROW(strata::coll::compile(g, c, 16), strata::Error);
+  g.mapped_slots = 0;  // no mapped area: the credits are the plan slots
+  EXPECT_EQ(g.plan_slots(), 4);
+  EXPECT_THROW(strata::coll::compile(g, c, 4), strata::Error);
+}
+
 TEST(MappedCompile, AskedForWhereItCannotRunIsAnErrorThatSaysWhy) {
   Group g = mapped_group(2);
   g.mapped_word = 0;

@@ -109,11 +109,22 @@ struct Group {
   /// (docs/algorithms.md, "Mapped plans").
   std::uint32_t mapped_word = 0;
   /// Mapped plans: byte offset of the mapped area in every member's window
-  /// (credits slots of mapped_slot_bytes each, written only by mapped plans,
-  /// so no window plan's put or pull lands where a mapped reader may still
-  /// read), and the bytes of one slot of it (the most one rank writes per call).
+  /// (mapped_slots slots of mapped_slot_bytes each, written only by mapped
+  /// plans, so no window plan's put or pull lands where a mapped reader may
+  /// still read), and the bytes of one slot of it (the most one rank writes
+  /// per call).
   std::size_t mapped_at = 0;
   std::size_t mapped_slot_bytes = 0;
+  /// Mapped plans: slots of the mapped area, a multiple of credits (0 when
+  /// there is none: then credits). Call seq uses mapped slot seq %
+  /// mapped_slots, so a slot is rewritten mapped_slots calls after its last
+  /// readers read it, not credits calls: by then their caches no longer hold
+  /// its lines in their first level, and the owner's stores do not wait for
+  /// invalidations there (Tuning::mapped_slots, docs/algorithms.md "Mapped
+  /// plans"). The credit slot of a call stays seq % credits.
+  int mapped_slots = 0;
+  /// @brief Plan slots: the instance slots a call is compiled for (seq % plan_slots()).
+  [[nodiscard]] int plan_slots() const noexcept { return mapped_slots > credits ? mapped_slots : credits; }
   /// Bytes before the contribution in a mapped slot (the record word, padded).
   static constexpr std::size_t kMappedHeader = 8;
   /// The tuning table in effect (the engine's, docs/tuning.md); null = the
@@ -240,7 +251,9 @@ std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered);
 /// (collectives, rule) pair per family (selection_rules(const Tuning&) for a table).
 std::vector<std::pair<std::string, std::string>> selection_rules();
 
-/// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot < credits).
+/// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot <
+/// g.plan_slots(): the call's credit slot is slot % credits, its mapped slot
+/// @p slot).
 /// Throws strata::Error(invalid_argument / unsupported) naming the argument.
 std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& c, int slot);
 
