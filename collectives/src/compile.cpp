@@ -612,8 +612,8 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
                to_string(c.kind) + (scatter ? " with algorithm '" + c.algo.name + "'" : std::string()) +
                " moves data by push only");
   }
-  if (slot < 0 || slot >= g.plan_slots())
-    throw Error(Errc::invalid_argument, "compile: slot " + std::to_string(slot) + " outside [0, plan slots)");
+  if (slot < 0 || slot >= g.credits)
+    throw Error(Errc::invalid_argument, "compile: slot " + std::to_string(slot) + " outside [0, credits)");
   if (c.algo.name == "mapped" || mapped_plan(g, c)) return compile_mapped(g, c, slot);  // explains what it needs
   switch (c.kind) {
     case Kind::barrier:
@@ -669,8 +669,8 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
 }
 
 std::shared_ptr<const dag::Plan> compile_skipped(const Group& g, Kind kind, int slot) {
-  if (slot < 0 || slot >= g.plan_slots())
-    throw Error(Errc::invalid_argument, "compile_skipped: slot " + std::to_string(slot) + " outside [0, plan slots)");
+  if (slot < 0 || slot >= g.credits)
+    throw Error(Errc::invalid_argument, "compile_skipped: slot " + std::to_string(slot) + " outside [0, credits)");
   Call c;
   c.kind = kind;
   Ctx x(g, c, slot);

@@ -151,9 +151,8 @@ class Ctx {
   Ctx(const Group& g, const Call& c, int slot)
       : g_(g),
         c_(c),
-        slot_(static_cast<std::uint32_t>(slot % g.credits)),
-        mapped_slot_(static_cast<std::uint32_t>(slot)),
-        slot_base_(static_cast<std::uint64_t>(slot_) * g.slot_bytes),
+        slot_(static_cast<std::uint32_t>(slot)),
+        slot_base_(static_cast<std::uint64_t>(slot) * g.slot_bytes),
         b_(std::string(to_string(c.kind)), g.world[static_cast<std::size_t>(g.rank)], g.world_size) {
     esize_ = c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
     b_.output(1, g.slot_bytes);
@@ -163,8 +162,6 @@ class Ctx {
   const Group& g() const { return g_; }
   /// The instance's window slot (its credit slot).
   std::uint32_t slot() const { return slot_; }
-  /// The instance's slot of the mapped area (Group::mapped_slots).
-  std::uint32_t mapped_slot() const { return mapped_slot_; }
   const Call& c() const { return c_; }
   std::size_t esize() const { return esize_; }
   int me() const { return g_.rank; }
@@ -358,12 +355,15 @@ class Ctx {
       // publication / reads-done words, whose readers wait "at or after".
       std::vector<std::uint32_t> refresh;
       if (g_.mapped_word != 0)
-        refresh.push_back(g_.mapped_word + static_cast<std::uint32_t>(g_.mapped_slot_bytes / 4) * mapped_slot_);
+        refresh.push_back(g_.mapped_word + static_cast<std::uint32_t>(g_.mapped_slot_bytes / 4) * slot_);
       if (g_.publish_word != 0) {
         refresh.push_back(g_.publish_word + dag::kPublishWords * slot_);
         refresh.push_back(g_.publish_word + dag::kPublishWords * slot_ + 1);
       }
-      b_.flag_set(slot_, std::move(sinks), grant_to_, std::move(refresh));
+      const bool record = g_.mapped_word != 0;
+      const NodeId end = b_.flag_set(slot_, std::move(sinks), grant_to_, std::move(refresh));
+      // The record word refreshed is the instance's mapped slot's (Bindings::shift).
+      if (record) b_.relative(end, dag::kRelRefreshFirst);
     }
     return b_.build();
   }
@@ -371,8 +371,7 @@ class Ctx {
  private:
   const Group& g_;
   const Call& c_;
-  std::uint32_t slot_ = 0;         // credit slot
-  std::uint32_t mapped_slot_ = 0;  // mapped slot (the plan slot)
+  std::uint32_t slot_ = 0;
   std::vector<NodeId> flag_waits_;
   std::vector<std::int32_t> grant_to_;  // remote flag edges that put into this rank's window
   std::uint64_t slot_base_;

@@ -44,7 +44,7 @@ namespace {
 // Record word of this instance's slot (the owner raises it when its slot
 // holds the contribution): the slot's first word, in the contribution's line.
 std::uint32_t record_word(const Ctx& x) {
-  return x.g().mapped_word + static_cast<std::uint32_t>(x.g().mapped_slot_bytes / 4) * x.mapped_slot();
+  return x.g().mapped_word + static_cast<std::uint32_t>(x.g().mapped_slot_bytes / 4) * x.slot();
 }
 
 constexpr std::uint64_t kHeader = Group::kMappedHeader;
@@ -56,8 +56,8 @@ Region mine(std::uint64_t off, std::uint64_t len) { return dag::out(2, kHeader +
 // r's window (peer buffer (r, 0), PeerKey::mapped).
 Region theirs(Ctx& x, int r, std::uint64_t off, std::uint64_t len) {
   const Group& g = x.g();
-  x.b().peer_buffer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * static_cast<std::uint64_t>(g.plan_slots()));
-  return dag::peer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * x.mapped_slot() + kHeader + off, len);
+  x.b().peer_buffer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * static_cast<std::uint64_t>(g.mapped_ring()));
+  return dag::peer(x.world(r), 0, g.mapped_at + g.mapped_slot_bytes * x.slot() + kHeader + off, len);
 }
 
 // Bytes one rank writes into its own slot for @p c (B = count x element size).
@@ -272,6 +272,17 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
       fail(Errc::internal, g, c, "mapped plan for an unsupported kind");
   }
   if (x.b().size() == 0) x.b().nop();
+  // Compiled for mapped slot = credit slot; the instance's own slot (output 2)
+  // is bound per start, and the peers' slots and the record words move with
+  // it (Group::mapped_slots, dag::Bindings::shift).
+  for (NodeId i = 0; i < x.b().size(); ++i) {
+    const dag::Node& nd = x.b().node(i);
+    const bool peer_read = nd.src.buf.kind == dag::BufferKind::peer || nd.src2.buf.kind == dag::BufferKind::peer;
+    if ((nd.kind == dag::NodeKind::copy || nd.kind == dag::NodeKind::reduce) && peer_read)
+      x.b().relative(i, dag::kRelPeerRegions);
+    if ((nd.kind == dag::NodeKind::flag_wait || nd.kind == dag::NodeKind::flag_set) && nd.slot == w)
+      x.b().relative(i, dag::kRelFlagWord);
+  }
   return x.build();
 }
 

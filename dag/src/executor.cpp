@@ -198,6 +198,7 @@ struct Instance {
   std::uint32_t flag_wake = 0;                           // Bindings::flag_wake
   std::atomic<std::uint64_t>* const* shadows = nullptr;  // Bindings::flag_shadows
   std::uint32_t shadow_words = 0;                        // Bindings::shadow_words
+  std::uint64_t shift = 0;                               // Bindings::shift (relative nodes)
   NodeId granting = kNoNode;      // the flag_set whose grants go out after the instance completed
   struct Drain* drain = nullptr;  // the communicator's drain watermark (bind_flags with copies)
   void* block = nullptr;
@@ -607,6 +608,16 @@ struct Executor::Impl {
   unsigned char* addr(Instance* in, NodeId id, int which, const Region& r) const {
     return in->bufs[in->plan->buffer_index(id, which)].base + r.offset;
   }
+  // A copy / reduce operand: a peer region of a kRelPeerRegions node moves by the instance's shift.
+  unsigned char* operand(Instance* in, NodeId id, int which, const Region& r, const Node& nd) const {
+    unsigned char* a = addr(in, id, which, r);
+    if ((nd.relative & kRelPeerRegions) != 0 && r.buf.kind == BufferKind::peer) a += in->shift;
+    return a;
+  }
+  // The flag word of a flag_wait / flag_set (kRelFlagWord: moved by the instance's shift).
+  static std::uint32_t flag_word(const Instance* in, const Node& nd) {
+    return (nd.relative & kRelFlagWord) != 0 ? nd.slot + static_cast<std::uint32_t>(in->shift / 4) : nd.slot;
+  }
   const transport::RemoteKey& rkey(Instance* in, NodeId id, int which) const {
     return in->bufs[in->plan->buffer_index(id, which)].key;
   }
@@ -657,14 +668,14 @@ struct Executor::Impl {
       case NodeKind::copy:
         if (nd.src.len == 0) return true;
         if (nd.streaming)
-          transport::stream_copy(addr(in, id, 2, nd.dst), addr(in, id, 0, nd.src), nd.src.len);
+          transport::stream_copy(addr(in, id, 2, nd.dst), operand(in, id, 0, nd.src, nd), nd.src.len);
         else
-          std::memmove(addr(in, id, 2, nd.dst), addr(in, id, 0, nd.src), nd.src.len);
+          std::memmove(addr(in, id, 2, nd.dst), operand(in, id, 0, nd.src, nd), nd.src.len);
         return true;
       case NodeKind::reduce: {
         unsigned char* d = addr(in, id, 2, nd.dst);
-        const unsigned char* a = addr(in, id, 0, nd.src);
-        const unsigned char* b = addr(in, id, 1, nd.src2);
+        const unsigned char* a = operand(in, id, 0, nd.src, nd);
+        const unsigned char* b = operand(in, id, 1, nd.src2, nd);
         if (nd.user_op >= 0) {
           user_reduce(in, id, a, b, d);
         } else {
@@ -826,9 +837,10 @@ struct Executor::Impl {
   // Flags hold seq + 1 modulo 2^28 and only grow; "at or after" is a half-range comparison.
   static bool flag_ready(const Instance* in, const Node& nd) {
     const std::uint32_t need = (in->seq - nd.count + 1) & kSeqMask;
-    if (nd.slot < in->shadow_words && in->shadows != nullptr && in->shadows[nd.peer] != nullptr)
-      return shadow_ready(in, nd, need);
-    return reached(in->flags[nd.peer][nd.slot].load(std::memory_order_acquire), need);
+    const std::uint32_t word = flag_word(in, nd);
+    if (word < in->shadow_words && in->shadows != nullptr && in->shadows[nd.peer] != nullptr)
+      return shadow_ready(in, nd, word, need);
+    return reached(in->flags[nd.peer][word].load(std::memory_order_acquire), need);
   }
 
   // Bindings::flag_shadows: this rank's copy of the word, if it was observed
@@ -837,21 +849,21 @@ struct Executor::Impl {
   // read of the owner's words in the word's cache line (the transfer is of
   // the whole line anyway), each copied into the shadow: in a loop the next
   // credit checks of that peer then cost no transfer at all.
-  static bool shadow_ready(const Instance* in, const Node& nd, std::uint32_t need) {
+  static bool shadow_ready(const Instance* in, const Node& nd, std::uint32_t word, std::uint32_t need) {
     std::atomic<std::uint64_t>* sh = in->shadows[nd.peer];
-    const std::uint64_t e = sh[nd.slot].load(std::memory_order_acquire);
+    const std::uint64_t e = sh[word].load(std::memory_order_acquire);
     // Recent: observed fewer than 2^20 instances ago (the half-range
     // comparison could not be fooled by a value 2^27 instances old).
     const std::uint32_t age = (in->seq - static_cast<std::uint32_t>(e >> 32)) & kSeqMask;
     const bool recent = age < (1u << 20) || age > kSeqMask - (1u << 20);
     if (e != 0 && recent && reached(static_cast<std::uint32_t>(e), need)) return true;
     const std::atomic<std::uint32_t>* w = in->flags[nd.peer];
-    const std::uint32_t lo = nd.slot & ~15u;  // 16 words: the line (flag blocks are 64-byte aligned)
+    const std::uint32_t lo = word & ~15u;  // 16 words: the line (flag blocks are 64-byte aligned)
     const std::uint32_t hi = std::min(lo + 16, in->shadow_words);
     bool ok = false;
     for (std::uint32_t i = lo; i < hi; ++i) {
       const std::uint32_t v = w[i].load(std::memory_order_acquire);
-      if (i == nd.slot) ok = reached(v, need);
+      if (i == word) ok = reached(v, need);
       // A racing observer may store an older value: the shadow stays a lower bound.
       sh[i].store(std::uint64_t{in->seq} << 32 | v, std::memory_order_release);
     }
@@ -865,11 +877,14 @@ struct Executor::Impl {
     if (blk == nullptr) return;
     const std::uint32_t value = (in->seq + 1) & kSeqMask;
     strata::detail::tsan_release_to_peers();  // what the peers do once they see it (strata/detail/tsan.hpp)
-    blk[nd.slot].store(value, std::memory_order_release);
+    blk[flag_word(in, nd)].store(value, std::memory_order_release);
     // Words only some plans raise (mapped record, publication): kept recent
     // so that a half-range "at or after" never mistakes one written 2^27
     // instances ago (or never) for a raised one. One load when recent.
-    for (const std::uint32_t w : nd.refresh) {
+    for (std::size_t k = 0; k < nd.refresh.size(); ++k) {
+      const std::uint32_t w = k == 0 && (nd.relative & kRelRefreshFirst) != 0
+                                  ? nd.refresh[0] + static_cast<std::uint32_t>(in->shift / 4)
+                                  : nd.refresh[k];
       const std::uint32_t v = blk[w].load(std::memory_order_relaxed);
       if (((value - v) & kSeqMask) >= kRefreshAge) blk[w].store(value, std::memory_order_release);
     }
@@ -1504,6 +1519,7 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
     in->shadows = b.flag_shadows;
     in->shadow_words = b.flag_shadows != nullptr ? b.shadow_words : 0;
     in->flag_wake = b.flag_wake;
+    in->shift = b.shift;
     in->drain = b.flags != nullptr ? im.drain_of(comm) : nullptr;
     if (im.tracing) in->trace_name = im.intern(in->plan->name());
     if (binds != nullptr)

@@ -330,6 +330,11 @@ PlanBuilder& PlanBuilder::label(NodeId id, std::string text) {
   if (id < plan_->nodes_.size()) plan_->nodes_[id].label = std::move(text);
   return *this;
 }
+PlanBuilder& PlanBuilder::relative(NodeId id, std::uint8_t bits) {
+  if (id < plan_->nodes_.size())
+    plan_->nodes_[id].relative = static_cast<std::uint8_t>(plan_->nodes_[id].relative | bits);
+  return *this;
+}
 PlanBuilder& PlanBuilder::expect_signals_from(int rank) {
   extra_peers_.push_back(rank);
   return *this;
@@ -625,6 +630,17 @@ Status validate(const Plan& p, bool require_output_coverage) {
           return bad(p, i, "has no callable");
         if (nd.src.len > 0 && !(st = check_region(p, i, nd.src, "region", true))) return st;
         break;
+    }
+    if (nd.relative != 0) {
+      // Node::relative: only what the executor moves by Bindings::shift.
+      std::uint8_t allowed = 0;
+      if (nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce) allowed = kRelPeerRegions;
+      if (nd.kind == NodeKind::flag_wait) allowed = kRelFlagWord;
+      if (nd.kind == NodeKind::flag_set) allowed = nd.refresh.empty() ? kRelFlagWord : kRelFlagWord | kRelRefreshFirst;
+      if ((nd.relative & ~allowed) != 0)
+        return bad(p, i,
+                   "marks relative (bits " + std::to_string(nd.relative) + ") what a " + to_string(nd.kind) +
+                       " node cannot move");
     }
     if ((nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce || nd.kind == NodeKind::get ||
          nd.kind == NodeKind::read_peer) &&

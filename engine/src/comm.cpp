@@ -61,7 +61,7 @@ transport::RemoteKey CommImpl::open_window() {
   const auto credits = static_cast<std::size_t>(group.credits);
   queues = vouch_on && group.spans_hosts() && credits >= 2 && (credits & (credits - 1)) == 0 ? credits / 2 : credits;
   slots.assign(queues, Slot{});
-  memos.assign(std::max<std::size_t>(credits, static_cast<std::size_t>(mapped_slots())), Memo{});
+  memos.assign(credits, Memo{});
   // Own flag block, bound from the first call on: every slice's final
   // flag_set keeps it current (enable_flags maps the same-host peers' later).
   flag_table.assign(static_cast<std::size_t>(group.world_size), nullptr);
@@ -151,6 +151,25 @@ void CommImpl::enable_flags() {
   group.mapped_at = mapped ? mapped_at() : 0;
   group.mapped_slot_bytes = mapped ? mapped_slot_bytes() : 0;
   group.mapped_slots = mapped ? mapped_slots() : 0;
+  if (mapped) {
+    // Fault the mapped area's pages in now (own and every peer's mapping):
+    // else each of the first mapped_slots calls pays a page fault per page
+    // it touches, on each side (~2 us per call with 32 slots in a 20-call
+    // loop, session 23). Reads only: the words are zero until the first
+    // call, and a read fault maps a shared page writable.
+    const std::size_t page = 4096;
+    const std::size_t lo = group.mapped_at / page * page;
+    const std::size_t hi = group.mapped_at + group.mapped_slot_bytes * static_cast<std::size_t>(group.mapped_slots);
+    auto touch = [&](const void* base) {
+      const volatile unsigned char* b = static_cast<const volatile unsigned char*>(base);
+      unsigned sink = 0;
+      for (std::size_t o = lo; o < hi; o += page) sink += b[o];
+      (void)sink;
+    };
+    touch(window->p);
+    for (void* w : wins)
+      if (w != nullptr) touch(w);
+  }
   if (mapped)
     for (int r = 0; r < size(); ++r) {
       if (r == rank()) continue;
@@ -327,10 +346,14 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const
     b.inputs[0] = send;
     b.outputs[0] = recv;
     b.outputs[1] = static_cast<char*>(window->p) + w * group.slot_bytes;
+    // The mapped slot: seq % mapped_slots (Group::mapped_slots); the plan,
+    // compiled for the credit slot w, reads its peers' slot and raises its
+    // record word at the shift (Bindings::shift: a multiple of credits slots).
+    const std::size_t ms = group.mapped_slots > group.credits ? seq % static_cast<std::size_t>(group.mapped_slots) : w;
     b.outputs[2] = group.mapped_slot_bytes == 0
                        ? nullptr
-                       : static_cast<char*>(window->p) + group.mapped_at +
-                             (seq % plan_slots()) * group.mapped_slot_bytes;  // the mapped slot
+                       : static_cast<char*>(window->p) + group.mapped_at + ms * group.mapped_slot_bytes;
+    b.shift = (ms - w) * group.mapped_slot_bytes;
     b.peer_table = peer_keys != nullptr ? peer_keys : &peers;
     b.flags = flag_table.data();
     b.nflags = flag_table.size();
@@ -417,7 +440,7 @@ std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void
   {
     std::lock_guard<CommLock> lk(mu);
     if (!broken.is_ok()) return std::nullopt;
-    const Memo& m = memos[next_seq % plan_slots()];
+    const Memo& m = memos[next_seq % slots_per_window()];
     if (!m.sig_ok || !m.plan || !m.sig.same(s)) return std::nullopt;
     slot = next_seq % queues;
     Slot& sl = slots[slot];
@@ -496,8 +519,8 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   // Binary key: the call's fields as raw bytes, gathered in a stack buffer
   // and appended once to a per-thread string (no allocation per call; ten
   // appends into a fresh string cost ~1,500 instructions: callgrind). The
-  // slot is not in it: each plan slot remembers its last plan (memos),
-  // and the cache's key adds the plan slot.
+  // slot is not in it: each window slot remembers its last plan (memos),
+  // and the cache's key adds the window slot.
   // On the stack when it fits (no v-collective counts, a short algorithm
   // name: the loop case), else in a per-thread string; a std::string is made
   // only for a memo miss (an assign and an append cost ~100 instructions).
@@ -548,7 +571,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   std::shared_ptr<const dag::Plan> plan;
   std::uint32_t seq = 0;
   std::size_t slot = 0;   // the queue
-  std::size_t pslot = 0;  // the plan slot (its window slot is pslot % credits)
+  std::size_t wslot = 0;  // the window slot
   bool run_now = false;
   bool lazy = false;
   std::optional<Promise<void>> promise;
@@ -571,9 +594,9 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     if (dead.is_ok()) {
       seq = next_seq++;
       slot = seq % queues;
-      pslot = seq % plan_slots();
+      wslot = seq % slots_per_window();
       Slot& sl = slots[slot];
-      Memo& m = memos[pslot];
+      Memo& m = memos[wslot];
       if (!key.empty() && m.plan && std::string_view(m.key) == key) {
         plan = m.plan;
         if (plain != nullptr && !m.sig_ok) {
@@ -608,13 +631,13 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     std::string full;
     if (!key.empty()) {
       full = key;
-      full.append(reinterpret_cast<const char*>(&pslot), sizeof pslot);
+      full.append(reinterpret_cast<const char*>(&wslot), sizeof wslot);
     }
     try {
-      plan = plan_for(c, static_cast<int>(pslot), full);
+      plan = plan_for(c, static_cast<int>(wslot), full);
     } catch (...) {
       failed = std::current_exception();
-      plan = coll::compile_skipped(group, c.kind, static_cast<int>(pslot));
+      plan = coll::compile_skipped(group, c.kind, static_cast<int>(wslot));
     }
   }
   // Behind the slot's holder: the start waits in the slot's queue.
@@ -645,7 +668,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     std::lock_guard<CommLock> lk(mu);
     Slot& sl = slots[slot];
     if (!key.empty() && !memo_hit && !failed) {
-      Memo& m = memos[pslot];
+      Memo& m = memos[wslot];
       m.key = key;
       m.plan = plan;
       m.sig_ok = plain != nullptr;

@@ -92,7 +92,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     PlainSig sig;         // the plain call that has this key, when sig_ok
     bool sig_ok = false;  // (cleared when the memo changes)
   };
-  std::vector<Memo> memos;  // one per plan slot (mapped_slots() entries: the most plan_slots() can be)
+  std::vector<Memo> memos;  // group.credits entries
 
   // Set (under mu) when a member died: every unfinished, queued and later
   // plan-path call fails with it (a survivor may wait for a live member that
@@ -187,9 +187,6 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   [[nodiscard]] std::uint32_t mapped_word() const { return static_cast<std::uint32_t>(flag_area_bytes() / 4); }
   /// Window slots (the credits): call seq uses slot seq % slots_per_window().
   [[nodiscard]] std::size_t slots_per_window() const { return static_cast<std::size_t>(group.credits); }
-  /// Plan slots (Group::plan_slots()): call seq is compiled for, and
-  /// remembered in, plan slot seq % plan_slots() (its credit slot is that % credits).
-  [[nodiscard]] std::size_t plan_slots() const { return static_cast<std::size_t>(group.plan_slots()); }
   [[nodiscard]] std::size_t window_bytes() const {
     return mapped_at() + mapped_slot_bytes() * static_cast<std::size_t>(mapped_slots());
   }

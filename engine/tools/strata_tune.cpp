@@ -495,6 +495,22 @@ class Tuner {
                  q ? std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K}
                    : std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K, 32 * K},
                  "one host: broadcast read out of the root's buffer (CMA) from this size, vs the mapped plan"});
+    // Where the broadcast's single copy hands over to the pipelined window
+    // tree (two copies). Session 23 (2 ranks, one per core, hot buffers):
+    // single copy 9.3-9.9 vs 19-21 us at 256 KiB, 18-20 vs 33-49 at 512 KiB,
+    // 53-88 vs 69-72 at 1 MiB (bimodal), 206-222 vs 178-190 at 2 MiB; the
+    // reference VM of session 12 chose 0 (never). Full: also 0 and 256 KiB.
+    // The 1 MiB point is bimodal on both VMs (about 35 or 90 us from one
+    // launch to the next): the per-point worst-case rule keeps a candidate
+    // that only won on the slow mode from being chosen.
+    s.push_back(
+        {"bcast_single_copy_max_bytes",
+         q ? std::vector<std::uint64_t>{128 * K, 1 * M} : std::vector<std::uint64_t>{0, 128 * K, 256 * K, 1 * M},
+         {"bcast"},
+         q ? std::vector<std::uint64_t>{256 * K, 512 * K, 1 * M}
+           : std::vector<std::uint64_t>{128 * K, 256 * K, 512 * K, 1 * M, 2 * M},
+         "one host: broadcast read out of the root's buffer (CMA) up to this size, vs the pipelined window "
+         "tree"});
     s.push_back(
         {"sym_single_copy_min_bytes",
          q ? std::vector<std::uint64_t>{8 * K, 64 * K} : std::vector<std::uint64_t>{4 * K, 8 * K, 32 * K, 64 * K},
@@ -519,14 +535,6 @@ class Tuner {
                    {"allgather", "alltoall"},
                    {2 * M, 8 * M},
                    "allgather / alltoall large messages: fragment size"});
-      // Not above 256 KiB: the two-copy 1 MiB broadcast is bimodal on the
-      // reference VM (34-95 us between runs), and a window up to 1 MiB won
-      // a search on the slow mode, then lost 2.3x against the fast one.
-      s.push_back({"bcast_single_copy_max_bytes",
-                   {0, 64 * K, 256 * K},
-                   {"bcast"},
-                   {64 * K, 256 * K, 1 * M, 4 * M},
-                   "one host: broadcast read out of the root's buffer (CMA) vs the pipelined window tree"});
       s.push_back({"persistent_direct_min_bytes",
                    {0, 256 * K},
                    {"bcast", "allreduce"},

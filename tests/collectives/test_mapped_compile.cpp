@@ -377,17 +377,19 @@ TEST(MappedCompile, EveryPlanRefreshesTheSlotsRecordAndPublicationWords) {
   }
 }
 
-// Group::mapped_slots > credits: plan slot s reads and raises mapped slot s
-// (its record word, the peers' slot s), and ends on credit slot s % credits
-// (its window flag and publication words); a slot past the plan slots is an error.
-TEST(MappedCompile, PlanSlotsBeyondTheCreditsUseTheirOwnMappedSlotAndTheirCreditSlot) {
+// Group::mapped_slots > credits: a plan is compiled for its credit slot and
+// marks what moves with the instance's mapped slot (dag::Bindings::shift):
+// the reads of the peers' slots, the record word's waits and raise, and the
+// record word its final flag_set keeps recent; the window flag and the
+// publication words stay the credit slot's.
+TEST(MappedCompile, PeerSlotReadsAndRecordWordsAreRelativeToTheInstancesMappedSlot) {
   Group g = mapped_group(2);
   g.credits = 4;
   g.mapped_slots = 16;
-  g.mapped_slot_bytes = 256;  // 16 slots inside the fake window's first half
+  g.mapped_slot_bytes = 256;
   g.publish_word = 8;
-  ASSERT_EQ(g.plan_slots(), 16);
-  for (const int slot : {1, 5, 13}) {
+  ASSERT_EQ(g.mapped_ring(), 16);
+  for (const int slot : {1, 3}) {
     Call c;
     c.kind = Kind::allgather;
     c.count = 4;
@@ -401,21 +403,32 @@ TEST(MappedCompile, PlanSlotsBeyondTheCreditsUseTheirOwnMappedSlotAndTheirCredit
       ASSERT_EQ(p->algorithm(), "mapped");
       bool waits_record = false, sets_record = false, reads_slot = false;
       for (const dag::Node& nd : p->nodes()) {
-        if (nd.kind == dag::NodeKind::flag_wait && nd.slot == record) waits_record = true;
-        if (nd.kind == dag::NodeKind::flag_set && nd.slot == record) sets_record = true;
+        if ((nd.kind == dag::NodeKind::flag_wait || nd.kind == dag::NodeKind::flag_set) && nd.slot == record) {
+          EXPECT_EQ(nd.relative, dag::kRelFlagWord) << "rank " << r << " slot " << slot;
+          (nd.kind == dag::NodeKind::flag_wait ? waits_record : sets_record) = true;
+        }
         if (nd.kind == dag::NodeKind::copy && nd.src.buf.kind == dag::BufferKind::peer) {
           EXPECT_EQ(nd.src.offset, g.mapped_at + g.mapped_slot_bytes * s + Group::kMappedHeader) << "slot " << slot;
+          EXPECT_EQ(nd.relative, dag::kRelPeerRegions);
           reads_slot = true;
         }
+        if (nd.kind == dag::NodeKind::copy && nd.src.buf.kind != dag::BufferKind::peer) {
+          EXPECT_EQ(nd.relative, 0);
+        }
       }
-      EXPECT_TRUE(waits_record) << "rank " << r << " slot " << slot;
-      EXPECT_TRUE(sets_record) << "rank " << r << " slot " << slot;
-      EXPECT_TRUE(reads_slot) << "rank " << r << " slot " << slot;
+      EXPECT_TRUE(waits_record && sets_record && reads_slot) << "rank " << r << " slot " << slot;
+      // The peer's whole ring is declared: every shift stays inside it.
+      for (const dag::BufferDecl& d : p->buffers()) {
+        if (d.ref.kind == dag::BufferKind::peer) {
+          EXPECT_EQ(d.size, g.mapped_at + g.mapped_slot_bytes * 16);
+        }
+      }
       const dag::Node& last = p->nodes().back();
       ASSERT_EQ(last.kind, dag::NodeKind::flag_set);
-      EXPECT_EQ(last.slot, s % 4) << "the end flag is the credit slot's";
-      const std::vector<std::uint32_t> want = {record, g.publish_word + dag::kPublishWords * (s % 4),
-                                               g.publish_word + dag::kPublishWords * (s % 4) + 1};
+      EXPECT_EQ(last.slot, s) << "the end flag is the credit slot's";
+      EXPECT_EQ(last.relative, dag::kRelRefreshFirst);
+      const std::vector<std::uint32_t> want = {record, g.publish_word + dag::kPublishWords * s,
+                                               g.publish_word + dag::kPublishWords * s + 1};
       EXPECT_EQ(last.refresh, want) << "slot " << slot;
     }
   }
@@ -423,10 +436,74 @@ TEST(MappedCompile, PlanSlotsBeyondTheCreditsUseTheirOwnMappedSlotAndTheirCredit
   c.kind = Kind::allgather;
   c.count = 4;
   c.dtype = dag::DataType::i32;
-  EXPECT_THROW(strata::coll::compile(g, c, 16), strata::Error);
-  g.mapped_slots = 0;  // no mapped area: the credits are the plan slots
-  EXPECT_EQ(g.plan_slots(), 4);
-  EXPECT_THROW(strata::coll::compile(g, c, 4), strata::Error);
+  EXPECT_THROW(strata::coll::compile(g, c, 4), strata::Error) << "plans are compiled per credit slot";
+}
+
+// The same plans run on every slot of the ring: rank r's instance k binds
+// mapped slot 1 + 2k (credits 2) and the shift of 2k slots; a reader that
+// ignored the shift would read a stale slot (wrong data) or wait for a record
+// word nobody raises (the run times out).
+TEST(MappedSim, OnePlanPerCreditSlotServesEveryMappedSlotOfTheRing) {
+  const int n = 3;
+  const auto nn = static_cast<std::size_t>(n);
+  Group g = mapped_group(n);
+  g.credits = 2;
+  g.mapped_slots = 8;
+  g.mapped_slot_bytes = 2048;
+  fake_ranks::FakeRanks ranks(n, kSlot, 4321u);
+  ranks.with_flags(g.mapped_at, g.mapped_slot_bytes);
+  std::mt19937 rng(99u);
+  const std::size_t count = 100;  // 400 B per rank
+  for (int round = 0; round < 8; ++round) {
+    const std::uint64_t k = static_cast<std::uint64_t>(round % 4);
+    ranks.shift_mapped_slot(k * 2 * g.mapped_slot_bytes);
+    for (const Kind kind : {Kind::allgather, Kind::allreduce, Kind::broadcast}) {
+      Call c;
+      c.kind = kind;
+      c.count = count;
+      c.dtype = dag::DataType::i32;
+      c.op = dag::ReduceOp::sum;
+      c.root = round % n;
+      c.algo.name = "mapped";
+      const std::size_t out_count = kind == Kind::allgather ? count * nn : count;
+      std::vector<std::vector<std::int32_t>> send(nn, std::vector<std::int32_t>(count));
+      std::vector<std::vector<std::int32_t>> recv(nn, std::vector<std::int32_t>(out_count, -1));
+      for (auto& v : send)
+        for (auto& e : v) e = static_cast<std::int32_t>(rng() % 1000);
+      const auto plans = strata::coll::compile_all(g, c, 1);
+      ASSERT_TRUE(ranks.run(plans,
+                            [&](int r) {
+                              const auto ur = static_cast<std::size_t>(r);
+                              fake_ranks::FakeRanks::Io io;
+                              if (kind == Kind::broadcast) {
+                                if (r == c.root) {
+                                  io.input = send[ur].data();
+                                } else {
+                                  io.output = recv[ur].data();
+                                }
+                              } else {
+                                io.input = send[ur].data();
+                                io.output = recv[ur].data();
+                              }
+                              return io;
+                            }))
+          << strata::coll::to_string(kind) << " round " << round;
+      for (int r = 0; r < n; ++r) {
+        const auto ur = static_cast<std::size_t>(r);
+        std::vector<std::int32_t> want(out_count, 0);
+        if (kind == Kind::allgather) {
+          for (std::size_t q = 0; q < nn; ++q) std::copy(send[q].begin(), send[q].end(), want.begin() + q * count);
+        } else if (kind == Kind::allreduce) {
+          for (std::size_t q = 0; q < nn; ++q)
+            for (std::size_t i = 0; i < count; ++i) want[i] += send[q][i];
+        } else {
+          if (r == c.root) continue;
+          want = send[static_cast<std::size_t>(c.root)];
+        }
+        EXPECT_EQ(recv[ur], want) << strata::coll::to_string(kind) << " round " << round << " rank " << r;
+      }
+    }
+  }
 }
 
 TEST(MappedCompile, AskedForWhereItCannotRunIsAnErrorThatSaysWhy) {

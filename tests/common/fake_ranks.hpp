@@ -99,6 +99,10 @@ class FakeRanks {
     for (int r = 0; r < n_; ++r)
       flag_table_.push_back(reinterpret_cast<std::atomic<std::uint32_t>*>(win_[static_cast<std::size_t>(r)].data()));
   }
+  /// Moves the mapped slot run() binds by @p bytes, and binds the same
+  /// Bindings::shift (what the engine does for the mapped slots beyond the
+  /// credits, Group::mapped_slots).
+  void shift_mapped_slot(std::uint64_t bytes) { shift_ = bytes; }
   FakeRanks(const FakeRanks&) = delete;
   FakeRanks& operator=(const FakeRanks&) = delete;
 
@@ -115,7 +119,8 @@ class FakeRanks {
       const Io mine = io(r);
       strata::dag::Bindings b;
       b.inputs = {mine.input};
-      b.outputs = {mine.output, win_[ur].data() + slot_, flags_ ? win_[ur].data() + mapped_slot_ : nullptr};
+      b.outputs = {mine.output, win_[ur].data() + slot_, flags_ ? win_[ur].data() + mapped_slot_ + shift_ : nullptr};
+      b.shift = shift_;
       for (int q = 0; q < n_; ++q)
         b.peers.push_back(
             {q, 0, keys_[static_cast<std::size_t>(q)], flags_ ? win_[static_cast<std::size_t>(q)].data() : nullptr});
@@ -162,6 +167,7 @@ class FakeRanks {
   std::vector<std::atomic<std::uint32_t>*> flag_table_;
   bool flags_ = false;
   std::size_t mapped_slot_ = 0;
+  std::uint64_t shift_ = 0;
   std::uint32_t seq_ = 0;
 };
 

@@ -121,10 +121,14 @@ struct Group {
   /// readers read it, not credits calls: by then their caches no longer hold
   /// its lines in their first level, and the owner's stores do not wait for
   /// invalidations there (Tuning::mapped_slots, docs/algorithms.md "Mapped
-  /// plans"). The credit slot of a call stays seq % credits.
+  /// plans"). A plan is compiled for credit slot s (mapped slot s) and marks
+  /// its peer-slot reads and record words relative (dag::kRelPeerRegions,
+  /// kRelFlagWord, kRelRefreshFirst): the engine binds the instance's shift,
+  /// (seq % mapped_slots - seq % credits) slots (dag::Bindings::shift), so one
+  /// plan per credit slot serves the whole ring.
   int mapped_slots = 0;
-  /// @brief Plan slots: the instance slots a call is compiled for (seq % plan_slots()).
-  [[nodiscard]] int plan_slots() const noexcept { return mapped_slots > credits ? mapped_slots : credits; }
+  /// @brief Slots of the mapped area (mapped_slots, at least credits).
+  [[nodiscard]] int mapped_ring() const noexcept { return mapped_slots > credits ? mapped_slots : credits; }
   /// Bytes before the contribution in a mapped slot (the record word, padded).
   static constexpr std::size_t kMappedHeader = 8;
   /// The tuning table in effect (the engine's, docs/tuning.md); null = the
@@ -251,9 +255,7 @@ std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered);
 /// (collectives, rule) pair per family (selection_rules(const Tuning&) for a table).
 std::vector<std::pair<std::string, std::string>> selection_rules();
 
-/// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot <
-/// g.plan_slots(): the call's credit slot is slot % credits, its mapped slot
-/// @p slot).
+/// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot < credits).
 /// Throws strata::Error(invalid_argument / unsupported) naming the argument.
 std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& c, int slot);
 

@@ -62,7 +62,7 @@ struct Tuning {
   std::uint64_t allreduce_tree_core = 0;  ///< ... among one NUMA region's ranks
   // One host, single copy (CMA) for blocks in [min, max] (max 0: never); measured on 2 ranks, one per core.
   std::uint64_t bcast_single_copy_min_bytes = std::uint64_t{16} << 10;   ///< broadcast: from this many bytes ...
-  std::uint64_t bcast_single_copy_max_bytes = std::uint64_t{128} << 10;  ///< ... up to this many
+  std::uint64_t bcast_single_copy_max_bytes = std::uint64_t{512} << 10;  ///< ... up to this many
   std::uint64_t sym_single_copy_min_bytes = std::uint64_t{16} << 10;     ///< allgather(v) / alltoall: block from ...
   std::uint64_t sym_single_copy_max_bytes = std::uint64_t{128} << 10;    ///< ... up to this (0: never)
   // Persistent plans (Communicator::plan_broadcast / plan_allreduce): write

@@ -137,6 +137,13 @@ struct Bindings {
   /// and refreshes the copy. Must outlive every instance started with it.
   std::atomic<std::uint64_t>* const* flag_shadows = nullptr;
   std::uint32_t shadow_words = 0;
+  /// Bytes (a multiple of 4) by which this instance moves what its plan marks
+  /// relative (Node::relative): peer regions of kRelPeerRegions nodes, the
+  /// flag word of kRelFlagWord nodes and the first refresh word of
+  /// kRelRefreshFirst nodes (shift / 4 words). One plan then serves every
+  /// slot of a ring of same-sized slots; the caller keeps the moved regions
+  /// inside the declared peer buffers. Bound per start, like the outputs.
+  std::uint64_t shift = 0;
   /// Identity of everything here except @p inputs and @p outputs (the peer
   /// table's contents, the flag, wake and shadow words); 0 = none. A start
   /// whose nonzero stamp equals the one its plan's last finished instance on

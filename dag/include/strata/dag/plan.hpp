@@ -156,6 +156,17 @@ struct ComputeArgs {
 /// @brief An application callable; throwing fails the instance with the message.
 using ComputeFn = std::function<void(const ComputeArgs&)>;
 
+/// @brief Node::relative bits (PlanBuilder::relative): parts of a node that
+/// move by the instance's Bindings::shift, so that one plan serves every slot
+/// of a ring whose slots are a fixed stride apart (the mapped plans' slots
+/// beyond the credits, collectives/compile.hpp Group::mapped_slots).
+/// copy / reduce: peer regions (src, src2) are read shift bytes further on.
+inline constexpr std::uint8_t kRelPeerRegions = 1;
+/// flag_wait / flag_set: the flag word is shift / 4 words further on.
+inline constexpr std::uint8_t kRelFlagWord = 2;
+/// flag_set: the first refresh word is shift / 4 words further on.
+inline constexpr std::uint8_t kRelRefreshFirst = 4;
+
 /// @brief One node of a plan (read-only once built).
 struct Node {
   NodeKind kind = NodeKind::nop;
@@ -172,6 +183,7 @@ struct Node {
   bool streaming = false;              ///< copy: write dst with non-temporal stores (large data not read again soon)
   bool granted = false;                ///< flag_wait: the flag is a local copy kept current by the peer's grants
   bool fold = false;                   ///< read_peer: dst = dst OP the peer's bytes (op / dtype or user_op)
+  std::uint8_t relative = 0;           ///< kRel* bits: what moves by the instance's Bindings::shift
   std::vector<std::int32_t> grants;    ///< flag_set: ranks sent the new flag value (granted flag_waits)
   std::vector<std::uint32_t> refresh;  ///< flag_set: own words kept within 2^20 instances of seq + 1
   std::string label;                   ///< optional, shown in DOT and traces
@@ -396,6 +408,12 @@ class PlanBuilder {
   PlanBuilder& depend(NodeId after, NodeId before);
   /// @brief Sets a node's label (DOT, traces).
   PlanBuilder& label(NodeId id, std::string text);
+  /// @brief Marks parts of node @p id relative (kRel* bits, Node::relative):
+  /// kRelPeerRegions on copy / reduce, kRelFlagWord on flag_wait / flag_set,
+  /// kRelRefreshFirst on a flag_set with refresh words (build() checks).
+  PlanBuilder& relative(NodeId id, std::uint8_t bits);
+  /// @brief Node @p id as added so far.
+  [[nodiscard]] const Node& node(NodeId id) const { return plan_->nodes_.at(id); }
   /// @brief Declares that waits in this slice receive signals from @p rank
   /// (so a failure of @p rank fails instances of this plan).
   PlanBuilder& expect_signals_from(int rank);
