@@ -264,7 +264,7 @@ namespace strata::coll {
 std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered) {
   const Tuning& t = cc::tuning(g);  // the decision table
   if (g.size() <= 1) return "tree";
-  if (bytes <= t.allreduce_rd_max_bytes) return "rd";
+  if (bytes <= (g.spans_hosts() ? t.allreduce_net_rd_max_bytes : t.allreduce_rd_max_bytes)) return "rd";
   if (ordered) return "tree";  // rabenseifner / ring cannot keep rank order
   return bytes < t.allreduce_ring_min_bytes ? "rabenseifner" : "ring";
 }
@@ -283,8 +283,9 @@ std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t
        "tree: host:binomial, numa:binomial, core:flat (STRATA_TREE); push (STRATA_DIRECTION); whole message up to " +
            sz(t.pipeline_fragment) + " if it fits the window region, else " + sz(t.pipeline_fragment) + " fragments (" +
            sz(t.net_pipeline_fragment) + " when the members span hosts, every kind)"},
-      {"allreduce", "rd up to " + sz(t.allreduce_rd_max_bytes) + ", rabenseifner below " +
-                        sz(t.allreduce_ring_min_bytes) + ", ring from there; non-commutative ops: rd, then tree"},
+      {"allreduce", "rd up to " + sz(t.allreduce_rd_max_bytes) + " (" + sz(t.allreduce_net_rd_max_bytes) +
+                        " when the members span hosts), rabenseifner below " + sz(t.allreduce_ring_min_bytes) +
+                        ", ring from there; non-commutative ops: rd, then tree"},
       {"gather, scatter", "tree (alternatives: single, flat, ring; scatter can pull)"},
       {"gatherv, scatterv", "flat (tree needs the counts broadcast first)"},
       {"allgather(v)", "bruck if the result is <= " + sz(t.allgather_bruck_max_bytes) +

@@ -352,10 +352,23 @@ TEST(TuningDecisions, ThresholdsChangeTheAutomaticAlgorithm) {
   g.tuning = std::make_shared<const Tuning>(t);
   EXPECT_EQ(strata::coll::allreduce_auto(g, 32768, false), "rd");
   EXPECT_EQ(strata::coll::allreduce_auto(g, 4u << 20, false), "rabenseifner");
+  // Members on several hosts: allreduce_net_rd_max_bytes decides instead.
+  strata::coll::Group net = fake_ranks::make_group(4, fake_ranks::Place::hosts2, 1u << 20);
+  ASSERT_TRUE(net.spans_hosts());
+  t.allreduce_net_rd_max_bytes = 16384;
+  net.tuning = std::make_shared<const Tuning>(t);
+  EXPECT_EQ(strata::coll::allreduce_auto(net, 16384, false), "rd");
+  EXPECT_EQ(strata::coll::allreduce_auto(net, 32768, false), "rabenseifner");
+  t.allreduce_net_rd_max_bytes = 65536;
+  t.allreduce_rd_max_bytes = 4096;
+  net.tuning = std::make_shared<const Tuning>(t);
+  EXPECT_EQ(strata::coll::allreduce_auto(net, 32768, false), "rd") << "the one-host limit does not decide here";
   // The rules strata-info prints follow the table.
   bool found = false;
   for (const auto& [colls, rule] : strata::coll::selection_rules(t))
-    if (colls == "allreduce") found = rule.find("rd up to 64 KiB, rabenseifner below 8 MiB") != std::string::npos;
+    if (colls == "allreduce")
+      found = rule.find("rd up to 4 KiB (64 KiB when the members span hosts), rabenseifner below 8 MiB") !=
+              std::string::npos;
   EXPECT_TRUE(found);
 }
 
