@@ -24,9 +24,9 @@ struct Tuning {
   std::uint64_t alltoall_bruck_min_ranks = 5;       ///< alltoall: Bruck from this many ranks ...
   std::uint64_t alltoall_bruck_max_block = 256;     ///< ... and blocks up to this many bytes
   std::uint64_t allreduce_rd_max_bytes = 16384;     ///< allreduce: recursive doubling up to this (one host)
-  /// The same limit for communicators that span hosts (measured across 2 virtual
-  /// hosts: 2 x 1 ranks at 10 Gbit/s, 8 KiB rd 11.6-11.9 us vs rabenseifner 22.2-22.7, session 23).
-  std::uint64_t allreduce_net_rd_max_bytes = 65536;
+  /// The same limit for communicators that span hosts (2 x 1 ranks at 10 Gbit/s,
+  /// session 23: 8 KiB rd 10.7-11.9 us vs rabenseifner 21.9-22.7, 64 KiB rd 48 vs 37).
+  std::uint64_t allreduce_net_rd_max_bytes = 16384;
   std::uint64_t allreduce_ring_min_bytes = std::uint64_t{2}
                                            << 20;                ///< allreduce: ring from this (rabenseifner between)
   std::uint64_t allreduce_hier_rd_max_bytes = 65536;             ///< "hier" allreduce: rd among the leaders up to this
