@@ -234,7 +234,8 @@ class Plan {
   [[nodiscard]] bool signals(int peer) const noexcept;
   [[nodiscard]] const std::vector<ComputeFn>& compute_fns() const noexcept { return compute_; }
   [[nodiscard]] const std::vector<UserReduce>& user_ops() const noexcept { return user_ops_; }
-  /// One past the largest flag word a flag_wait / flag_set node uses (0: the plan uses no flags).
+  /// One past the largest flag word a flag_wait / flag_set node uses (0: the plan uses no flags),
+  /// as compiled: relative words (kRelFlagWord) move past it by the instance's Bindings::shift.
   [[nodiscard]] std::uint32_t flag_words() const noexcept { return flag_words_; }
   /// Ranks whose flag words a flag_wait or read_peer node reads (sorted, unique):
   /// each must be mapped in Bindings::flags.
