@@ -91,7 +91,8 @@ struct Tuning {
   // of area). A slot is rewritten this many calls after its readers read it:
   // with the credits' 4 its lines were still in the readers' first-level
   // caches and the owner's copy into it waited on invalidations (2 ranks, one
-  // per core, 8 KiB: allgather 1.87 -> 1.61 us, allreduce 2.69 -> 2.09 at 16).
+  // per core, 4 vs 16 slots: 8 KiB allgather 1.96-2.38 -> 1.69-1.76 us,
+  // allreduce 2.81-3.18 -> 2.19-2.23; docs/algorithms.md "A ring of mapped slots").
   std::uint64_t mapped_slots = 16;
   // ---- engine
   std::uint64_t inline_bytes = std::uint64_t{1}
