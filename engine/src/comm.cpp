@@ -10,6 +10,8 @@
 
 namespace strata::detail {
 
+std::atomic<void (*)(CommImpl&)> CommImpl::after_compile_hook{nullptr};
+
 void CommImpl::member_died(int world_rank, const Status& why) {
   const auto& w = group.world;
   const auto it = std::find(w.begin(), w.end(), world_rank);
@@ -639,6 +641,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
       failed = std::current_exception();
       plan = coll::compile_skipped(group, c.kind, static_cast<int>(wslot));
     }
+    if (auto* hook = after_compile_hook.load(std::memory_order_acquire)) hook(*this);
   }
   // Behind the slot's holder: the start waits in the slot's queue.
   auto queue = [&](Slot& sl) {
@@ -664,6 +667,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
       return launch(slot_index, seq, plan, send, recv, peer_keys.get());
     });
   };
+  Status late;  // a member died (or the engine shut down) while this call compiled
   if (!memo_hit || !run_now) {
     std::lock_guard<CommLock> lk(mu);
     Slot& sl = slots[slot];
@@ -674,12 +678,23 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
       m.sig_ok = plain != nullptr;
       if (plain != nullptr) m.sig = *plain;
     }
-    if (!run_now) {
+    // fail_all() ran between the first lock and this one: it found neither
+    // this call's promise nor its queue entry, and a survivor's plan may wait
+    // for a live member that stopped because of the death. Fail it now
+    // rather than hold or queue (regression: a 2 x 2 host allreduce hung on
+    // the rank whose compile overlapped the death report, 1 in ~50 runs).
+    late = !broken.is_ok() ? broken : all_failed;
+    if (late.is_ok() && !run_now) {
       if (!sl.busy)
         hold(sl);
       else
         queue(sl);
     }
+  }
+  if (!late.is_ok()) {
+    if (failed) std::rethrow_exception(failed);
+    promise->set_error(late);
+    return fut;
   }
   if (run_now && !launch(slot, seq, plan, send, recv, peer_keys.get())) release(slot);
   if (failed) std::rethrow_exception(failed);

@@ -116,6 +116,12 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
 
   // Engine shutdown: fails every queued and unfinished call with @p why.
   void fail_all(const Status& why);
+
+  // Test seam (tests/reliability, DeathDuringCompile): when set, submit()
+  // calls it after compiling a call's plan and before the call holds or
+  // queues on its slot, the window in which a member's death used to leave
+  // the call unfailed. Null outside that test.
+  static std::atomic<void (*)(CommImpl&)> after_compile_hook;
   std::unordered_map<std::string, std::shared_ptr<const dag::Plan>> cache;
 
   ~CommImpl() {

@@ -234,3 +234,48 @@ TEST(EngineThreads, OptionsOutOfRangeAreRefusedNamingTheFieldAndRank) {
     EXPECT_EQ(out, 5) << "credits " << ok;
   }
 }
+
+#include "comm.hpp"  // CommImpl::after_compile_hook (engine-internal test seam)
+
+namespace {
+
+// A member's death reported while a call compiles its plan (after the call
+// took its sequence number, before it holds or queues on its slot) fails
+// that call (regression: fail_all() found neither its promise nor its queue
+// entry, and the call waited forever for a survivor that had stopped: 1 in
+// ~50 runs of DagPeerDeath/n4_hosts2). Here rank 1 stays alive and never
+// calls, so without the fix rank 0's allreduce would wait for it for good.
+thread_local bool tl_armed = false;
+std::atomic<int> g_reported{0};
+
+TEST(EngineThreads, DeathReportedWhileACallCompilesFailsThatCall) {
+  g_reported = 0;
+  strata::detail::CommImpl::after_compile_hook.store(+[](strata::detail::CommImpl& c) {
+    if (!tl_armed) return;
+    tl_armed = false;
+    g_reported.fetch_add(1);
+    c.member_died(c.group.world[1], strata::Status(strata::Errc::peer_dead, "rank 1 reported dead by the test"));
+  });
+  run_ranks(2, 1, [](strata::Engine& e) {
+    strata::Communicator d = e.world().dup();  // the death is d's alone: the world stays whole for shutdown
+    if (d.rank() == 0) {
+      std::vector<std::int64_t> x(8192, 1), y(8192, 0);  // 64 KiB: a fresh plan (compiled in submit)
+      tl_armed = true;
+      strata::Future<void> f = d.allreduce(x.data(), y.data(), x.size(), strata::Datatype::int64, strata::Op::sum);
+      tl_armed = false;
+      ASSERT_TRUE(f.wait_for(std::chrono::seconds(10))) << "the call whose compile overlapped the death never ended";
+      try {
+        f.get();
+        ADD_FAILURE() << "the allreduce succeeded without rank 1";
+      } catch (const strata::Error& ex) {
+        EXPECT_EQ(ex.errc(), strata::Errc::peer_dead) << ex.what();
+        EXPECT_NE(std::string(ex.what()).find("rank 1"), std::string::npos) << ex.what();
+      }
+    }
+    e.world().barrier().get();
+  });
+  strata::detail::CommImpl::after_compile_hook.store(nullptr);
+  EXPECT_EQ(g_reported.load(), 1);
+}
+
+}  // namespace

@@ -163,6 +163,9 @@ const std::vector<Var> kVars = {
   {"STRATA_FI_INJECT", "`off`", "on", "fabric",
    "`off`: signals and put_with_signal up to the provider's inject_size are posted with completions instead of "
    "fi_inject* (measurement only; docs/fabric.md)"},
+  {"STRATA_FI_INJECT_GUARD", "`off`", "on with tcp;ofi_rxm before libfabric 1.18", "fabric",
+   "`off`: no write counter on the endpoint, so ofi_rxm passes RMA injects straight to tcp, whose 1.17 error path "
+   "crashes ofi_rxm when a peer dies with one queued (docs/fabric.md, \"The inject guard\"; measurement only)"},
   {"STRATA_FI_DOORBELL", "`off`", "on", "fabric",
    "`off`: no UDP doorbell; an idle rank polls libfabric every 1 ms instead of sleeping until a peer rings "
    "(docs/fabric.md)"},

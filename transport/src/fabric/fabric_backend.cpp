@@ -11,6 +11,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sys/eventfd.h>
@@ -840,6 +841,23 @@ class FabricBackend final : public Backend, public PollHint {
     check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
     check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
     check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+    // libfabric 1.17's tcp provider queues an RMA inject without marking it
+    // one (tcpx_rma_inject_common sets no TCPX_INJECT_OP): when the
+    // connection fails while one is queued it reports an error entry with no
+    // context, which ofi_rxm dereferences (SIGSEGV in rxm_handle_comp_error,
+    // read from a core with a debug build of 1.17.0: err ENOTCONN, context
+    // null; a survivor crashed in ~1 of 100 peer-death runs across two virtual
+    // hosts). ofi_rxm emulates every RMA inject through a buffer of its own
+    // (a context it owns, freed on error) once the endpoint has a write
+    // counter: bind one. It costs an rxm buffer copy per inject.
+    if (provider_ == "tcp;ofi_rxm" && FI_VERSION_LT(fi_version(), FI_VERSION(1, 18)) &&
+        !env_is("STRATA_FI_INJECT_GUARD", "off")) {
+      fi_cntr_attr ca{};
+      ca.events = FI_CNTR_EVENTS_COMP;
+      ca.wait_obj = FI_WAIT_NONE;
+      check(fi_cntr_open(domain_, &ca, &wr_cntr_, nullptr), "fi_cntr_open (rxm inject guard)");
+      check(fi_ep_bind(ep_, &wr_cntr_->fid, FI_WRITE), "fi_ep_bind(write counter)");
+    }
     if (provider_ == "shm") {
       // The shm provider names its region "<pid>:<domain>:<endpoint>" in
       // /dev/shm; a killed process leaves it behind and a later process that
@@ -945,6 +963,8 @@ class FabricBackend final : public Backend, public PollHint {
     bell_len_ = 0;
     if (ep_ != nullptr) fi_close(&ep_->fid);
     ep_ = nullptr;
+    if (wr_cntr_ != nullptr) fi_close(&wr_cntr_->fid);
+    wr_cntr_ = nullptr;
     for (Op* o : ops_) o->local_mr = nullptr;
     cache_.reset();  // closes every registration (before the domain)
     published_.clear();
@@ -1872,6 +1892,7 @@ class FabricBackend final : public Backend, public PollHint {
   fid_cq* cq_ = nullptr;
   fid_av* av_ = nullptr;
   fid_ep* ep_ = nullptr;
+  fid_cntr* wr_cntr_ = nullptr;  // the tcp;ofi_rxm inject guard (open())
   int cq_fd_ = -1;
   int wake_fd_ = -1;
   // Doorbell (docs/fabric.md "Idle ranks"): a UDP socket at this rank's
