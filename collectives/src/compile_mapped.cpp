@@ -102,12 +102,14 @@ std::vector<int> others(const Group& g) {
 // Copies @p src into the own slot at @p off once every member finished the
 // slot's previous instance (its readers may have been any of them), then
 // raises the record word; returns the copy (kNoNode when nothing is copied).
-NodeId offer(Ctx& x, const Region& src, std::uint64_t off) {
+// @p raised (optional): the record word's flag_set.
+NodeId offer(Ctx& x, const Region& src, std::uint64_t off, NodeId* raised = nullptr) {
   std::vector<NodeId> free;
   for (int r : others(x.g())) free.push_back(x.slot_free(r));
   const NodeId guard = free.size() == 1 ? free[0] : x.b().nop(std::move(free));
   const NodeId put = src.len > 0 ? x.b().copy(src, mine(off, src.len), {guard}) : dag::kNoNode;
-  x.b().flag_set(record_word(x), {put != dag::kNoNode ? put : guard});
+  const NodeId set = x.b().flag_set(record_word(x), {put != dag::kNoNode ? put : guard});
+  if (raised != nullptr) *raised = set;
   return put;
 }
 
@@ -187,15 +189,28 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
       x.b().flag_set(w);
       for (int r : all) wait_for(r);
       break;
-    case Kind::broadcast:
+    case Kind::broadcast: {
+      // In two halves from mapped_bcast_split_min_bytes: the record word
+      // announces the first, the root's end-of-instance flag (word `slot`,
+      // raised after every node of its instance, lag 0) the second, so a
+      // reader copies the first half while the root copies the second.
+      const std::uint64_t split = tuning(g).mapped_bcast_split_min_bytes;
+      const std::uint64_t h1 = split > 0 && B >= split && B >= 2 * x.esize() ? B / 2 / x.esize() * x.esize() : B;
       if (me == c.root) {
         x.b().input(0, B);
-        offer(x, dag::in(0, 0, B), 0);
+        NodeId raised = dag::kNoNode;
+        offer(x, dag::in(0, 0, h1), 0, &raised);
+        if (h1 < B) x.b().copy(dag::in(0, h1, B - h1), mine(h1, B - h1), {raised});  // after the announcement
       } else {
         x.b().output(0, B);
-        if (B > 0) x.b().copy(theirs(x, c.root, 0, B), dag::out(0, 0, B), {wait_for(c.root)});
+        if (B > 0) x.b().copy(theirs(x, c.root, 0, h1), dag::out(0, 0, h1), {wait_for(c.root)});
+        if (h1 < B) {
+          const NodeId ended = x.b().flag_wait(x.world(c.root), static_cast<std::uint32_t>(x.slot()), 0);
+          x.b().copy(theirs(x, c.root, h1, B - h1), dag::out(0, h1, B - h1), {ended});
+        }
       }
       break;
+    }
     case Kind::reduce:
     case Kind::allreduce: {
       const bool all_get = c.kind == Kind::allreduce;

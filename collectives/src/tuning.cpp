@@ -105,6 +105,9 @@ const std::vector<TuningField>& tuning_fields() {
        "one host, shared buffers: mapped plans up to this contribution per rank for the kinds with a single-copy "
        "plan (broadcast, scatter, gather, allgather, alltoall, reduce_scatter_block); above it they read straight "
        "out of the owners' buffers through the mappings"},
+      {"mapped_bcast_split_min_bytes", &Tuning::mapped_bcast_split_min_bytes, 0, 1024 * kGiB, 1,
+       "one host, mapped broadcast: from this many bytes the root offers its block in two halves, the readers "
+       "copy the first while the root copies the second (0: never)"},
       {"mapped_slots", &Tuning::mapped_slots, 0, 1024, 1,
        "one host, mapped plans: slots of each rank's mapped area (a power of two, at least the credits; a slot is "
        "rewritten this many calls after it was read)"},

@@ -506,6 +506,86 @@ TEST(MappedSim, OnePlanPerCreditSlotServesEveryMappedSlotOfTheRing) {
   }
 }
 
+// From mapped_bcast_split_min_bytes a mapped broadcast moves in two halves:
+// the root raises its record word after the first half's copy and copies the
+// second after that; a reader copies the first half after the record word and
+// the second after the root's end-of-instance flag (lag 0, the credit slot's
+// word, not moved by the ring). Below the limit (or with 0) one copy each.
+// Run on every mapped slot of the ring with each rank as the root.
+TEST(MappedSim, BroadcastInTwoHalvesAnnouncesTheSecondWithTheRootsEndFlag) {
+  const int n = 3;
+  const auto nn = static_cast<std::size_t>(n);
+  Group g = mapped_group(n);
+  g.credits = 2;
+  g.mapped_slots = 8;
+  g.mapped_slot_bytes = 2048;
+  auto t = std::make_shared<strata::coll::Tuning>();
+  t->mapped_bcast_split_min_bytes = 256;
+  g.tuning = t;
+  const std::uint32_t record = g.mapped_word + static_cast<std::uint32_t>(g.mapped_slot_bytes / 4) * 1;
+  for (const std::size_t count : {std::size_t{50}, std::size_t{101}}) {  // 200 B: whole; 404 B: 200 + 204
+    Call c;
+    c.kind = Kind::broadcast;
+    c.count = count;
+    c.dtype = dag::DataType::i32;
+    c.root = 0;
+    c.algo.name = "mapped";
+    const auto plans = strata::coll::compile_all(g, c, 1);
+    const bool split = count * 4 >= 256;
+    for (int r = 0; r < n; ++r) {
+      const auto& p = *plans[static_cast<std::size_t>(r)];
+      std::vector<std::uint64_t> lens;
+      int end_waits = 0;
+      for (const dag::Node& nd : p.nodes()) {
+        if (nd.kind == dag::NodeKind::copy) lens.push_back(nd.src.len);
+        if (nd.kind == dag::NodeKind::flag_wait && nd.slot == 1 && nd.count == 0) {
+          ++end_waits;
+          EXPECT_EQ(nd.relative, 0) << "the end flag is the credit slot's";
+        }
+        if (nd.kind == dag::NodeKind::flag_wait && nd.slot == record) {
+          EXPECT_EQ(nd.relative, dag::kRelFlagWord);
+        }
+      }
+      const std::vector<std::uint64_t> want =
+          split ? std::vector<std::uint64_t>{200, 204} : std::vector<std::uint64_t>{count * 4};
+      EXPECT_EQ(lens, want) << "rank " << r << ", " << count * 4 << " B";
+      EXPECT_EQ(end_waits, split && r != c.root ? 1 : 0) << "rank " << r;
+    }
+  }
+  fake_ranks::FakeRanks ranks(n, kSlot, 777u);
+  ranks.with_flags(g.mapped_at, g.mapped_slot_bytes);
+  std::mt19937 rng(5u);
+  const std::size_t count = 101;
+  for (int round = 0; round < 8; ++round) {
+    ranks.shift_mapped_slot(static_cast<std::uint64_t>(round % 4) * 2 * g.mapped_slot_bytes);
+    Call c;
+    c.kind = Kind::broadcast;
+    c.count = count;
+    c.dtype = dag::DataType::i32;
+    c.root = round % n;
+    c.algo.name = "mapped";
+    std::vector<std::int32_t> send(count);
+    for (auto& e : send) e = static_cast<std::int32_t>(rng() % 100000);
+    std::vector<std::vector<std::int32_t>> recv(nn, std::vector<std::int32_t>(count, -1));
+    const auto plans = strata::coll::compile_all(g, c, 1);
+    ASSERT_TRUE(ranks.run(plans,
+                          [&](int r) {
+                            fake_ranks::FakeRanks::Io io;
+                            if (r == c.root)
+                              io.input = send.data();
+                            else
+                              io.output = recv[static_cast<std::size_t>(r)].data();
+                            return io;
+                          }))
+        << "round " << round;
+    for (int r = 0; r < n; ++r) {
+      if (r != c.root) {
+        EXPECT_EQ(recv[static_cast<std::size_t>(r)], send) << "round " << round << " rank " << r;
+      }
+    }
+  }
+}
+
 TEST(MappedCompile, AskedForWhereItCannotRunIsAnErrorThatSaysWhy) {
   Group g = mapped_group(2);
   g.mapped_word = 0;

@@ -86,6 +86,16 @@ struct Tuning {
   // mappings: 2 ranks, one per core (2026-11-27), mapped / single copy
   // 0.59-0.78 at 64-512 B, 0.96-1.09 at 1 KiB, 1.09-1.59 at 2-4 KiB.
   std::uint64_t shared_mapped_max_bytes = 1024;
+  // One host, mapped broadcast: from this many bytes the root copies its
+  // block into its slot in two halves and raises its record word after the
+  // first, so the readers copy the first half while the root copies the
+  // second (the second is announced by the root's end-of-instance flag:
+  // no word more). 0: never split. Measured 2 ranks, one per core
+  // (2026-11-27, four alternating rounds, --algo mapped): 8 KiB 1.58-1.63 vs
+  // 1.64-1.69 us (the reader 2.02-2.08 vs 2.21-2.28, the root 0.05-0.1 us
+  // slower), 12 KiB 2.01-2.08 vs 2.14-2.24; 4 KiB split lost (1.44-1.55 vs
+  // 0.77-1.21). strata-tune does not search it yet.
+  std::uint64_t mapped_bcast_split_min_bytes = 8192;
   // One host, mapped plans: slots of each rank's mapped area (rounded down to
   // a power of two, at least the credits, and no more than fit in 4 MiB
   // of area). A slot is rewritten this many calls after its readers read it:
