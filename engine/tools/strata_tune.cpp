@@ -509,6 +509,23 @@ class Tuner {
                  q ? std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K}
                    : std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K, 32 * K},
                  "one host: broadcast read out of the root's buffer (CMA) from this size, vs the mapped plan"});
+    // The mapped broadcast in two halves (Tuning::mapped_bcast_split_min_bytes),
+    // where the mapped plan still decides a broadcast (below the single-copy
+    // window this machine just chose). Session 24 (2 ranks, one per core): 8
+    // KiB 1.58-1.63 vs 1.64-1.69 us split, 12 KiB 2.01-2.08 vs 2.14-2.24; 4
+    // KiB split lost (1.44-1.55 vs 0.77-1.21).
+    s.push_back({"mapped_bcast_split_min_bytes",
+                 q ? std::vector<std::uint64_t>{0, 4 * K} : std::vector<std::uint64_t>{0, 4 * K, 16 * K},
+                 {"bcast"},
+                 q ? std::vector<std::uint64_t>{4 * K, 8 * K, 12 * K}
+                   : std::vector<std::uint64_t>{4 * K, 8 * K, 12 * K, 16 * K, 24 * K},
+                 "one host: mapped broadcast in two halves from this size (readers copy the first while the root "
+                 "copies the second), vs whole",
+                 {},
+                 {},
+                 [](const std::string&, std::uint64_t bytes, const Tuning& t) {
+                   return bytes < t.bcast_single_copy_min_bytes && bytes <= t.mapped_max_bytes;
+                 }});
     // Where the broadcast's single copy hands over to the pipelined window
     // tree (two copies). Session 23 (2 ranks, one per core, hot buffers):
     // single copy 9.3-9.9 vs 19-21 us at 256 KiB, 18-20 vs 33-49 at 512 KiB,

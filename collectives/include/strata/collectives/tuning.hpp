@@ -94,7 +94,7 @@ struct Tuning {
   // (2026-11-27, four alternating rounds, --algo mapped): 8 KiB 1.58-1.63 vs
   // 1.64-1.69 us (the reader 2.02-2.08 vs 2.21-2.28, the root 0.05-0.1 us
   // slower), 12 KiB 2.01-2.08 vs 2.14-2.24; 4 KiB split lost (1.44-1.55 vs
-  // 0.77-1.21). strata-tune does not search it yet.
+  // 0.77-1.21). strata-tune searches it.
   std::uint64_t mapped_bcast_split_min_bytes = 8192;
   // One host, mapped plans: slots of each rank's mapped area (rounded down to
   // a power of two, at least the credits, and no more than fit in 4 MiB

@@ -44,7 +44,10 @@
 //            (mapped record words, publication words) read "at or after"
 //            with a half-range comparison, so a word left unwritten for 2^27
 //            instances would look raised; the end-of-instance flag_set
-//            keeps every such word of the slot recent
+//            keeps every such word of the slot recent. A flag_set of a
+//            mapped record word (relative bit kRelFlagWord) does only the
+//            store and the refresh: the instance's end flag_set, which
+//            follows it in every mapped plan, fences and nudges for both
 //  - publish: memory protocol for single copy: stores the addresses of its
 //            two local regions (src, src2; an empty region publishes 0) into
 //            this rank's flag words `slot` + 2 .. `slot` + 5, then seq + 1 into
