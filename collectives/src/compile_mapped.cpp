@@ -153,6 +153,7 @@ bool mapped_plan(const Group& g, const Call& c) {
   // them (n blocks at the owners of scatter, alltoall, reduce_scatter_block).
   if (!c.fast_ok) return false;
   std::uint64_t limit = tuning(g).mapped_max_bytes;
+  if (c.kind == Kind::reduce_scatter_block) limit = std::max(limit, tuning(g).mapped_rs_max_bytes);
   if (c.shared_buffers && has_single_copy_plan(c)) limit = std::min(limit, tuning(g).shared_mapped_max_bytes);
   // Ordinary buffers: a broadcast, allgather or alltoall block inside the
   // table's single-copy window reads straight out of the owner's buffer

@@ -105,6 +105,9 @@ const std::vector<TuningField>& tuning_fields() {
        "one host, shared buffers: mapped plans up to this contribution per rank for the kinds with a single-copy "
        "plan (broadcast, scatter, gather, allgather, alltoall, reduce_scatter_block); above it they read straight "
        "out of the owners' buffers through the mappings"},
+      {"mapped_rs_max_bytes", &Tuning::mapped_rs_max_bytes, 0, 1024 * kGiB, 1,
+       "one host, reduce_scatter_block: mapped plans while the whole vector is at most the larger of this and "
+       "mapped_max_bytes (and fits the mapped slot)"},
       {"mapped_bcast_split_min_bytes", &Tuning::mapped_bcast_split_min_bytes, 0, 1024 * kGiB, 1,
        "one host, mapped broadcast: from this many bytes the root offers its block in two halves, the readers "
        "copy the first while the root copies the second (0: never)"},

@@ -478,6 +478,14 @@ class Tuner {
                    return (coll != "allgather" && coll != "alltoall") || bytes < t.sym_single_copy_min_bytes ||
                           bytes > t.sym_single_copy_max_bytes;
                  }});
+    // reduce_scatter_block's own mapped limit (Tuning::mapped_rs_max_bytes),
+    // after mapped_max_bytes (which sizes the slot it must fit). Session 24 (2
+    // ranks, one per core): 64 KiB 5.0 us mapped vs 8-11 on the ring.
+    s.push_back({"mapped_rs_max_bytes",
+                 q ? std::vector<std::uint64_t>{0} : std::vector<std::uint64_t>{0, 32 * K, 128 * K},
+                 {"reduce_scatter"},
+                 q ? std::vector<std::uint64_t>{32 * K, 64 * K} : std::vector<std::uint64_t>{32 * K, 64 * K, 128 * K},
+                 "one host: reduce_scatter_block as a mapped plan up to this vector size (at least mapped_max_bytes)"});
     // Slots of the mapped area (Tuning::mapped_slots): how many calls pass
     // before a rank rewrites the slot its peers read. Session 23 (2 ranks, one
     // per core): 16 took 8 KiB allgather from 1.87-2.09 to 1.69-1.74 us and

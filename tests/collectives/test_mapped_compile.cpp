@@ -311,6 +311,34 @@ TEST(MappedCompile, ChosenAutomaticallyOnlyWhereTheTableAndTheGroupAllowIt) {
   EXPECT_NE(strata::coll::compile(two_hosts, c, 0)->algorithm(), "mapped");
 }
 
+// reduce_scatter_block has its own mapped limit on the whole vector
+// (mapped_rs_max_bytes, at least mapped_max_bytes); other kinds keep
+// mapped_max_bytes, and nothing runs mapped beyond what the slot holds.
+TEST(MappedCompile, ReduceScatterHasItsOwnMappedLimit) {
+  Group g = mapped_group(2);
+  g.mapped_slot_bytes = 2 * 32768 + Group::kMappedHeader;  // the engine's n x mapped_max_bytes + the record's line
+  auto t = std::make_shared<strata::coll::Tuning>();
+  t->mapped_max_bytes = 32768;
+  t->mapped_rs_max_bytes = 65536;
+  g.tuning = t;
+  auto algo = [&](Kind k, std::size_t total_bytes) {
+    Call c;
+    c.kind = k;
+    c.count = (k == Kind::reduce_scatter_block ? total_bytes / 2 : total_bytes) / 4;
+    c.dtype = dag::DataType::f32;
+    c.op = dag::ReduceOp::sum;
+    c.fast_ok = true;
+    return strata::coll::compile(g, c, 0)->algorithm();
+  };
+  EXPECT_EQ(algo(Kind::reduce_scatter_block, 65536), "mapped");
+  EXPECT_NE(algo(Kind::allreduce, 65536), "mapped") << "mapped_max_bytes still limits the other kinds";
+  EXPECT_EQ(algo(Kind::allreduce, 32768), "mapped");
+  EXPECT_NE(algo(Kind::reduce_scatter_block, 131072), "mapped") << "does not fit the slot";
+  t->mapped_rs_max_bytes = 0;
+  EXPECT_NE(algo(Kind::reduce_scatter_block, 65536), "mapped") << "0: mapped_max_bytes decides";
+  EXPECT_EQ(algo(Kind::reduce_scatter_block, 32768), "mapped");
+}
+
 // Inside the table's single-copy window, a broadcast, allgather or alltoall
 // of ordinary buffers reads straight out of the owner's buffer even where the
 // mapped plans would take it (single copy is the narrower, per-family

@@ -86,6 +86,13 @@ struct Tuning {
   // mappings: 2 ranks, one per core (2026-11-27), mapped / single copy
   // 0.59-0.78 at 64-512 B, 0.96-1.09 at 1 KiB, 1.09-1.59 at 2-4 KiB.
   std::uint64_t shared_mapped_max_bytes = 1024;
+  // One host, reduce_scatter_block: mapped plans while the whole vector (n
+  // blocks, what a rank writes into its slot) is at most the larger of this
+  // and mapped_max_bytes and fits the slot (n x mapped_max_bytes). Beyond the
+  // mapped plans the ring's puts and signals took 8-11 us at 64 KiB on 2 ranks
+  // (2026-11-27, three rounds) against 5.0 mapped, a 3x step from 32 KiB's
+  // 3.0 us; allreduce at 64 KiB gained nothing mapped (11.7-12.4 vs 8.9-12.7).
+  std::uint64_t mapped_rs_max_bytes = 65536;
   // One host, mapped broadcast: from this many bytes the root copies its
   // block into its slot in two halves and raises its record word after the
   // first, so the readers copy the first half while the root copies the
