@@ -37,6 +37,15 @@ Group mapped_group(int n) {
   return g;
 }
 
+// A group whose mapped area is a ring of 8 slots of 2 KiB over 2 credit slots.
+Group ring_group(int n) {
+  Group g = mapped_group(n);
+  g.credits = 2;
+  g.mapped_slots = 8;
+  g.mapped_slot_bytes = 2048;
+  return g;
+}
+
 std::vector<std::shared_ptr<const dag::Plan>> compile_mapped(const Group& g, const Call& c) {
   auto plans = strata::coll::compile_all(g, c, 1);
   for (const auto& p : plans) EXPECT_EQ(p->algorithm(), "mapped") << strata::coll::to_string(c.kind);
@@ -474,10 +483,7 @@ TEST(MappedCompile, PeerSlotReadsAndRecordWordsAreRelativeToTheInstancesMappedSl
 TEST(MappedSim, OnePlanPerCreditSlotServesEveryMappedSlotOfTheRing) {
   const int n = 3;
   const auto nn = static_cast<std::size_t>(n);
-  Group g = mapped_group(n);
-  g.credits = 2;
-  g.mapped_slots = 8;
-  g.mapped_slot_bytes = 2048;
+  Group g = ring_group(n);
   fake_ranks::FakeRanks ranks(n, kSlot, 4321u);
   ranks.with_flags(g.mapped_at, g.mapped_slot_bytes);
   std::mt19937 rng(99u);
@@ -543,10 +549,7 @@ TEST(MappedSim, OnePlanPerCreditSlotServesEveryMappedSlotOfTheRing) {
 TEST(MappedSim, BroadcastInTwoHalvesAnnouncesTheSecondWithTheRootsEndFlag) {
   const int n = 3;
   const auto nn = static_cast<std::size_t>(n);
-  Group g = mapped_group(n);
-  g.credits = 2;
-  g.mapped_slots = 8;
-  g.mapped_slot_bytes = 2048;
+  Group g = ring_group(n);
   auto t = std::make_shared<strata::coll::Tuning>();
   t->mapped_bcast_split_min_bytes = 256;
   g.tuning = t;
