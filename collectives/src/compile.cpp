@@ -626,6 +626,8 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
     case Kind::reduce:
       return compile_reduce(g, c, slot);
     case Kind::allreduce:
+      if (single_copy_allreduce(g, c)) return compile_allreduce_single(g, c, slot);
+      if (c.algo.name == "single-copy") fail(Errc::unsupported, g, c, single_copy_unavailable());
       return allreduce_is_tree(c) ? compile_allreduce_tree(g, c, slot) : compile_allreduce(g, c, slot);
     case Kind::gather:
     case Kind::gatherv:

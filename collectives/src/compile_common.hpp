@@ -418,6 +418,10 @@ std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const 
 std::shared_ptr<const dag::Plan> compile_scatter_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_gather_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, const Call& c, int slot);
+// Allreduce not in place, one host: automatic within the tuning table's
+// allreduce_single_copy_min_bytes .. max_bytes (ordinary buffers), or named.
+bool single_copy_allreduce(const Group& g, const Call& c);
+std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const Call& c, int slot);
 // Whether @p c's kind has a single-copy plan (broadcast, scatter, gather,
 // allgather, alltoall and reduce_scatter_block not in place).
 bool has_single_copy_plan(const Call& c);

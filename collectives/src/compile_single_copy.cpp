@@ -214,11 +214,33 @@ std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const 
   x.b().algorithm("single-copy");
   const std::uint32_t w = record(x);
   const std::vector<NodeId> start = entry(x);
+  // Split (from bcast_single_copy_split_min_bytes, ordinary buffers): the
+  // root writes the last `share` bytes of each reader's buffer while the
+  // readers read the rest; each reader publishes its buffer, the root's
+  // reads-done word says "written" (a root reads nothing).
+  const int n = g.size();
+  const std::uint64_t split = tuning(g).bcast_single_copy_split_min_bytes;
+  const std::uint64_t share =
+      split > 0 && bytes >= split && !c.shared_buffers ? bytes / static_cast<std::uint64_t>(n) / 64 * 64 : 0;
+  const std::uint64_t head = bytes - share;
   if (root) {
     const NodeId pub = x.b().publish(w, bytes > 0 ? dag::in(0, 0, bytes) : Region{}, Region{}, start);
-    wait_others(x, pub, bytes > 0);
+    if (share > 0) {
+      std::vector<NodeId> writes;
+      for (int k = 1; k < n; ++k) {  // rotated like the readers: the next rank first
+        const int r = (g.rank + k) % n;
+        const NodeId fw = x.b().flag_wait(x.world(r), w, 0, start);
+        writes.push_back(x.b().write_peer(x.world(r), w, 0, head, dag::in(0, head, share), {fw}));
+      }
+      x.b().flag_set(w + 1, writes);
+    }
+    wait_others(x, pub, head > 0);
   } else if (bytes > 0) {
-    read_owner(x, c.root, 0, dag::out(0, 0, bytes), start);
+    if (share > 0) {
+      const NodeId pub = x.b().publish(w, dag::out(0, 0, bytes), Region{}, start);
+      x.b().flag_wait(x.world(c.root), w + 1, 0, {pub});
+    }
+    if (head > 0) read_owner(x, c.root, 0, dag::out(0, 0, head), start);
   }
   finish(x);
   if (x.b().size() == 0) x.b().nop();
@@ -325,6 +347,123 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
   }
   x.b().flag_set(w + 1, reads);
   wait_readers(x, readers, pub);
+  finish(x);
+  return x.build();
+}
+
+bool single_copy_allreduce(const Group& g, const Call& c) {
+  if (c.kind != Kind::allreduce || g.publish_word == 0 || g.size() < 2 || c.direct || c.on_block) return false;
+  if (c.algo.name == "single-copy") return true;  // compile_allreduce_single explains what it needs
+  // Automatic: the caller left the algorithm to strata (Call::fast_ok; the
+  // allreduce's name is already the decision table's rd / rabenseifner /
+  // ring then), ordinary buffers, not in place.
+  if (!c.fast_ok || c.in_place || c.shared_buffers) return false;
+  const Tuning& t = tuning(g);
+  const std::uint64_t bytes = c.count * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype));
+  return t.allreduce_single_copy_max_bytes > 0 && bytes >= t.allreduce_single_copy_min_bytes &&
+         bytes <= t.allreduce_single_copy_max_bytes;
+}
+
+// Allreduce, single copy both ways (docs/algorithms.md, "Allreduce in single
+// copies"): rank r owns chunk r of the vector; it folds every rank's chunk r
+// into its output in rank order, straight out of their send buffers
+// (read_peer / read_peer_fold after their publication), then writes the
+// finished chunk into every other rank's output (write_peer into region 1 of
+// their publication), then raises its reads-done word ("done with your send
+// buffer and your output"); each rank ends after every other's reads-done
+// word. Per rank: (n - 1) B / n bytes read, (n - 1) B / n folded and (n - 1)
+// B / n written, no staging, every core busy at once.
+std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const Call& c, int slot) {
+  Ctx x(g, c, slot);
+  const int n = g.size();
+  const auto un = static_cast<std::uint64_t>(n);
+  const std::uint64_t es = x.esize();
+  if (c.kind != Kind::allreduce || c.in_place)
+    fail(Errc::unsupported, g, c,
+         "algorithm 'single-copy' needs separate send and receive buffers (allreduce, not in place)");
+  const std::uint64_t total = c.count * es;
+  x.b().require_output_coverage(false);
+  x.b().input(0, total);
+  x.b().output(0, total);
+  x.b().algorithm("single-copy");
+  const std::uint32_t w = record(x);
+  const std::vector<NodeId> start = entry(x);
+  // Chunk r: count / n elements, one more for the first count % n ranks.
+  const auto chunk = [&](int r, std::uint64_t* at) {
+    const auto ur = static_cast<std::uint64_t>(r);
+    const std::uint64_t q = c.count / un, m = c.count % un;
+    *at = (ur * q + std::min(ur, m)) * es;
+    return (q + (ur < m ? 1 : 0)) * es;
+  };
+  std::uint64_t at = 0;
+  const std::uint64_t len = chunk(g.rank, &at);
+  const NodeId pub = x.b().publish(w, total > 0 ? dag::in(0, 0, total) : Region{},
+                                   total > 0 ? dag::out(0, 0, total) : Region{}, start);
+  std::vector<NodeId> publication(static_cast<std::size_t>(n), dag::kNoNode);
+  const auto published = [&](int r) {
+    NodeId& f = publication[static_cast<std::size_t>(r)];
+    if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
+    return f;
+  };
+  std::vector<NodeId> done;
+  std::vector<int> others;
+  for (int r = 0; r < n; ++r)
+    if (r != g.rank) others.push_back(r);
+  // In pieces of allreduce_single_copy_piece bytes (whole elements), one
+  // after the other: a piece is folded and written out while it is still in
+  // this core's cache (whole 512 KiB chunks went through memory three times:
+  // docs/algorithms.md "Allreduce in single copies").
+  const std::uint64_t want = std::max<std::uint64_t>(tuning(g).allreduce_single_copy_piece, es);
+  const std::uint64_t piece = len == 0 ? 0 : std::min(len, want / es * es);
+  NodeId prev = dag::kNoNode;
+  for (std::uint64_t off = 0; off < len; off += piece) {
+    const std::uint64_t k = std::min(piece, len - off);
+    const Region acc = dag::out(0, at + off, k);
+    const Region own = dag::in(0, at + off, k);
+    // Rank order (non-commutative operators), but never a copy of the own
+    // piece followed by a fold read (a read through a temporary cost 75 us
+    // against 40 + 18 for a direct read and a local reduce at 512 KiB): rank
+    // 0 reads rank 1's piece straight into its output, then reduces its own
+    // into it from the left (own OP r1), then folds ranks 2.. in order.
+    std::vector<int> order;
+    if (g.rank == 0) {
+      order.push_back(1);
+      order.push_back(0);
+      for (int r = 2; r < n; ++r) order.push_back(r);
+    } else {
+      for (int r = 0; r < n; ++r) order.push_back(r);
+    }
+    bool first = true;
+    for (const int r : order) {
+      std::vector<NodeId> d = start;
+      if (prev != dag::kNoNode) d.push_back(prev);
+      if (r == g.rank) {
+        if (first)
+          prev = x.b().copy(own, acc, d);
+        else
+          prev = g.rank == 0 ? x.reduce(own, acc, acc, d) : x.reduce(acc, own, acc, d);
+        first = false;
+        continue;
+      }
+      d.push_back(published(r));
+      if (first)
+        prev = x.b().read_peer(x.world(r), w, 0, at + off, acc, d);
+      else if (c.user_op)
+        prev = x.b().read_peer_fold(x.world(r), w, 0, at + off, acc, x.user_index(), d);
+      else
+        prev = x.b().read_peer_fold(x.world(r), w, 0, at + off, acc, c.op, c.dtype, d);
+      first = false;
+      done.push_back(prev);
+    }
+    for (int j = 1; j < n; ++j) {  // rotated: the next rank first
+      const int r = (g.rank + j) % n;
+      prev = x.b().write_peer(x.world(r), w, 1, at + off, acc, {prev, published(r)});
+      done.push_back(prev);
+    }
+  }
+  // Without a chunk of its own (count < n) a rank still says so: the others wait for it.
+  x.b().flag_set(w + 1, done.empty() ? std::vector<NodeId>{pub} : done);
+  wait_readers(x, others, pub);
   finish(x);
   return x.build();
 }

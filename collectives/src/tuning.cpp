@@ -90,6 +90,17 @@ const std::vector<TuningField>& tuning_fields() {
        "CMA) ..."},
       {"bcast_single_copy_max_bytes", &Tuning::bcast_single_copy_max_bytes, 0, 1024 * kGiB, 1,
        "... up to this many bytes (0: never)"},
+      {"bcast_single_copy_split_min_bytes", &Tuning::bcast_single_copy_split_min_bytes, 0, 1024 * kGiB, 1,
+       "one host, single-copy broadcast: from this many bytes the root writes the last 1/n of each reader's buffer "
+       "(CMA write) while the readers read the rest (0: never)"},
+      {"allreduce_single_copy_min_bytes", &Tuning::allreduce_single_copy_min_bytes, 0, 1024 * kGiB, 1,
+       "one host: allreduce (not in place) of at least this many bytes in single copies: each rank folds its chunk "
+       "straight out of the others' send buffers, then writes it into their outputs (CMA) ..."},
+      {"allreduce_single_copy_max_bytes", &Tuning::allreduce_single_copy_max_bytes, 0, 1024 * kGiB, 1,
+       "... up to this many bytes (0: never)"},
+      {"allreduce_single_copy_piece", &Tuning::allreduce_single_copy_piece, 1, 1024 * kGiB, 1,
+       "one host, single-copy allreduce: each rank's chunk in pieces of this many bytes, each folded and written "
+       "out before the next"},
       {"sym_single_copy_min_bytes", &Tuning::sym_single_copy_min_bytes, 0, 1024 * kGiB, 1,
        "one host: allgather(v) / alltoall blocks of at least this many bytes are read straight out of their owner's "
        "buffer (single copy, CMA) ..."},

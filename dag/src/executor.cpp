@@ -645,9 +645,10 @@ struct Executor::Impl {
     const Node& nd = p.nodes()[id];
     // Counted while it runs when it takes a while (Executor::cores_busy): a
     // waiter then sleeps instead of spinning on the core this node needs.
-    const bool heavy = nd.kind == NodeKind::compute ||
-                       ((nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce || nd.kind == NodeKind::read_peer) &&
-                        nd.dst.len >= kBusyBytes);
+    const bool heavy =
+        nd.kind == NodeKind::compute || ((nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce ||
+                                          nd.kind == NodeKind::read_peer || nd.kind == NodeKind::write_peer) &&
+                                         nd.dst.len >= kBusyBytes);
     struct Mark {
       std::atomic<int>* n;
       explicit Mark(std::atomic<int>* c) : n(c) {
@@ -751,6 +752,21 @@ struct Executor::Impl {
         if (!rs) fail(in, Status(rs.code(), p.describe(id) + ": " + rs.message()));
         return true;
       }
+      case NodeKind::write_peer: {
+        if (nd.src.len == 0) return true;
+        if (in->flags == nullptr || in->flags[nd.peer] == nullptr) {
+          fail(in, Status(Errc::invalid_argument, p.describe(id) + ": flag words of rank " + std::to_string(nd.peer) +
+                                                      " are not mapped here (write_peer)"));
+          return true;
+        }
+        // The flag_wait before this node acquired the publication: the peer's address, then CMA into it.
+        const std::atomic<std::uint32_t>* w = in->flags[nd.peer] + nd.slot + 2 + 2 * nd.dst.buf.id;
+        const std::uint64_t base = std::uint64_t{w[0].load(std::memory_order_relaxed)} |
+                                   std::uint64_t{w[1].load(std::memory_order_relaxed)} << 32;
+        const Status ws = tp.write_peer(nd.peer, addr(in, id, 0, nd.src), base + nd.dst.offset, nd.src.len);
+        if (!ws) fail(in, Status(ws.code(), p.describe(id) + ": " + ws.message()));
+        return true;
+      }
       case NodeKind::flag_wait:
         if (flag_ready(in, nd)) return true;  // the peer was on time: one load, nothing else
         if (nd.granted) {
@@ -799,31 +815,53 @@ struct Executor::Impl {
     const Plan& p = *in->plan;
     const std::size_t len = nd.dst.len;
     const void* src = h != 0 ? tp.mapped_peer(nd.peer, h, len) : nullptr;
+    const std::size_t es =
+        nd.user_op < 0 ? datatype_size(nd.dtype) : p.user_ops()[static_cast<std::size_t>(nd.user_op)].elem_size;
+    if (src != nullptr) {
+      fold_piece(in, id, nd, d, src, len / es);
+      return;
+    }
+    // Through a temporary in pieces of kFoldPiece bytes (whole elements):
+    // read, fold, next; the piece stays in this core's cache between the two
+    // (a whole 512 KiB temporary did not: docs/algorithms.md "Allreduce in
+    // single copies").
     thread_local std::vector<unsigned char> tmp;
-    if (src == nullptr) {
-      tmp.resize(len);
-      const Status rs = tp.read_peer(nd.peer, tmp.data(), raw, len);
+    const std::size_t piece = std::max<std::size_t>(es, kFoldPiece / es * es);
+    tmp.resize(std::min(len, piece));
+    for (std::size_t off = 0; off < len; off += piece) {
+      const std::size_t k = std::min(piece, len - off);
+      const Status rs = tp.read_peer(nd.peer, tmp.data(), raw + off, k);
       if (!rs) {
         fail(in, Status(rs.code(), p.describe(id) + ": " + rs.message()));
         return;
       }
-      src = tmp.data();
+      if (!fold_piece(in, id, nd, d + off, tmp.data(), k / es)) return;
     }
+  }
+  static constexpr std::size_t kFoldPiece = std::size_t{64} << 10;
+  // d = d OP src over @p elems elements (node @p id's operator); false when a user operator threw.
+  bool fold_piece(Instance* in, NodeId id, const Node& nd, unsigned char* d, const void* src, std::size_t elems) {
     if (nd.user_op < 0) {
-      reduce_kernel(nd.op, nd.dtype)(d, src, d, len / datatype_size(nd.dtype));
-      return;
+      reduce_kernel(nd.op, nd.dtype)(d, src, d, elems);
+      return true;
     }
-    user_reduce(in, id, d, src, d);
+    return user_reduce(in, id, d, src, d, elems);
   }
 
   // d = a OP b with node @p id's user operator over its dst length; an
   // exception fails the instance naming the operator (never escapes).
-  void user_reduce(Instance* in, NodeId id, const void* a, const void* b, void* d) {
+  bool user_reduce(Instance* in, NodeId id, const void* a, const void* b, void* d) {
+    const Plan& p = *in->plan;
+    const Node& nd = p.nodes()[id];
+    return user_reduce(in, id, a, b, d, nd.dst.len / p.user_ops()[static_cast<std::size_t>(nd.user_op)].elem_size);
+  }
+  bool user_reduce(Instance* in, NodeId id, const void* a, const void* b, void* d, std::size_t elems) {
     const Plan& p = *in->plan;
     const Node& nd = p.nodes()[id];
     const UserReduce& u = p.user_ops()[static_cast<std::size_t>(nd.user_op)];
     try {
-      u.fn(a, b, d, nd.dst.len / u.elem_size);
+      u.fn(a, b, d, elems);
+      return true;
     } catch (const std::exception& e) {
       fail(in, Status(Errc::invalid_argument,
                       p.describe(id) + ": argument 'op': user reduction '" + u.name + "' threw: " + e.what()));
@@ -831,6 +869,7 @@ struct Executor::Impl {
       fail(in, Status(Errc::invalid_argument, p.describe(id) + ": argument 'op': user reduction '" + u.name +
                                                   "' threw an exception that is not a std::exception"));
     }
+    return false;
   }
 
   // flag_wait: has the peer finished instance seq - lag (the window slot's previous user)?
@@ -1041,6 +1080,7 @@ struct Executor::Impl {
       case NodeKind::copy:
       case NodeKind::reduce:
       case NodeKind::read_peer:
+      case NodeKind::write_peer:
         return serial || nd.dst.len <= opts.inline_bytes;
       default:
         return true;

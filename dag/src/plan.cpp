@@ -37,6 +37,8 @@ const char* to_string(NodeKind k) noexcept {
       return "publish";
     case NodeKind::read_peer:
       return "read_peer";
+    case NodeKind::write_peer:
+      return "write_peer";
   }
   return "?";
 }
@@ -282,6 +284,17 @@ NodeId PlanBuilder::read_peer(int peer, std::uint32_t flag, std::uint32_t which,
   n.deps = std::move(deps);
   return add(std::move(n));
 }
+NodeId PlanBuilder::write_peer(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset,
+                               const Region& src, std::vector<NodeId> deps) {
+  Node n;
+  n.kind = NodeKind::write_peer;
+  n.peer = peer;
+  n.slot = flag;
+  n.src = src;
+  n.dst = dag::peer(peer, which, offset, src.len);
+  n.deps = std::move(deps);
+  return add(std::move(n));
+}
 NodeId PlanBuilder::read_peer_fold(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset,
                                    const Region& dst, ReduceOp op, DataType t, std::vector<NodeId> deps) {
   const NodeId id = read_peer(peer, flag, which, offset, dst, std::move(deps));
@@ -393,9 +406,9 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
     if (nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::flag_set)
       p.flag_words_ = std::max(p.flag_words_, nd.slot + 1);
     for (const std::uint32_t w : nd.refresh) p.flag_words_ = std::max(p.flag_words_, w + 1);
-    if (nd.kind == NodeKind::publish || nd.kind == NodeKind::read_peer)
-      p.flag_words_ = std::max(p.flag_words_, nd.slot + kPublishWords);
-    if (nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::read_peer) p.flag_peers_.push_back(nd.peer);
+    const bool single = nd.kind == NodeKind::read_peer || nd.kind == NodeKind::write_peer;
+    if (nd.kind == NodeKind::publish || single) p.flag_words_ = std::max(p.flag_words_, nd.slot + kPublishWords);
+    if (nd.kind == NodeKind::flag_wait || single) p.flag_peers_.push_back(nd.peer);
     if (nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce)
       for (int which = 0; which < 2; ++which) {
         const std::uint32_t j = p.nbuf_[3 * i + static_cast<std::uint32_t>(which)];
@@ -433,6 +446,7 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
       case NodeKind::copy:
       case NodeKind::reduce:
       case NodeKind::read_peer:
+      case NodeKind::write_peer:
         bytes = std::max<std::uint64_t>(bytes, nd.dst.len);
         break;
       case NodeKind::nop:
@@ -516,7 +530,8 @@ Status validate(const Plan& p, bool require_output_coverage) {
       if (d == i) return bad(p, i, "depends on itself");
     }
     const bool remote = nd.kind == NodeKind::put || nd.kind == NodeKind::get || nd.kind == NodeKind::put_with_signal ||
-                        nd.kind == NodeKind::signal || nd.kind == NodeKind::flag_wait || nd.kind == NodeKind::read_peer;
+                        nd.kind == NodeKind::signal || nd.kind == NodeKind::flag_wait ||
+                        nd.kind == NodeKind::read_peer || nd.kind == NodeKind::write_peer;
     if (remote && (nd.peer < 0 || nd.peer >= p.nranks()))
       return bad(p, i, "peer " + std::to_string(nd.peer) + " outside [0, " + std::to_string(p.nranks()) + ")");
     if ((nd.kind == NodeKind::signal || nd.kind == NodeKind::put_with_signal || nd.kind == NodeKind::wait) &&
@@ -617,6 +632,21 @@ Status validate(const Plan& p, bool require_output_coverage) {
           if (es == 0 || nd.dst.len % es != 0)
             return bad(p, i, "folds " + std::to_string(nd.dst.len) + " bytes, not a whole number of elements");
         }
+        break;
+      }
+      case NodeKind::write_peer: {
+        if (nd.peer == p.rank()) return bad(p, i, "writes its own memory");
+        if (nd.dst.buf.kind != BufferKind::peer || nd.dst.buf.peer != nd.peer || nd.dst.buf.id > 1)
+          return bad(p, i,
+                     "destination " + region_str(nd.dst) + " is not region 0 or 1 published by rank " +
+                         std::to_string(nd.peer));
+        if (!(st = check_region(p, i, nd.src, "source", true))) return st;
+        if (nd.src.len != nd.dst.len) return bad(p, i, "source and destination lengths differ");
+        bool waits = false;
+        for (NodeId d : nd.deps)
+          waits = waits || (nodes[d].kind == NodeKind::flag_wait && nodes[d].peer == nd.peer &&
+                            nodes[d].slot == nd.slot && nodes[d].count == 0);
+        if (!waits) return bad(p, i, "does not depend on a flag_wait (lag 0) on the peer's publication");
         break;
       }
       case NodeKind::flag_set:

@@ -269,11 +269,11 @@ coll::Algorithm resolve_allreduce_uncached(const CollOptions& o, const CommImpl&
   if (tree) return choose(coll::Kind::allreduce, topts, impl.rank());
   const bool hier = name == "hier" || name == "hier:rd" || name == "hier:rabenseifner" || name == "hier:ring";
   if (name == "recursive-doubling") name = "rd";
-  if (name != "rd" && name != "rabenseifner" && name != "ring" && name != "mapped" && !hier)
+  if (name != "rd" && name != "rabenseifner" && name != "ring" && name != "mapped" && name != "single-copy" && !hier)
     throw Error(Errc::invalid_argument,
                 "allreduce on rank " + std::to_string(impl.rank()) + ": algorithm '" + name +
                     "' unknown (tree | single | rd | rabenseifner | ring | hier | hier:rd | hier:rabenseifner | "
-                    "hier:ring | mapped)");
+                    "hier:ring | mapped | single-copy)");
   if (user_op && !user_op->commutative &&
       (name == "rabenseifner" || name == "ring" || name == "hier:rabenseifner" || name == "hier:ring"))
     throw Error(Errc::unsupported, "allreduce on rank " + std::to_string(impl.rank()) + ": algorithm '" + name +

@@ -542,14 +542,53 @@ class Tuner {
     // The 1 MiB point is bimodal on both VMs (about 35 or 90 us from one
     // launch to the next): the per-point worst-case rule keeps a candidate
     // that only won on the slow mode from being chosen.
-    s.push_back(
-        {"bcast_single_copy_max_bytes",
-         q ? std::vector<std::uint64_t>{128 * K, 1 * M} : std::vector<std::uint64_t>{0, 128 * K, 256 * K, 1 * M},
-         {"bcast"},
-         q ? std::vector<std::uint64_t>{256 * K, 512 * K, 1 * M}
-           : std::vector<std::uint64_t>{128 * K, 256 * K, 512 * K, 1 * M, 2 * M},
-         "one host: broadcast read out of the root's buffer (CMA) up to this size, vs the pipelined window "
-         "tree"});
+    // Session 25: with the split single copy (the root writes 1/n of each
+    // reader's buffer) single copy beat the tree at every size measured (2
+    // ranks, one per core: 1 MiB 25-29 vs 78-84 us, 4 MiB 231 vs 456-632, 16
+    // MiB 1.2 vs 2.8 ms; off-cache 16 MiB 1.7-1.8 vs 3.3-3.8 ms), hence the
+    // default 1 TiB ("always") and the candidates that stop earlier.
+    s.push_back({"bcast_single_copy_max_bytes",
+                 q ? std::vector<std::uint64_t>{256 * K, 1 * M} : std::vector<std::uint64_t>{0, 256 * K, 1 * M, 4 * M},
+                 {"bcast"},
+                 q ? std::vector<std::uint64_t>{512 * K, 1 * M, 2 * M}
+                   : std::vector<std::uint64_t>{256 * K, 512 * K, 1 * M, 2 * M, 4 * M, 8 * M},
+                 "one host: broadcast read out of the root's buffer (CMA) up to this size, vs the pipelined window "
+                 "tree"});
+    // The split single-copy broadcast (Tuning::bcast_single_copy_split_min_bytes):
+    // the root writes the last 1/n of each reader's buffer while they read
+    // the rest. Session 25 (2 ranks, one per core): 16 KiB 1.80-1.87 vs
+    // 1.96-1.99 us, 64 KiB 2.9-3.0 vs 3.5-3.6, 1 MiB 26-35 vs 86-87; 8 KiB
+    // mixed. Only where the single-copy plan decides a broadcast.
+    s.push_back({"bcast_single_copy_split_min_bytes",
+                 q ? std::vector<std::uint64_t>{0, 64 * K} : std::vector<std::uint64_t>{0, 8 * K, 64 * K},
+                 {"bcast"},
+                 q ? std::vector<std::uint64_t>{16 * K, 32 * K, 256 * K}
+                   : std::vector<std::uint64_t>{8 * K, 16 * K, 32 * K, 64 * K, 256 * K, 1 * M},
+                 "one host: the single-copy broadcast's root writes 1/n of each reader's buffer from this size (the "
+                 "readers read the rest), vs the readers copying all",
+                 {},
+                 {},
+                 [](const std::string&, std::uint64_t bytes, const Tuning& t) {
+                   return bytes >= t.bcast_single_copy_min_bytes && bytes <= t.bcast_single_copy_max_bytes;
+                 }});
+    // The single-copy allreduce (Tuning::allreduce_single_copy_*): each rank
+    // folds its chunk out of the others' send buffers and writes it into their
+    // outputs. Session 25 (2 ranks, one per core): 64 KiB 5.4 vs 9.6 us, 1 MiB
+    // 113 vs 184, 4 MiB 576 vs 990 against the table's rabenseifner / ring;
+    // off-cache 1 MiB 352 vs 326. "Never" (0) and stopping at 1 MiB are the
+    // candidates; the per-point rule keeps it off where it loses.
+    s.push_back({"allreduce_single_copy_max_bytes",
+                 q ? std::vector<std::uint64_t>{0} : std::vector<std::uint64_t>{0, 1 * M, 4 * M},
+                 {"allreduce"},
+                 q ? std::vector<std::uint64_t>{64 * K, 1 * M, 4 * M}
+                   : std::vector<std::uint64_t>{64 * K, 256 * K, 1 * M, 4 * M, 16 * M},
+                 "one host: allreduce in single copies (fold the own chunk out of the others' buffers, write it into "
+                 "theirs) up to this size, vs the table's rd / rabenseifner / ring",
+                 {},
+                 {},
+                 [](const std::string&, std::uint64_t bytes, const Tuning& t) {
+                   return bytes >= t.allreduce_single_copy_min_bytes && bytes > t.mapped_max_bytes;
+                 }});
     s.push_back(
         {"sym_single_copy_min_bytes",
          q ? std::vector<std::uint64_t>{8 * K, 64 * K} : std::vector<std::uint64_t>{4 * K, 8 * K, 32 * K, 64 * K},

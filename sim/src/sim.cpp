@@ -311,6 +311,7 @@ class Engine {
           break;
         case NodeKind::get:
         case NodeKind::read_peer:
+        case NodeKind::write_peer:
           cn.bytes = nd.dst.len;
           break;
         default:
@@ -522,7 +523,8 @@ class Engine {
       case NodeKind::flag_wait:
       case NodeKind::flag_set:
       case NodeKind::publish:
-      case NodeKind::read_peer: {  // a CMA read: one copy on this rank's core (the engine's single-copy plans)
+      case NodeKind::read_peer:     // a CMA read: one copy on this rank's core (the engine's single-copy plans)
+      case NodeKind::write_peer: {  // a CMA write: the same, the other way
         double s = 0;
         const double bw = nd.from_window ? handoff(c_.handoff_read_bw, c_.copy_bw) : c_.copy_bw;
         const double e = cpu_op(r, t, bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);

@@ -6,6 +6,7 @@
 // The multi-process runs over the real transports are in test_collectives*.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -291,6 +292,164 @@ TEST_P(SingleCopySim, ScatterGatherReduceScatterBlockMatchTheReference) {
               << strata::coll::to_string(kind) << " root " << root << " rank " << r << " round " << round;
       }
     }
+  }
+}
+
+// The split single-copy broadcast (Tuning::bcast_single_copy_split_min_bytes):
+// from the limit every reader publishes its buffer and reads its first B - B/n
+// bytes; the root writes the last B/n of each reader (write_peer after the
+// reader's publication) and then raises its reads-done word, which every
+// reader waits for. Below the limit (or with 0) the readers read everything
+// and the root writes nothing. Several rounds with every root, element-checked.
+TEST_P(SingleCopySim, SplitBroadcastRootWritesTheLastShareOfEveryReader) {
+  const int n = GetParam();
+  const auto nn = static_cast<std::size_t>(n);
+  Group g = mapped_group(n);
+  g.publish_word = 64;
+  auto t = std::make_shared<strata::coll::Tuning>();
+  t->bcast_single_copy_split_min_bytes = 1024;
+  g.tuning = t;
+  fake_ranks::FakeRanks ranks(n, kSlot, 11u);
+  ranks.with_flags(g.mapped_at, g.mapped_slot_bytes);
+  const std::uint32_t w = g.publish_word + dag::kPublishWords * 1;         // slot 1
+  for (const std::size_t count : {std::size_t{100}, std::size_t{1000}}) {  // 400 B: whole; 4000 B: split
+    const std::uint64_t bytes = count * 4;
+    const bool split = bytes >= 1024;
+    const std::uint64_t share = split ? bytes / nn / 64 * 64 : 0;
+    for (int root = 0; root < n; ++root) {
+      Call c;
+      c.kind = Kind::broadcast;
+      c.count = count;
+      c.dtype = dag::DataType::i32;
+      c.root = root;
+      c.algo.name = "single-copy";
+      const auto plans = strata::coll::compile_all(g, c, 1);
+      for (int r = 0; r < n; ++r) {
+        const auto& p = *plans[static_cast<std::size_t>(r)];
+        ASSERT_EQ(p.algorithm(), "single-copy");
+        std::vector<std::uint64_t> reads, writes;
+        std::vector<int> written;
+        int publishes = 0, writes_done_waits = 0;
+        for (const dag::Node& nd : p.nodes()) {
+          if (nd.kind == dag::NodeKind::read_peer) reads.push_back(nd.dst.len);
+          if (nd.kind == dag::NodeKind::write_peer) {
+            writes.push_back(nd.src.len);
+            written.push_back(nd.peer);
+            EXPECT_EQ(nd.dst.offset, bytes - share) << "the last share";
+          }
+          if (nd.kind == dag::NodeKind::publish) ++publishes;
+          if (nd.kind == dag::NodeKind::flag_wait && nd.peer == root && nd.slot == w + 1) ++writes_done_waits;
+        }
+        if (r == root) {
+          EXPECT_TRUE(reads.empty());
+          EXPECT_EQ(writes, std::vector<std::uint64_t>(split ? nn - 1 : 0, share)) << "root " << root << ", " << bytes;
+          std::sort(written.begin(), written.end());
+          std::vector<int> others;
+          for (int q = 0; q < n && split; ++q)
+            if (q != root) others.push_back(q);
+          EXPECT_EQ(written, others);
+        } else {
+          EXPECT_EQ(reads, std::vector<std::uint64_t>{bytes - share}) << "rank " << r << ", " << bytes;
+          EXPECT_TRUE(writes.empty());
+          EXPECT_EQ(publishes, split ? 1 : 0);
+          EXPECT_EQ(writes_done_waits, split ? 1 : 0);
+        }
+      }
+      std::mt19937 rng(static_cast<unsigned>(count * 31 + static_cast<std::size_t>(root)));
+      for (int round = 0; round < 3; ++round) {  // the flags guard the next instance
+        std::vector<std::int32_t> send(count);
+        for (auto& e : send) e = static_cast<std::int32_t>(rng() % 100000);
+        std::vector<std::vector<std::int32_t>> recv(nn, std::vector<std::int32_t>(count, -1));
+        ASSERT_TRUE(ranks.run(plans, [&](int r) {
+          fake_ranks::FakeRanks::Io io;
+          io.input = r == root ? send.data() : nullptr;
+          io.output = r == root ? nullptr : recv[static_cast<std::size_t>(r)].data();
+          return io;
+        }));
+        for (int r = 0; r < n; ++r) {
+          if (r == root) continue;
+          EXPECT_EQ(recv[static_cast<std::size_t>(r)], send)
+              << bytes << " B, root " << root << " rank " << r << " round " << round;
+        }
+      }
+    }
+  }
+}
+
+// Allreduce in single copies (compile_allreduce_single): rank r folds chunk r
+// of every rank's send buffer in rank order (read_peer, then read_peer_fold)
+// and writes it into every other rank's output (write_peer into region 1 of
+// their publication). Counts that do not divide by n (chunks differ by one
+// element, some ranks own none), a non-commutative operator (rank order kept)
+// and a sum, several rounds, against a sequential reference.
+TEST_P(SingleCopySim, AllreduceFoldsItsChunkAndWritesItIntoEveryOutput) {
+  const int n = GetParam();
+  const auto nn = static_cast<std::size_t>(n);
+  Group g = mapped_group(n);
+  g.publish_word = 64;
+  fake_ranks::FakeRanks ranks(n, kSlot, 13u);
+  ranks.with_flags(g.mapped_at, g.mapped_slot_bytes);
+  const dag::UserReduce op = ordered_op();
+  for (const std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{64}}) {
+    for (const bool ordered : {true, false}) {
+      Call c;
+      c.kind = Kind::allreduce;
+      c.count = count;
+      c.algo.name = "single-copy";
+      if (ordered) {
+        c.user_op = std::make_shared<const dag::UserReduce>(op);  // 8-byte elements (pairs of int32)
+      } else {
+        c.dtype = dag::DataType::i32;
+        c.op = dag::ReduceOp::sum;
+      }
+      const std::size_t words = ordered ? 2 * count : count;
+      const auto plans = strata::coll::compile_all(g, c, 1);
+      int writes = 0;
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(plans[static_cast<std::size_t>(r)]->algorithm(), "single-copy");
+        for (const dag::Node& nd : plans[static_cast<std::size_t>(r)]->nodes())
+          if (nd.kind == dag::NodeKind::write_peer) ++writes;
+      }
+      const std::size_t owners = std::min(count, nn);  // ranks with a chunk
+      EXPECT_EQ(writes, static_cast<int>(owners * (nn - 1))) << count << " elements";
+      std::mt19937 rng(static_cast<unsigned>(count * 7 + (ordered ? 1 : 0)));
+      for (int round = 0; round < 3; ++round) {
+        std::vector<std::vector<std::int32_t>> send(nn, std::vector<std::int32_t>(words));
+        std::vector<std::vector<std::int32_t>> recv(nn, std::vector<std::int32_t>(words, -1));
+        for (auto& v : send)
+          for (auto& e : v) e = static_cast<std::int32_t>(rng() % 1000);
+        std::vector<std::int32_t> want = send[0];
+        for (int r = 1; r < n; ++r) {
+          if (ordered) {
+            op.fn(want.data(), send[static_cast<std::size_t>(r)].data(), want.data(), count);
+          } else {
+            for (std::size_t i = 0; i < words; ++i) want[i] += send[static_cast<std::size_t>(r)][i];
+          }
+        }
+        ASSERT_TRUE(ranks.run(plans, [&](int r) {
+          fake_ranks::FakeRanks::Io io;
+          io.input = send[static_cast<std::size_t>(r)].data();
+          io.output = recv[static_cast<std::size_t>(r)].data();
+          return io;
+        }));
+        for (int r = 0; r < n; ++r)
+          EXPECT_EQ(recv[static_cast<std::size_t>(r)], want)
+              << count << " elements, " << (ordered ? "ordered" : "sum") << ", rank " << r << " round " << round;
+      }
+    }
+  }
+  // In place: refused with an error naming the argument.
+  Call c;
+  c.kind = Kind::allreduce;
+  c.count = 8;
+  c.dtype = dag::DataType::i32;
+  c.in_place = true;
+  c.algo.name = "single-copy";
+  try {
+    (void)strata::coll::compile_all(g, c, 1);
+    ADD_FAILURE() << "in place accepted";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not in place"), std::string::npos) << e.what();
   }
 }
 

@@ -1132,6 +1132,75 @@ TEST(Executor, ReadPeerIsValidatedAndFailsCleanlyWithoutFlags) {
   EXPECT_NE(st.message().find("flag words of rank 1 are not mapped"), std::string::npos) << st.message();
 }
 
+// write_peer, the mirror: rank 1 publishes its output buffer; rank 0 waits for
+// the publication, writes its input's bytes straight into rank 1's buffer at
+// an offset (Transport::write_peer: a memcpy on the fake transport, CMA on
+// shm), then raises a "written" word that rank 1's instance waits for.
+TEST(Executor, WritePeerCopiesOnceIntoThePublishedBufferAndTheOwnerWaitsForIt) {
+  Cluster c(2);
+  FlagBlocks fb;  // rank 1's publication record at word 0; rank 0's "written" at its word 1
+  PlanBuilder b1("owner", 1, 2);
+  b1.output(0, 16);
+  b1.require_output_coverage(false);
+  const NodeId pub = b1.publish(0, out(0, 0, 16), Region{});
+  b1.flag_wait(0, 1, 0, {pub});
+  auto p1 = b1.build();
+  PlanBuilder b0("writer", 0, 2);
+  b0.input(0, 16);
+  const NodeId fw = b0.flag_wait(1, 0, 0);
+  const NodeId wr = b0.write_peer(1, 0, 0, 6, in(0, 2, 10), {fw});
+  b0.flag_set(1, {wr});
+  auto p0 = b0.build();
+  EXPECT_EQ(p0->flag_words(), kPublishWords);
+  EXPECT_EQ(p0->flag_peers(), std::vector<int>{1});
+  char src[16] = "abcdefghijklmno";
+  char dst[16] = "...............";
+  Done d0, d1;
+  // The writer first: nothing published yet, nothing written.
+  ASSERT_TRUE(c.ex[0]->start(p0, fb.bind(src, nullptr), 0, 2, d0.fn()).is_ok());
+  EXPECT_FALSE(d0.done());
+  EXPECT_EQ(std::string(dst, 15), std::string(15, '.'));
+  ASSERT_TRUE(c.ex[1]->start(p1, fb.bind(nullptr, dst), 0, 2, d1.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] {
+    c.ex[0]->poll();
+    c.ex[1]->poll();
+    return d0.done() && d1.done();
+  }));
+  EXPECT_TRUE(d0.status.is_ok()) << d0.status.message();
+  EXPECT_TRUE(d1.status.is_ok()) << d1.status.message();
+  EXPECT_EQ(std::string(dst, 6), std::string("......"));
+  EXPECT_EQ(std::string(dst + 6, 10), std::string("cdefghijkl"));
+  EXPECT_EQ(fb.blk[0][1].load(), 3u);  // written
+}
+
+TEST(Executor, WritePeerIsValidated) {
+  // No flag_wait on the publication, a third region, its own memory, a
+  // source that is not local: refused.
+  PlanBuilder nowait("w", 0, 2);
+  nowait.input(0, 8);
+  nowait.write_peer(1, 0, 0, 0, in(0, 0, 8));
+  EXPECT_THROW(nowait.build(), strata::Error);
+  PlanBuilder which("w", 0, 2);
+  which.input(0, 8);
+  which.write_peer(1, 0, 2, 0, in(0, 0, 8), {which.flag_wait(1, 0, 0)});
+  EXPECT_THROW(which.build(), strata::Error);
+  PlanBuilder self("w", 0, 2);
+  self.input(0, 8);
+  self.write_peer(0, 0, 0, 0, in(0, 0, 8), {self.flag_wait(1, 0, 0)});
+  EXPECT_THROW(self.build(), strata::Error);
+  PlanBuilder remote("w", 0, 2);
+  remote.write_peer(1, 0, 0, 0, strata::dag::peer(1, 0, 0, 8), {remote.flag_wait(1, 0, 0)});
+  EXPECT_THROW(remote.build(), strata::Error);
+  PlanBuilder big("w", 0, 2);
+  big.input(0, 8);
+  big.write_peer(1, 0, 0, 0, in(0, 4, 8), {big.flag_wait(1, 0, 0)});
+  EXPECT_THROW(big.build(), strata::Error);
+  PlanBuilder ok("w", 0, 2);
+  ok.input(0, 8);
+  ok.write_peer(1, 0, 1, 16, in(0, 0, 8), {ok.flag_wait(1, 0, 0)});
+  EXPECT_NO_THROW(ok.build());
+}
+
 // ---------------------------------------------------------------- grants
 // Ranks on different hosts: each keeps a copy of the other's flag word
 // (Executor::bind_flags), which the owner's flag_set grants and which a late

@@ -64,7 +64,8 @@ const std::vector<Var> kVars = {
    "a debugging aid)"},
   {"STRATA_ALGO_<COLL>", "algorithm name", "automatic", "collectives",
    "algorithm of a collective (see docs/algorithms.md): BROADCAST, REDUCE: `tree`, `single`; ALLREDUCE: `tree`, "
-   "`single`, `rd`, `rabenseifner`, `ring`, `hier`, `hier:rd`, `hier:rabenseifner`, `hier:ring`; GATHER(V), "
+   "`single`, `rd`, `rabenseifner`, `ring`, `hier`, `hier:rd`, `hier:rabenseifner`, `hier:ring`, `mapped`, "
+   "`single-copy` (one host; not in place); GATHER(V), "
    "SCATTER(V): `tree`, `single`, `flat`, `ring`; ALLGATHER(V): `ring`, `rd`, `bruck`, `hier`, `numa-ring`; "
    "ALLTOALL(V): `pairwise`, `bruck` (not V), `pull`; REDUCE_SCATTER(_BLOCK): `ring`, `rh`, `pairwise`. Read once, "
    "at the first collective"},

@@ -132,6 +132,14 @@ class FakeEndpoint final : public Transport {
     if (len > 0) std::memcpy(dst, reinterpret_cast<const void*>(addr), len);
     return Status::ok();
   }
+  Status write_peer(int peer, const void* src, std::uint64_t addr, std::size_t len) override {
+    if (peer < 0 || peer >= size())
+      return {Errc::unknown_peer, "fake write_peer: peer " + std::to_string(peer) + " (rank " + rn() + ")"};
+    if (len > 0 && (src == nullptr || addr == 0))
+      return {Errc::invalid_argument, "fake write_peer: null address (rank " + rn() + ")"};
+    if (len > 0) std::memcpy(reinterpret_cast<void*>(addr), src, len);
+    return Status::ok();
+  }
 
   Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t off, void* ctx) override {
     Op op = make(FakeOpKind::put, peer, len, ctx);

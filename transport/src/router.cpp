@@ -161,6 +161,11 @@ class Router final : public Transport, public detail::WakeArm {
     if (b == nullptr) return bad_peer("read_peer", peer);
     return b->read_peer(peer, dst, addr, len);
   }
+  Status write_peer(int peer, const void* src, std::uint64_t addr, std::size_t len) override {
+    Backend* b = route("write_peer", peer);
+    if (b == nullptr) return bad_peer("write_peer", peer);
+    return b->write_peer(peer, src, addr, len);
+  }
   void set_progress_hook(std::function<std::size_t()> hook) override { hook_ = std::move(hook); }
 
   Status put(int peer, const void* src, std::size_t len, const RemoteKey& dst, std::uint64_t off, void* ctx) override {

@@ -339,6 +339,7 @@ class ShmBackend final : public Backend {
     return p != nullptr && p->cma.load(std::memory_order_relaxed);
   }
   Status read_peer(int peer, void* dst, std::uint64_t addr, std::size_t len) override;
+  Status write_peer(int peer, const void* src, std::uint64_t addr, std::size_t len) override;
   const void* mapped_peer(int peer, std::uint64_t handle, std::size_t len) override;
   void* map_peer(int peer, const RemoteKey& key, std::uint64_t offset, std::size_t len) override;
   void unmap_peer(int peer, const RemoteKey& key) override;
@@ -989,6 +990,33 @@ Status ShmBackend::read_peer(int peer, void* dst, std::uint64_t addr, std::size_
                                    std::to_string(peer) + " (process_vm_readv refused at start-up)"};
   }
   Status r = cma(p, false, dst, addr, len);
+  if (r.code() == Errc::peer_dead) fail_peer(peer, r);
+  return r;
+}
+
+Status ShmBackend::write_peer(int peer, const void* src, std::uint64_t addr, std::size_t len) {
+  Status s = check_peer("write_peer", peer);
+  if (!s) return s;
+  if (len == 0) return {};
+  if (src == nullptr || addr == 0 || (addr & kRegionHandleBit) != 0) {
+    return {Errc::invalid_argument, "write_peer: " +
+                                        std::string(src == nullptr ? "null source"
+                                                    : addr == 0    ? "null destination"
+                                                                   : "a region handle as destination") +
+                                        " with length " + std::to_string(len) + " (rank " + std::to_string(rank_) +
+                                        ", peer " + std::to_string(peer) + ")"};
+  }
+  if (peer == rank_) {
+    std::memcpy(reinterpret_cast<void*>(addr), src, len);
+    return {};
+  }
+  Peer& p = *peers_[static_cast<std::size_t>(peer)];
+  if (!p.cma.load(std::memory_order_relaxed)) {
+    return {Errc::unsupported, "write_peer: no CMA path from rank " + std::to_string(rank_) + " to rank " +
+                                   std::to_string(peer) + " (process_vm_readv refused at start-up)"};
+  }
+  // process_vm_writev only reads the local side.
+  Status r = cma(p, true, const_cast<void*>(src), addr, len);
   if (r.code() == Errc::peer_dead) fail_peer(peer, r);
   return r;
 }

@@ -64,10 +64,30 @@ struct Tuning {
   std::uint64_t allreduce_tree_numa = 2;  ///< ... among one host's NUMA regions
   std::uint64_t allreduce_tree_core = 0;  ///< ... among one NUMA region's ranks
   // One host, single copy (CMA) for blocks in [min, max] (max 0: never); measured on 2 ranks, one per core.
-  std::uint64_t bcast_single_copy_min_bytes = std::uint64_t{16} << 10;   ///< broadcast: from this many bytes ...
-  std::uint64_t bcast_single_copy_max_bytes = std::uint64_t{512} << 10;  ///< ... up to this many
-  std::uint64_t sym_single_copy_min_bytes = std::uint64_t{16} << 10;     ///< allgather(v) / alltoall: block from ...
-  std::uint64_t sym_single_copy_max_bytes = std::uint64_t{128} << 10;    ///< ... up to this (0: never)
+  std::uint64_t bcast_single_copy_min_bytes = std::uint64_t{16} << 10;  ///< broadcast: from this many bytes ...
+  std::uint64_t bcast_single_copy_max_bytes = std::uint64_t{1} << 40;   ///< ... up to this many (split: always)
+  // Single-copy broadcast: from this many bytes the root does not sit idle
+  // while the readers copy: it writes the last 1/n of each reader's buffer
+  // itself (CMA write) while the readers read the rest (0: never). Measured
+  // (2 ranks, one per core, 2026-11-28, strata-bench --algo single-copy, two
+  // rounds): 16 KiB 1.96-1.99 -> 1.80-1.87 us, 64 KiB 3.5-3.6 -> 2.9-3.0, 256
+  // KiB 10.5-10.8 -> 6.4-6.8, 1 MiB 86-87 -> 26-35, 4 MiB 428-500 -> 304-352;
+  // 8 KiB mixed. strata-tune searches it.
+  std::uint64_t bcast_single_copy_split_min_bytes = std::uint64_t{16} << 10;
+  // Allreduce (not in place, ordinary buffers), one host: single copy both
+  // ways (each rank folds its chunk out of the others' send buffers, then
+  // writes it into their outputs) for vectors in [min, max] (max 0: never).
+  // Measured 2026-11-28 (2 ranks, one per core, against the table's rd /
+  // rabenseifner / ring): 64 KiB 5.4 vs 9.6 us, 128 KiB 8.4 vs 21, 1 MiB 113
+  // vs 184, 4 MiB 576 vs 990, 16 MiB 3.1 vs 3.8 ms; off-cache 1 MiB 352 vs
+  // 326, 4 MiB 1.37 vs 1.43 ms, 16 MiB 5.4 vs 5.6 ms. Pieces: 64 KiB 121 us at
+  // 1 MiB, 256 KiB 107-114, 1 MiB 111 (4 MiB: 614 / 543-568 / 649).
+  std::uint64_t allreduce_single_copy_min_bytes = std::uint64_t{64} << 10;
+  std::uint64_t allreduce_single_copy_max_bytes = std::uint64_t{1} << 40;
+  // ... in pieces of this many bytes, each folded and written out before the next.
+  std::uint64_t allreduce_single_copy_piece = std::uint64_t{256} << 10;
+  std::uint64_t sym_single_copy_min_bytes = std::uint64_t{16} << 10;   ///< allgather(v) / alltoall: block from ...
+  std::uint64_t sym_single_copy_max_bytes = std::uint64_t{128} << 10;  ///< ... up to this (0: never)
   // Persistent plans (Communicator::plan_broadcast / plan_allreduce): write
   // straight into the receivers' registered buffers (direct mode: a
   // ready-to-receive signal per start) from this many bytes, 0 = never. The

@@ -61,6 +61,13 @@
 //            Transport::read_peer (CMA). Needs a flag_wait on the publication
 //            among its dependencies; the owner must keep the region valid until
 //            the reader says it is done (a flag_set the owner waits on)
+//  - write_peer: single copy into a peer's ordinary memory, the mirror of
+//            read_peer: [a + dst.offset, + dst.len) <- src (local), where a is
+//            the address rank `peer` published in its flag words `slot` + 2 +
+//            2 * dst.buf.id; run locally through Transport::write_peer (CMA,
+//            process_vm_writev). Needs a flag_wait on the publication among
+//            its dependencies; the peer must keep the region valid and leave
+//            it alone until told the writes are done (a flag_set it waits on)
 //  - nop:    joins dependencies
 #pragma once
 
@@ -143,7 +150,8 @@ enum class NodeKind : std::uint8_t {
   flag_wait,
   flag_set,
   publish,
-  read_peer
+  read_peer,
+  write_peer
 };
 /// @brief Printable name of a node kind ("copy", "put_with_signal", ...).
 const char* to_string(NodeKind k) noexcept;
@@ -392,6 +400,12 @@ class PlanBuilder {
   /// flag_wait(peer, flag, 0).
   NodeId read_peer(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset, const Region& dst,
                    std::vector<NodeId> deps = {});
+  /// @brief Single copy the other way: copies local region @p src into the
+  /// region @p which (0 or 1) that rank @p peer published in its word @p flag,
+  /// at @p offset (Transport::write_peer). @p deps must include a
+  /// flag_wait(peer, flag, 0).
+  NodeId write_peer(int peer, std::uint32_t flag, std::uint32_t which, std::uint64_t offset, const Region& src,
+                    std::vector<NodeId> deps = {});
   /// @brief Single copy with a reduction: as read_peer, but folds the peer's
   /// bytes into @p dst (dst = dst OP peer, element by element) instead of
   /// copying them: straight out of this process's mapping of the peer's

@@ -199,6 +199,23 @@ class Transport {
     return {Errc::unsupported, "read_peer: rank " + std::to_string(peer) + " cannot be read directly from rank " +
                                    std::to_string(rank()) + " (no CMA path)"};
   }
+  /// Single copy into a peer's ordinary memory, the mirror of read_peer():
+  /// copies @p len bytes at @p src into [@p addr, @p addr + @p len) of @p
+  /// peer's address space, synchronously, in the calling thread (CMA: one
+  /// process_vm_writev system call per contiguous piece). Available where
+  /// can_read_peer(peer) is (the kernel checks the same access for both
+  /// directions). The caller makes sure the peer keeps the range valid and
+  /// does not read it until told (the split broadcast's publication and
+  /// writes-done flags, docs/algorithms.md). @p addr is a plain address, never
+  /// a region handle. Errors name the peer and this rank: Errc::unsupported
+  /// without a CMA path, Errc::peer_dead when the peer is gone.
+  virtual Status write_peer(int peer, const void* src, std::uint64_t addr, std::size_t len) {
+    (void)src;
+    (void)addr;
+    (void)len;
+    return {Errc::unsupported, "write_peer: rank " + std::to_string(peer) + " cannot be written directly from rank " +
+                                   std::to_string(rank()) + " (no CMA path)"};
+  }
   /// The bytes [handle, handle + @p len) of @p peer's shared region named by
   /// region handle @p handle (region_handle()) as mapped in this process, or
   /// nullptr when it is not mapped here (then read_peer() the plain address).
