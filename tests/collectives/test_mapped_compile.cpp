@@ -534,7 +534,7 @@ TEST(MappedCompile, SingleCopyWindowTakesPrecedenceOverMappedPlans) {
   EXPECT_EQ(algo(Kind::allgather, 16384), "single-copy");
   EXPECT_EQ(algo(Kind::alltoall, 4096), "mapped");  // n x 4 KiB in the slot
   EXPECT_EQ(algo(Kind::alltoall, 16384), "single-copy");
-  EXPECT_EQ(algo(Kind::allreduce, 16384), "mapped");  // no single-copy allreduce
+  EXPECT_EQ(algo(Kind::allreduce, 16384), "mapped");  // the mapped plans first
   g.publish_word = 0;                                 // no CMA path: the mapped plans again
   EXPECT_EQ(algo(Kind::broadcast, 8192), "mapped");
   EXPECT_EQ(algo(Kind::allgather, 16384), "mapped");
