@@ -663,8 +663,11 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
       return compile_alltoall(g, c, slot);
     case Kind::reduce_scatter:
     case Kind::reduce_scatter_block:
-      if (c.kind == Kind::reduce_scatter_block && !c.in_place && shared_single_copy(g, c))
-        return compile_reduce_scatter_single(g, c, slot);
+      if (single_copy_reduce_scatter(g, c)) return compile_reduce_scatter_single(g, c, slot);
+      if (c.algo.name == "single-copy") {
+        if (g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
+        return compile_reduce_scatter_single(g, c, slot);  // explains what it needs
+      }
       return compile_reduce_scatter(g, c, slot);
   }
   fail(Errc::internal, g, c, "unknown collective kind");

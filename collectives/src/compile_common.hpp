@@ -421,6 +421,9 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
 // Allreduce not in place, one host: automatic within the tuning table's
 // allreduce_single_copy_min_bytes .. max_bytes (ordinary buffers), or named.
 bool single_copy_allreduce(const Group& g, const Call& c);
+// reduce_scatter_block not in place, one host: named, shared buffers, or
+// automatic within rs_single_copy_min_bytes .. max_bytes (the whole vector).
+bool single_copy_reduce_scatter(const Group& g, const Call& c);
 std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const Call& c, int slot);
 // Whether @p c's kind has a single-copy plan (broadcast, scatter, gather,
 // allgather, alltoall and reduce_scatter_block not in place).

@@ -164,6 +164,9 @@ bool mapped_plan(const Group& g, const Call& c) {
   if (!c.shared_buffers && (c.kind == Kind::broadcast || c.kind == Kind::allgather || c.kind == Kind::alltoall) &&
       single_copy(g, c, block))
     return false;
+  // The single-copy reductions' windows alike (allreduce, reduce_scatter_block
+  // not in place: 64 KiB reduce_scatter 3.6 us single copy vs 4.8-5.0 mapped).
+  if (!c.shared_buffers && (single_copy_allreduce(g, c) || single_copy_reduce_scatter(g, c))) return false;
   return slot_need(g, c, block) <= limit;
 }
 

@@ -22,6 +22,8 @@
 // through CMA otherwise).
 // Scatter, gather and reduce_scatter_block run single copy only with shared buffers
 // (CollOptions::shared_buffers, reads through the mappings) or when named.
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,62 @@ void read_owner(Ctx& x, int owner, std::uint64_t off, const Region& dst, const s
   const NodeId fw = x.b().flag_wait(x.world(owner), w, 0, start);
   const NodeId rd = x.b().read_peer(x.world(owner), w, 0, off, dst, {fw});
   x.b().flag_set(w + 1, {rd});
+}
+
+// One piece of a single-copy reduction in rank order (non-commutative
+// operators keep it): acc <- the ranks' pieces at @p peer_off of their
+// published region 0, this rank's own from @p own. The first other rank's
+// piece is read straight into acc (read_peer) and the rest folded
+// (read_peer_fold), the own one reduced locally; rank 0 reads rank 1's piece
+// first and reduces its own into it from the left (own OP r1), so that no
+// rank copies its own piece and then folds a peer's through a temporary (75 us
+// against 40 + 18 for a read and a local reduce at 512 KiB: docs/algorithms.md
+// "Allreduce in single copies"). Returns the last node; the fold reads go to
+// @p reads.
+NodeId fold_in_rank_order(Ctx& x, std::uint32_t w, std::uint64_t peer_off, const Region& acc, const Region& own,
+                          const std::function<NodeId(int)>& published, const std::vector<NodeId>& start, NodeId prev,
+                          std::vector<NodeId>* reads) {
+  const Call& c = x.c();
+  const int n = x.g().size();
+  const int me = x.g().rank;
+  std::vector<int> order;
+  if (me == 0 && n > 1) {
+    order.push_back(1);
+    order.push_back(0);
+    for (int r = 2; r < n; ++r) order.push_back(r);
+  } else {
+    for (int r = 0; r < n; ++r) order.push_back(r);
+  }
+  bool first = true;
+  for (const int r : order) {
+    std::vector<NodeId> d = start;
+    if (prev != dag::kNoNode) d.push_back(prev);
+    if (r == me) {
+      if (first)
+        prev = x.b().copy(own, acc, d);
+      else
+        prev = me == 0 ? x.reduce(own, acc, acc, d) : x.reduce(acc, own, acc, d);
+      first = false;
+      continue;
+    }
+    d.push_back(published(r));
+    if (first)
+      prev = x.b().read_peer(x.world(r), w, 0, peer_off, acc, d);
+    else if (c.user_op)
+      prev = x.b().read_peer_fold(x.world(r), w, 0, peer_off, acc, x.user_index(), d);
+    else
+      prev = x.b().read_peer_fold(x.world(r), w, 0, peer_off, acc, c.op, c.dtype, d);
+    first = false;
+    reads->push_back(prev);
+  }
+  return prev;
+}
+
+// Pieces of @p len bytes of a single-copy reduction (single_copy_fold_piece, whole elements).
+std::uint64_t fold_piece_bytes(const Ctx& x, std::uint64_t len) {
+  const std::uint64_t es = std::max<std::size_t>(x.esize(), 1);
+  const std::uint64_t want = std::max<std::uint64_t>(tuning(x.g()).single_copy_fold_piece, es);
+  return len == 0 ? 0 : std::min(len, want / es * es);
 }
 
 // Scatter (@p scatter) or gather: the root's n blocks of @p bb bytes (the
@@ -320,35 +378,43 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
     return x.build();
   }
   const NodeId pub = x.b().publish(w, dag::in(0, 0, bb * un), Region{}, start);
-  // recv = block of rank 0, then each next rank's block folded in, in rank
-  // order (non-commutative operators): the peers' blocks straight out of
-  // their buffers (read_peer_fold: no staging when the buffers are shared).
-  const Region acc = dag::out(0, 0, bb);
-  const Region own = dag::in(0, me * bb, bb);
+  // recv = the ranks' blocks folded in rank order (non-commutative
+  // operators), straight out of their buffers (read_peer_fold: no staging
+  // when the buffers are shared), in pieces of single_copy_fold_piece.
   std::vector<NodeId> reads;
   std::vector<int> readers;
+  std::vector<NodeId> publication(static_cast<std::size_t>(n), dag::kNoNode);
+  const std::function<NodeId(int)> published = [&](int r) {
+    NodeId& f = publication[static_cast<std::size_t>(r)];
+    if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
+    return f;
+  };
+  for (int r = 0; r < n; ++r)
+    if (r != g.rank) readers.push_back(r);
+  const std::uint64_t piece = fold_piece_bytes(x, bb);
   NodeId prev = dag::kNoNode;
-  for (int r = 0; r < n; ++r) {
-    std::vector<NodeId> d = start;
-    if (prev != dag::kNoNode) d.push_back(prev);
-    if (r == g.rank) {
-      prev = r == 0 ? x.b().copy(own, acc, d) : x.reduce(acc, own, acc, d);
-      continue;
-    }
-    d.push_back(x.b().flag_wait(x.world(r), w, 0, start));
-    if (r == 0)
-      prev = x.b().read_peer(x.world(r), w, 0, me * bb, acc, d);
-    else if (c.user_op)
-      prev = x.b().read_peer_fold(x.world(r), w, 0, me * bb, acc, x.user_index(), d);
-    else
-      prev = x.b().read_peer_fold(x.world(r), w, 0, me * bb, acc, c.op, c.dtype, d);
-    reads.push_back(prev);
-    readers.push_back(r);
+  for (std::uint64_t off = 0; off < bb; off += piece) {
+    const std::uint64_t k = std::min(piece, bb - off);
+    prev = fold_in_rank_order(x, w, me * bb + off, dag::out(0, off, k), dag::in(0, me * bb + off, k), published, start,
+                              prev, &reads);
   }
   x.b().flag_set(w + 1, reads);
   wait_readers(x, readers, pub);
   finish(x);
   return x.build();
+}
+
+bool single_copy_reduce_scatter(const Group& g, const Call& c) {
+  if (c.kind != Kind::reduce_scatter_block || c.in_place || g.publish_word == 0 || g.size() < 2 || c.direct ||
+      c.on_block)
+    return false;
+  if (shared_single_copy(g, c)) return true;  // named, or shared buffers
+  // Automatic with ordinary buffers (Call::fast_ok: the ring's name is the decision then).
+  if (!c.fast_ok || c.shared_buffers) return false;
+  const Tuning& t = tuning(g);
+  const std::uint64_t bytes =
+      c.count * static_cast<std::uint64_t>(g.size()) * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype));
+  return t.rs_single_copy_max_bytes > 0 && bytes >= t.rs_single_copy_min_bytes && bytes <= t.rs_single_copy_max_bytes;
 }
 
 bool single_copy_allreduce(const Group& g, const Call& c) {
@@ -400,7 +466,7 @@ std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const 
   const NodeId pub = x.b().publish(w, total > 0 ? dag::in(0, 0, total) : Region{},
                                    total > 0 ? dag::out(0, 0, total) : Region{}, start);
   std::vector<NodeId> publication(static_cast<std::size_t>(n), dag::kNoNode);
-  const auto published = [&](int r) {
+  const std::function<NodeId(int)> published = [&](int r) {
     NodeId& f = publication[static_cast<std::size_t>(r)];
     if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
     return f;
@@ -409,52 +475,15 @@ std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const 
   std::vector<int> others;
   for (int r = 0; r < n; ++r)
     if (r != g.rank) others.push_back(r);
-  // In pieces of allreduce_single_copy_piece bytes (whole elements), one
-  // after the other: a piece is folded and written out while it is still in
-  // this core's cache (whole 512 KiB chunks went through memory three times:
-  // docs/algorithms.md "Allreduce in single copies").
-  const std::uint64_t want = std::max<std::uint64_t>(tuning(g).allreduce_single_copy_piece, es);
-  const std::uint64_t piece = len == 0 ? 0 : std::min(len, want / es * es);
+  // In pieces of single_copy_fold_piece bytes (whole elements), one after
+  // the other: a piece is folded and written out while it is still in this
+  // core's cache.
+  const std::uint64_t piece = fold_piece_bytes(x, len);
   NodeId prev = dag::kNoNode;
   for (std::uint64_t off = 0; off < len; off += piece) {
     const std::uint64_t k = std::min(piece, len - off);
     const Region acc = dag::out(0, at + off, k);
-    const Region own = dag::in(0, at + off, k);
-    // Rank order (non-commutative operators), but never a copy of the own
-    // piece followed by a fold read (a read through a temporary cost 75 us
-    // against 40 + 18 for a direct read and a local reduce at 512 KiB): rank
-    // 0 reads rank 1's piece straight into its output, then reduces its own
-    // into it from the left (own OP r1), then folds ranks 2.. in order.
-    std::vector<int> order;
-    if (g.rank == 0) {
-      order.push_back(1);
-      order.push_back(0);
-      for (int r = 2; r < n; ++r) order.push_back(r);
-    } else {
-      for (int r = 0; r < n; ++r) order.push_back(r);
-    }
-    bool first = true;
-    for (const int r : order) {
-      std::vector<NodeId> d = start;
-      if (prev != dag::kNoNode) d.push_back(prev);
-      if (r == g.rank) {
-        if (first)
-          prev = x.b().copy(own, acc, d);
-        else
-          prev = g.rank == 0 ? x.reduce(own, acc, acc, d) : x.reduce(acc, own, acc, d);
-        first = false;
-        continue;
-      }
-      d.push_back(published(r));
-      if (first)
-        prev = x.b().read_peer(x.world(r), w, 0, at + off, acc, d);
-      else if (c.user_op)
-        prev = x.b().read_peer_fold(x.world(r), w, 0, at + off, acc, x.user_index(), d);
-      else
-        prev = x.b().read_peer_fold(x.world(r), w, 0, at + off, acc, c.op, c.dtype, d);
-      first = false;
-      done.push_back(prev);
-    }
+    prev = fold_in_rank_order(x, w, at + off, acc, dag::in(0, at + off, k), published, start, prev, &done);
     for (int j = 1; j < n; ++j) {  // rotated: the next rank first
       const int r = (g.rank + j) % n;
       prev = x.b().write_peer(x.world(r), w, 1, at + off, acc, {prev, published(r)});

@@ -98,9 +98,14 @@ const std::vector<TuningField>& tuning_fields() {
        "straight out of the others' send buffers, then writes it into their outputs (CMA) ..."},
       {"allreduce_single_copy_max_bytes", &Tuning::allreduce_single_copy_max_bytes, 0, 1024 * kGiB, 1,
        "... up to this many bytes (0: never)"},
-      {"allreduce_single_copy_piece", &Tuning::allreduce_single_copy_piece, 1, 1024 * kGiB, 1,
-       "one host, single-copy allreduce: each rank's chunk in pieces of this many bytes, each folded and written "
-       "out before the next"},
+      {"rs_single_copy_min_bytes", &Tuning::rs_single_copy_min_bytes, 0, 1024 * kGiB, 1,
+       "one host: reduce_scatter_block (not in place) of at least this many bytes (the whole vector) folds each "
+       "rank's block straight out of the others' send buffers (single copy, CMA) ..."},
+      {"rs_single_copy_max_bytes", &Tuning::rs_single_copy_max_bytes, 0, 1024 * kGiB, 1,
+       "... up to this many bytes (0: never)"},
+      {"single_copy_fold_piece", &Tuning::single_copy_fold_piece, 1, 1024 * kGiB, 1,
+       "one host, single-copy allreduce and reduce_scatter_block: each rank's chunk in pieces of this many bytes, "
+       "each folded (and written out) before the next"},
       {"sym_single_copy_min_bytes", &Tuning::sym_single_copy_min_bytes, 0, 1024 * kGiB, 1,
        "one host: allgather(v) / alltoall blocks of at least this many bytes are read straight out of their owner's "
        "buffer (single copy, CMA) ..."},

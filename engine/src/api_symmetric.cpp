@@ -35,6 +35,8 @@ const char* algo_names(coll::Kind k) {
       return "pairwise | bruck | pull | single-copy | mapped";
     case coll::Kind::alltoallv:
       return "pairwise | pull";
+    case coll::Kind::reduce_scatter_block:
+      return "ring | rh | pairwise | single-copy | mapped";
     default:
       return "ring | rh | pairwise | mapped";
   }
@@ -50,6 +52,9 @@ bool known_algo(coll::Kind k, const std::string& a) {
       return a == "pairwise" || a == "bruck" || a == "pull" || a == "single-copy" || a == "mapped";
     case coll::Kind::alltoallv:
       return a == "pairwise" || a == "pull";
+    case coll::Kind::reduce_scatter_block:
+      return a == "ring" || a == "rh" || a == "rd" || a == "halving" || a == "pairwise" || a == "single-copy" ||
+             a == "mapped";
     default:
       return a == "ring" || a == "rh" || a == "rd" || a == "halving" || a == "pairwise" || a == "mapped";
   }

@@ -498,6 +498,8 @@ void init_tuning(detail::EngineCore& core) {
     table.bcast_single_copy_min_bytes = table.sym_single_copy_min_bytes = 0;
     table.bcast_single_copy_max_bytes = table.sym_single_copy_max_bytes = std::uint64_t{1} << 40;
     table.allreduce_single_copy_min_bytes = 0;
+    table.rs_single_copy_min_bytes = 0;
+    table.rs_single_copy_max_bytes = std::uint64_t{1} << 40;
     table.allreduce_single_copy_max_bytes = std::uint64_t{1} << 40;
   }
   core.tuning = std::make_shared<const coll::Tuning>(table);

@@ -534,8 +534,33 @@ TEST(MappedCompile, SingleCopyWindowTakesPrecedenceOverMappedPlans) {
   EXPECT_EQ(algo(Kind::allgather, 16384), "single-copy");
   EXPECT_EQ(algo(Kind::alltoall, 4096), "mapped");  // n x 4 KiB in the slot
   EXPECT_EQ(algo(Kind::alltoall, 16384), "single-copy");
-  EXPECT_EQ(algo(Kind::allreduce, 16384), "mapped");  // the mapped plans first
-  g.publish_word = 0;                                 // no CMA path: the mapped plans again
+  // The single-copy reductions' windows (allreduce, reduce_scatter_block:
+  // the whole vector) likewise, and never in place.
+  t->allreduce_single_copy_min_bytes = 16384;
+  t->rs_single_copy_min_bytes = 16384;
+  t->mapped_rs_max_bytes = 65536;
+  EXPECT_EQ(algo(Kind::allreduce, 8192), "mapped");
+  EXPECT_EQ(algo(Kind::allreduce, 16384), "single-copy");
+  EXPECT_EQ(algo(Kind::reduce_scatter_block, 4096), "mapped");  // a vector of 2 x 4 KiB
+  EXPECT_EQ(algo(Kind::reduce_scatter_block, 8192), "single-copy");
+  {
+    Call c;
+    c.kind = Kind::allreduce;
+    c.count = 16384;
+    c.dtype = dag::DataType::f32;
+    c.fast_ok = true;
+    c.in_place = true;
+    EXPECT_NE(strata::coll::compile(g, c, 0)->algorithm(), "single-copy");
+    c.in_place = false;
+    c.fast_ok = false;  // an algorithm named by the caller: the table's window does not apply
+    c.algo.name = "ring";
+    EXPECT_NE(strata::coll::compile(g, c, 0)->algorithm(), "single-copy");
+  }
+  t->allreduce_single_copy_max_bytes = 0;
+  t->rs_single_copy_max_bytes = 0;
+  EXPECT_NE(algo(Kind::allreduce, 65536), "single-copy");
+  EXPECT_NE(algo(Kind::reduce_scatter_block, 8192), "single-copy");
+  g.publish_word = 0;  // no CMA path: the mapped plans again
   EXPECT_EQ(algo(Kind::broadcast, 8192), "mapped");
   EXPECT_EQ(algo(Kind::allgather, 16384), "mapped");
 }

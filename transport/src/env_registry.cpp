@@ -87,9 +87,9 @@ const std::vector<Var> kVars = {
    "then uses the tree); the others ignore it. Below `STRATA_DIRECTION_<COLL>`"},
   {"STRATA_SINGLE_COPY", "on/off/always", "on", "engine",
    "single-copy (CMA) plans on one-host communicators (docs/algorithms.md, \"Single copy\"): `on` where the tuning "
-   "table's windows (`bcast_single_copy_*`, `sym_single_copy_*`, `allreduce_single_copy_*`) say so, `always` for "
-   "every automatic broadcast, allgather(v), alltoall and allreduce (not in place) beyond the mapped plans, `off` "
-   "never (two copies through the window). Read once"},
+   "table's windows (`bcast_single_copy_*`, `sym_single_copy_*`, `allreduce_single_copy_*`, `rs_single_copy_*`) say so, `always` for "
+   "every automatic broadcast, allgather(v), alltoall, allreduce and reduce_scatter_block (the last three not in "
+   "place) of any size, `off` never (two copies through the window). Read once"},
   {"STRATA_MAPPED", "on/off", "on", "engine",
    "`off`: no mapped plans on one-host communicators (docs/algorithms.md, \"Mapped plans\"): small calls run the "
    "window plans (puts and signals). Read once"},
