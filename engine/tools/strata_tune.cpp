@@ -445,8 +445,13 @@ class Tuner {
         // 1 GiB: no limit in practice. On 2026-11-27 (session 19) single copy
         // took allgather / alltoall 4 MiB from 1.27-1.45 ms to 0.78-0.88 ms
         // and 16 MiB from 5.9-6.8 ms to 4.1-6.0 ms against the window path.
+        // Quick: no 2 MiB candidate. It differs from 1 GiB only at the 4 MiB
+        // point, where single copy won every measurement (session 25's table:
+        // 852 vs 1153 us allgather), but the 1 MiB point is bimodal per launch
+        // (136 or 212 us for the same plan), and one fast launch made the quick
+        // search choose 2 MiB (then allgather / alltoall 4 MiB 1.5-1.6x MPI).
         {"sym_single_copy_max_bytes",
-         q ? std::vector<std::uint64_t>{0, 128 * K, 2 * M, 1024 * M}
+         q ? std::vector<std::uint64_t>{0, 128 * K, 1024 * M}
            : std::vector<std::uint64_t>{0, 128 * K, 1 * M, 2 * M, 1024 * M},
          {"allgather", "alltoall"},
          q ? std::vector<std::uint64_t>{64 * K, 256 * K, 1 * M, 4 * M}
@@ -589,6 +594,20 @@ class Tuner {
                  [](const std::string&, std::uint64_t bytes, const Tuning& t) {
                    return bytes >= t.allreduce_single_copy_min_bytes && bytes > t.mapped_max_bytes;
                  }});
+    // reduce_scatter_block in single copies (Tuning::rs_single_copy_*). Session
+    // 25 (2 ranks, one per core) against the ring: 64 KiB 3.6 vs 5.0 us, 1 MiB
+    // 49 vs 93, 4 MiB 364 vs 445, 16 MiB 1.5 vs 2.2 ms.
+    s.push_back(
+        {"rs_single_copy_max_bytes",
+         q ? std::vector<std::uint64_t>{0} : std::vector<std::uint64_t>{0, 1 * M, 4 * M},
+         {"reduce_scatter"},
+         q ? std::vector<std::uint64_t>{64 * K, 1 * M, 4 * M}
+           : std::vector<std::uint64_t>{64 * K, 256 * K, 1 * M, 4 * M, 16 * M},
+         "one host: reduce_scatter_block folding each block straight out of the others' buffers up to this "
+         "size (the whole vector), vs the mapped plans and the ring",
+         {},
+         {},
+         [](const std::string&, std::uint64_t bytes, const Tuning& t) { return bytes >= t.rs_single_copy_min_bytes; }});
     s.push_back(
         {"sym_single_copy_min_bytes",
          q ? std::vector<std::uint64_t>{8 * K, 64 * K} : std::vector<std::uint64_t>{4 * K, 8 * K, 32 * K, 64 * K},
