@@ -24,6 +24,7 @@
 // (CollOptions::shared_buffers, reads through the mappings) or when named.
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,16 @@ NodeId fold_in_rank_order(Ctx& x, std::uint32_t w, std::uint64_t peer_off, const
     reads->push_back(prev);
   }
   return prev;
+}
+
+// The flag_wait (lag 0) on rank r's publication at word @p w, made once per rank on first use.
+std::function<NodeId(int)> publications(Ctx& x, std::uint32_t w, const std::vector<NodeId>& start) {
+  auto made = std::make_shared<std::vector<NodeId>>(static_cast<std::size_t>(x.g().size()), dag::kNoNode);
+  return [&x, w, start, made](int r) {
+    NodeId& f = (*made)[static_cast<std::size_t>(r)];
+    if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
+    return f;
+  };
 }
 
 // Pieces of @p len bytes of a single-copy reduction (single_copy_fold_piece, whole elements).
@@ -383,12 +394,7 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
   // when the buffers are shared), in pieces of single_copy_fold_piece.
   std::vector<NodeId> reads;
   std::vector<int> readers;
-  std::vector<NodeId> publication(static_cast<std::size_t>(n), dag::kNoNode);
-  const std::function<NodeId(int)> published = [&](int r) {
-    NodeId& f = publication[static_cast<std::size_t>(r)];
-    if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
-    return f;
-  };
+  const std::function<NodeId(int)> published = publications(x, w, start);
   for (int r = 0; r < n; ++r)
     if (r != g.rank) readers.push_back(r);
   const std::uint64_t piece = fold_piece_bytes(x, bb);
@@ -465,12 +471,7 @@ std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const 
   const std::uint64_t len = chunk(g.rank, &at);
   const NodeId pub = x.b().publish(w, total > 0 ? dag::in(0, 0, total) : Region{},
                                    total > 0 ? dag::out(0, 0, total) : Region{}, start);
-  std::vector<NodeId> publication(static_cast<std::size_t>(n), dag::kNoNode);
-  const std::function<NodeId(int)> published = [&](int r) {
-    NodeId& f = publication[static_cast<std::size_t>(r)];
-    if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
-    return f;
-  };
+  const std::function<NodeId(int)> published = publications(x, w, start);
   std::vector<NodeId> done;
   std::vector<int> others;
   for (int r = 0; r < n; ++r)

@@ -498,6 +498,15 @@ Status check_region(const Plan& p, NodeId id, const Region& r, const char* role,
   return Status::ok();
 }
 
+// read_peer / write_peer: whether a dependency is the flag_wait (lag 0) on the peer's publication.
+bool waits_for_publication(const std::vector<Node>& nodes, const Node& nd) {
+  for (NodeId d : nd.deps)
+    if (nodes[d].kind == NodeKind::flag_wait && nodes[d].peer == nd.peer && nodes[d].slot == nd.slot &&
+        nodes[d].count == 0)
+      return true;
+  return false;
+}
+
 // A copy / reduce source: local, or a peer region read through a mapping
 // (declared, in bounds, and the node waits directly on a flag of that peer).
 Status check_source(const Plan& p, NodeId id, const Region& r, const char* role) {
@@ -610,11 +619,8 @@ Status validate(const Plan& p, bool require_output_coverage) {
               "source " + region_str(nd.src) + " is not region 0 or 1 published by rank " + std::to_string(nd.peer));
         if (!(st = check_region(p, i, nd.dst, "destination", true))) return st;
         if (nd.src.len != nd.dst.len) return bad(p, i, "source and destination lengths differ");
-        bool waits = false;
-        for (NodeId d : nd.deps)
-          waits = waits || (nodes[d].kind == NodeKind::flag_wait && nodes[d].peer == nd.peer &&
-                            nodes[d].slot == nd.slot && nodes[d].count == 0);
-        if (!waits) return bad(p, i, "does not depend on a flag_wait (lag 0) on the peer's publication");
+        if (!waits_for_publication(nodes, nd))
+          return bad(p, i, "does not depend on a flag_wait (lag 0) on the peer's publication");
         if (nd.fold) {
           std::size_t es = 0;
           if (nd.user_op >= 0) {
@@ -642,11 +648,8 @@ Status validate(const Plan& p, bool require_output_coverage) {
                          std::to_string(nd.peer));
         if (!(st = check_region(p, i, nd.src, "source", true))) return st;
         if (nd.src.len != nd.dst.len) return bad(p, i, "source and destination lengths differ");
-        bool waits = false;
-        for (NodeId d : nd.deps)
-          waits = waits || (nodes[d].kind == NodeKind::flag_wait && nodes[d].peer == nd.peer &&
-                            nodes[d].slot == nd.slot && nodes[d].count == 0);
-        if (!waits) return bad(p, i, "does not depend on a flag_wait (lag 0) on the peer's publication");
+        if (!waits_for_publication(nodes, nd))
+          return bad(p, i, "does not depend on a flag_wait (lag 0) on the peer's publication");
         break;
       }
       case NodeKind::flag_set:
