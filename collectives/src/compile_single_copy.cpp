@@ -38,6 +38,14 @@ namespace {
 // Flag word of this instance's publication record; its reads-done word follows.
 std::uint32_t record(const Ctx& x) { return x.g().publish_word + dag::kPublishWords * x.slot(); }
 
+// Every member but this rank.
+std::vector<int> others(const Ctx& x) {
+  std::vector<int> v;
+  for (int r = 0; r < x.g().size(); ++r)
+    if (r != x.g().rank) v.push_back(r);
+  return v;
+}
+
 // Owner's side: wait until every reader in `readers` finished reading (after `after`).
 void wait_readers(Ctx& x, const std::vector<int>& readers, NodeId after) {
   const std::uint32_t w = record(x);
@@ -45,12 +53,7 @@ void wait_readers(Ctx& x, const std::vector<int>& readers, NodeId after) {
 }
 
 // Owner's side when every other member reads it (none when @p any is false).
-void wait_others(Ctx& x, NodeId pub, bool any) {
-  std::vector<int> readers;
-  for (int r = 0; r < x.g().size() && any; ++r)
-    if (r != x.g().rank) readers.push_back(r);
-  wait_readers(x, readers, pub);
-}
+void wait_others(Ctx& x, NodeId pub, bool any) { wait_readers(x, any ? others(x) : std::vector<int>{}, pub); }
 
 // Reader's side of one owner: waits for its publication, reads [off, +dst.len)
 // of its first region into @p dst, then says it is done.
@@ -393,10 +396,7 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
   // operators), straight out of their buffers (read_peer_fold: no staging
   // when the buffers are shared), in pieces of single_copy_fold_piece.
   std::vector<NodeId> reads;
-  std::vector<int> readers;
   const std::function<NodeId(int)> published = publications(x, w, start);
-  for (int r = 0; r < n; ++r)
-    if (r != g.rank) readers.push_back(r);
   const std::uint64_t piece = fold_piece_bytes(x, bb);
   NodeId prev = dag::kNoNode;
   for (std::uint64_t off = 0; off < bb; off += piece) {
@@ -405,7 +405,7 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
                               prev, &reads);
   }
   x.b().flag_set(w + 1, reads);
-  wait_readers(x, readers, pub);
+  wait_readers(x, others(x), pub);
   finish(x);
   return x.build();
 }
@@ -473,9 +473,6 @@ std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const 
                                    total > 0 ? dag::out(0, 0, total) : Region{}, start);
   const std::function<NodeId(int)> published = publications(x, w, start);
   std::vector<NodeId> done;
-  std::vector<int> others;
-  for (int r = 0; r < n; ++r)
-    if (r != g.rank) others.push_back(r);
   // In pieces of single_copy_fold_piece bytes (whole elements), one after
   // the other: a piece is folded and written out while it is still in this
   // core's cache.
@@ -493,7 +490,7 @@ std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const 
   }
   // Without a chunk of its own (count < n) a rank still says so: the others wait for it.
   x.b().flag_set(w + 1, done.empty() ? std::vector<NodeId>{pub} : done);
-  wait_readers(x, others, pub);
+  wait_readers(x, others(x), pub);
   finish(x);
   return x.build();
 }

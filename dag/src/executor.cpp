@@ -722,24 +722,12 @@ struct Executor::Impl {
         publish(in, id, nd);
         return true;
       case NodeKind::read_peer: {
-        if (nd.dst.len == 0) return true;
-        if (in->flags == nullptr || in->flags[nd.peer] == nullptr) {
-          fail(in, Status(Errc::invalid_argument, p.describe(id) + ": flag words of rank " + std::to_string(nd.peer) +
-                                                      " are not mapped here (read_peer)"));
-          return true;
-        }
+        if (nd.dst.len == 0 || !publication_mapped(in, id, nd)) return true;
         // The flag_wait before this node acquired the publication; the words hold the owner's address.
-        const std::atomic<std::uint32_t>* w = in->flags[nd.peer] + nd.slot + 2 + 2 * nd.src.buf.id;
-        const std::uint64_t base = std::uint64_t{w[0].load(std::memory_order_relaxed)} |
-                                   std::uint64_t{w[1].load(std::memory_order_relaxed)} << 32;
+        const std::uint64_t base = published_word(in, nd, 2 + 2 * nd.src.buf.id);
         // The first region's handle (publish): through the reader's mapping when it has one.
-        std::uint64_t h = 0;
-        if (nd.src.buf.id == 0) {
-          const std::atomic<std::uint32_t>* hw = in->flags[nd.peer] + nd.slot + 6;
-          h = std::uint64_t{hw[0].load(std::memory_order_relaxed)} |
-              std::uint64_t{hw[1].load(std::memory_order_relaxed)} << 32;
-          if (h != 0) h += nd.src.offset;
-        }
+        std::uint64_t h = nd.src.buf.id == 0 ? published_word(in, nd, 6) : 0;
+        if (h != 0) h += nd.src.offset;
         unsigned char* d = addr(in, id, 2, nd.dst);
         if (nd.fold) {
           fold_peer(in, id, nd, d, h, base + nd.src.offset);
@@ -753,16 +741,9 @@ struct Executor::Impl {
         return true;
       }
       case NodeKind::write_peer: {
-        if (nd.src.len == 0) return true;
-        if (in->flags == nullptr || in->flags[nd.peer] == nullptr) {
-          fail(in, Status(Errc::invalid_argument, p.describe(id) + ": flag words of rank " + std::to_string(nd.peer) +
-                                                      " are not mapped here (write_peer)"));
-          return true;
-        }
+        if (nd.src.len == 0 || !publication_mapped(in, id, nd)) return true;
         // The flag_wait before this node acquired the publication: the peer's address, then CMA into it.
-        const std::atomic<std::uint32_t>* w = in->flags[nd.peer] + nd.slot + 2 + 2 * nd.dst.buf.id;
-        const std::uint64_t base = std::uint64_t{w[0].load(std::memory_order_relaxed)} |
-                                   std::uint64_t{w[1].load(std::memory_order_relaxed)} << 32;
+        const std::uint64_t base = published_word(in, nd, 2 + 2 * nd.dst.buf.id);
         const Status ws = tp.write_peer(nd.peer, addr(in, id, 0, nd.src), base + nd.dst.offset, nd.src.len);
         if (!ws) fail(in, Status(ws.code(), p.describe(id) + ": " + ws.message()));
         return true;
@@ -806,6 +787,21 @@ struct Executor::Impl {
       return true;
     }
     return false;  // completion releases it
+  }
+
+  // read_peer / write_peer: whether the peer's publication record is mapped
+  // here (else the instance fails, naming the node and the peer).
+  bool publication_mapped(Instance* in, NodeId id, const Node& nd) {
+    if (in->flags != nullptr && in->flags[nd.peer] != nullptr) return true;
+    fail(in, Status(Errc::invalid_argument, in->plan->describe(id) + ": flag words of rank " + std::to_string(nd.peer) +
+                                                " are not mapped here (" + to_string(nd.kind) + ")"));
+    return false;
+  }
+  // The 64-bit value in words @p at, @p at + 1 of the peer's publication record (low, high).
+  static std::uint64_t published_word(const Instance* in, const Node& nd, std::uint32_t at) {
+    const std::atomic<std::uint32_t>* w = in->flags[nd.peer] + nd.slot + at;
+    return std::uint64_t{w[0].load(std::memory_order_relaxed)} | std::uint64_t{w[1].load(std::memory_order_relaxed)}
+                                                                     << 32;
   }
 
   // read_peer with fold: d = d OP the peer's bytes, straight out of this
