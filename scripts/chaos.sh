@@ -5,7 +5,7 @@
 # virtual hosts (libfabric tcp on loopback), while one random rank is
 #   self   SIGKILLed by itself after a random number of calls,
 #   kill   SIGKILLed by this script at a random moment,
-#   stop   SIGSTOPped by this script and held past STRATA_TIMEOUT, then killed.
+#   stop   SIGSTOPped by this script and held past STRATA_TIMEOUT; strata-run must then kill it (fencing).
 # Every round must end with: each survivor's pending futures failed with
 # peer_dead or timeout naming the victim, the last one within STRATA_TIMEOUT
 # + 1 s of the kill (or stop); strata-run exiting non-zero and naming the
@@ -69,7 +69,12 @@ for ((round = 1; round <= rounds; round++)); do
         kill -STOP "$vpid" 2>/dev/null || problem="victim already gone"
         # Held until every survivor reported (bounded), at least STRATA_TIMEOUT.
         wait_files "$dir/done." $((n - 1)) $((tmo_ms / 1000 + 15)) || true
-        kill -KILL "$vpid" 2>/dev/null
+        # strata-run fences a rank it declared dead: the stopped victim must be gone (bounded wait).
+        for _ in $(seq 1 100); do kill -0 "$vpid" 2>/dev/null || break; sleep 0.05; done
+        if kill -0 "$vpid" 2>/dev/null; then
+          problem="$problem; the stopped victim was not killed by strata-run (fencing)"
+          kill -KILL "$vpid" 2>/dev/null
+        fi
       fi
     else
       problem="ranks did not start"

@@ -344,17 +344,34 @@ std::vector<NodeId> emit_reduce(Ctx& x, const patterns::Tree& tree, const patter
     operand(operands[0], &cur, &cur_deps);
     NodeId last = dag::kNoNode;
     std::vector<std::vector<NodeId>> readers(kids.size());
+    // In place (own contribution == accumulator) with two or more children's
+    // partials ahead of it in rank order: accumulating them into acc would
+    // overwrite the own value before it is folded in. The prefix accumulates
+    // in the first child's window region instead (no extra memory); that
+    // region then stays busy until the fold that reads the own value.
+    const Region acc0 = io.acc(off, len);
+    const Region self0 = io.self(off, len);
+    const auto self_at = static_cast<std::size_t>(
+        std::find(operands.begin(), operands.end(), patterns::CombineOrder::kSelf) - operands.begin());
+    const bool self_is_acc = acc0.buf.kind == self0.buf.kind && acc0.buf.id == self0.buf.id &&
+                             acc0.offset == self0.offset && self_at < operands.size();
+    const std::size_t j_first =
+        self_at >= 2 && self_is_acc
+            ? static_cast<std::size_t>(std::find(kids.begin(), kids.end(), operands[0]) - kids.begin())
+            : kids.size();
     for (std::size_t k = 1; k < operands.size(); ++k) {
       Region rhs;
       std::vector<NodeId> rdeps = cur_deps;
       operand(operands[k], &rhs, &rdeps);
       if (last != dag::kNoNode) rdeps.push_back(last);
-      const Region dst = io.acc(off, len);
+      const bool prefix = j_first < kids.size() && k < self_at;
+      const Region dst = prefix ? child_region[j_first] : acc0;
       last = x.reduce(cur, rhs, dst, rdeps);
       cur = dst;
       cur_deps.clear();
       for (std::size_t j = 0; j < kids.size(); ++j)
-        if (operands[k] == kids[j] || (k == 1 && operands[0] == kids[j])) readers[j].push_back(last);
+        if (operands[k] == kids[j] || (k == 1 && operands[0] == kids[j]) || (j == j_first && k <= self_at))
+          readers[j].push_back(last);
     }
     for (std::size_t j = 0; j < kids.size(); ++j)
       consumed[j][f] = readers[j].empty() ? child_arrived[j] : readers[j].back();

@@ -36,7 +36,8 @@ coll::Algorithm rooted_algorithm_uncached(const CommImpl& impl, coll::Kind kind,
   bool direct = algo == "flat" || algo == "ring" || algo == "mapped";
   if (!direct && algo != "tree" && algo != "hierarchical" && algo != "single" && algo != "flat-tree")
     bad(coll::to_string(kind), impl,
-        "algorithm '" + algo + "' unknown (tree | single | flat | ring | mapped); see docs/algorithms.md");
+        "argument 'algorithm' = '" + algo +
+            "': unknown (tree | single | flat | ring | mapped); see docs/algorithms.md");
   rest.algorithm = direct ? "tree" : algo;
   coll::Algorithm a = choose(kind, rest, impl.rank());
   // Pull needs the tree: an automatic choice (flat for scatterv) becomes the tree.

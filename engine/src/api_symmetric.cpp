@@ -83,7 +83,8 @@ coll::Algorithm resolve_uncached(coll::Kind kind, const CollOptions& o, const Co
   if (name == "tree" || name == "single" || name == "hierarchical" || name == "auto") name.clear();
   if (!name.empty() && !known_algo(kind, name))
     throw Error(Errc::invalid_argument, std::string(coll::to_string(kind)) + " on rank " + std::to_string(impl.rank()) +
-                                            ": algorithm '" + name + "' unknown (" + algo_names(kind) + ")");
+                                            ": argument 'algorithm' = '" + name + "': unknown (" + algo_names(kind) +
+                                            ")");
   // Step schedules have no tree: a tree shape asked for this call is an error,
   // not silently ignored (the global STRATA_TREE only reaches tree collectives).
   const std::string tree = env_or(o.tree, "STRATA_TREE_" + upper(coll::to_string(kind)));
@@ -276,8 +277,8 @@ coll::Algorithm resolve_allreduce_uncached(const CollOptions& o, const CommImpl&
   if (name == "recursive-doubling") name = "rd";
   if (name != "rd" && name != "rabenseifner" && name != "ring" && name != "mapped" && name != "single-copy" && !hier)
     throw Error(Errc::invalid_argument,
-                "allreduce on rank " + std::to_string(impl.rank()) + ": algorithm '" + name +
-                    "' unknown (tree | single | rd | rabenseifner | ring | hier | hier:rd | hier:rabenseifner | "
+                "allreduce on rank " + std::to_string(impl.rank()) + ": argument 'algorithm' = '" + name +
+                    "': unknown (tree | single | rd | rabenseifner | ring | hier | hier:rd | hier:rabenseifner | "
                     "hier:ring | mapped | single-copy)");
   if (user_op && !user_op->commutative &&
       (name == "rabenseifner" || name == "ring" || name == "hier:rabenseifner" || name == "hier:ring"))

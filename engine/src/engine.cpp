@@ -166,7 +166,7 @@ Prepared prep_barrier(const std::shared_ptr<detail::CommImpl>& impl, const CollO
   need(impl, "barrier");
   Prepared p;
   p.call.kind = coll::Kind::barrier;
-  p.call.algo = choose(p.call.kind, opts);
+  p.call.algo = choose(p.call.kind, opts, impl->rank());
   apply_sync(p.call, opts);
   return p;
 }

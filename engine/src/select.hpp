@@ -113,7 +113,15 @@ inline void parse_direction(coll::Kind kind, const std::string& spec, const std:
 // unknown) is named in errors.
 inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, int rank) {
   const std::string cname = upper(coll::to_string(kind));
+  const std::string who =
+      std::string(coll::to_string(kind)) + (rank >= 0 ? " on rank " + std::to_string(rank) : std::string());
+  // "argument 'tree' = 'host:banana' (CollOptions::tree)" or "(STRATA_TREE_BROADCAST)".
+  auto arg = [&](const char* name, const std::string& value, const std::string& given, const std::string& var) {
+    return who + ": argument '" + name + "' = '" + value + "' (" +
+           (!given.empty() ? std::string("CollOptions::") + name : var) + ")";
+  };
   coll::Algorithm a;
+  const std::string algo_var = o.algorithm.empty() ? "STRATA_ALGO_" + cname : std::string();
   const std::string algo = env_or(o.algorithm, "STRATA_ALGO_" + cname);
   if (kind == coll::Kind::barrier) {
     a.name = "dissemination";
@@ -121,7 +129,8 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
     if (algo == "mapped")
       a.name = "mapped";  // docs/algorithms.md, "Mapped plans"
     else if (!algo.empty() && algo != "dissemination" && algo != "tree" && algo != "single")
-      throw Error(Errc::invalid_argument, "barrier: algorithm '" + algo + "' unknown (dissemination | mapped)");
+      throw Error(Errc::invalid_argument,
+                  arg("algorithm", algo, o.algorithm, algo_var) + ": unknown (dissemination | mapped)");
     return a;
   }
   if (algo.empty() || algo == "tree" || algo == "hierarchical") {
@@ -136,10 +145,13 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
     a.name = "mapped";  // docs/algorithms.md, "Mapped plans"
   } else {
     throw Error(Errc::invalid_argument,
-                std::string(coll::to_string(kind)) + ": algorithm '" + algo + "' unknown (tree | single | mapped" +
+                arg("algorithm", algo, o.algorithm, algo_var) + ": unknown (tree | single | mapped" +
                     (kind == coll::Kind::broadcast ? " | single-copy" : "") + "); see docs/algorithms.md");
   }
   std::string tree = env_or(o.tree, "STRATA_TREE_" + cname);
+  const std::string tree_var = !o.tree.empty()                                   ? std::string()
+                               : strata_env().count("STRATA_TREE_" + cname) != 0 ? "STRATA_TREE_" + cname
+                                                                                 : "STRATA_TREE";
   tree = env_or(tree, "STRATA_TREE");
   std::size_t pos = 0;
   while (pos < tree.size()) {
@@ -147,9 +159,9 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
     const std::string item = tree.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     const std::size_t colon = item.find(':');
     if (colon == std::string::npos)
-      throw Error(Errc::invalid_argument, "tree option '" + tree + "': expected level:shape items");
+      throw Error(Errc::invalid_argument, arg("tree", tree, o.tree, tree_var) + ": expected level:shape items");
     const std::string level = item.substr(0, colon);
-    const coll::Shape sh = parse_shape(item.substr(colon + 1), "tree option '" + tree + "'");
+    const coll::Shape sh = parse_shape(item.substr(colon + 1), arg("tree", tree, o.tree, tree_var));
     if (level == "host")
       a.host = sh;
     else if (level == "numa")
@@ -162,12 +174,15 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
       a.name = "single";
     } else
       throw Error(Errc::invalid_argument,
-                  "tree option '" + tree + "': level '" + level + "' is not host|numa|core|single");
+                  arg("tree", tree, o.tree, tree_var) + ": level '" + level + "' is not host|numa|core|single");
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
   a.tree_from_table = tree.empty();  // no tree named: the tuning table's shapes (coll::with_table)
   std::string frag = env_or(o.fragment, "STRATA_FRAGMENT_" + cname);
+  const std::string frag_var = !o.fragment.empty()                                   ? std::string()
+                               : strata_env().count("STRATA_FRAGMENT_" + cname) != 0 ? "STRATA_FRAGMENT_" + cname
+                                                                                     : "STRATA_FRAGMENT";
   frag = env_or(frag, "STRATA_FRAGMENT");
   if (!frag.empty() && frag != "auto") {
     const std::size_t colon = frag.find(':');
@@ -176,7 +191,8 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
     if (colon != std::string::npos) {
       char* end = nullptr;
       v = std::strtol(frag.c_str() + colon + 1, &end, 10);
-      if (*end != '\0' || v <= 0) throw Error(Errc::invalid_argument, "fragment option '" + frag + "': bad size");
+      if (*end != '\0' || v <= 0)
+        throw Error(Errc::invalid_argument, arg("fragment", frag, o.fragment, frag_var) + ": bad size");
     }
     if (mode == "none") {
       a.fragment = std::size_t{1} << 40;
@@ -186,7 +202,7 @@ inline coll::Algorithm choose_uncached(coll::Kind kind, const CollOptions& o, in
       a.halves_threshold = v > 0 ? static_cast<std::size_t>(v) : 8192;
     } else {
       throw Error(Errc::invalid_argument,
-                  "fragment option '" + frag + "': expected none | fixed:BYTES | halves[:BYTES]");
+                  arg("fragment", frag, o.fragment, frag_var) + ": expected none | fixed:BYTES | halves[:BYTES]");
     }
   }
   // Direction: the per-call option and STRATA_DIRECTION_<COLL> apply as given

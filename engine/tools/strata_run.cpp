@@ -551,6 +551,10 @@ class Launcher {
       return;
     }
     const bool failed = code != 0;
+    if (rk.stop_reported) {  // reported dead while stopped, then fenced (check_stopped): say how it ended
+      std::fprintf(stderr, "strata-run: rank %d (pid %d) %s\n", r, static_cast<int>(rk.pid), why.c_str());
+      return;
+    }
     server_->rank_exited(r, failed, why);
     if (!failed) return;
     if (terminating_) {
@@ -619,9 +623,13 @@ class Launcher {
       rk.stop_reported = true;
       const std::string why = "was stopped by signal " + signal_name(rk.stop_signal) +
                               " for more than STRATA_TIMEOUT=" + std::to_string(limit) + " ms";
-      std::fprintf(stderr, "strata-run: rank %zu (pid %d) %s; reporting it dead to the other ranks\n", r,
+      std::fprintf(stderr, "strata-run: rank %zu (pid %d) %s; reporting it dead to the other ranks and killing it\n", r,
                    static_cast<int>(rk.pid), why.c_str());
       server_->rank_exited(static_cast<int>(r), true, why);
+      // Fencing, in every --on-failure mode: a rank declared dead must not
+      // come back (continued, it would rejoin calls its peers already failed).
+      // SIGKILL works on a stopped process; reap() then sees it exit.
+      ::kill(rk.pid, SIGKILL);
       if (terminating_) continue;
       if (exit_code_ == 0) exit_code_ = 128 + rk.stop_signal;
       if (opt_.kill_on_failure && alive_ > 0) {

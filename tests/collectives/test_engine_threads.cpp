@@ -51,6 +51,62 @@ TEST(EngineThreads, LooseCollectivesInFlightTogetherAcrossTwoVirtualHosts) {
   });
 }
 
+// Regression, named after the bug an independent random check found: a
+// non-commutative user op reduced in place at a root whose tree has two or
+// more child subtrees of lower ranks folded those subtrees into the root's
+// buffer first, overwriting the root's own contribution (x0*x1*x0*x1 instead
+// of x0*x1*x2). Smallest case: 3 ranks, root 2, tree single:flat, count 1;
+// also the default tree on 3 hosts with the root the first rank of the last
+// host. Every root, several trees, in place and not, one to three hosts.
+TEST(EngineThreads, ReduceNonCommutativeInPlaceAtRootKeepsOwnValueBeforeLowerSubtrees) {
+  struct Affine {
+    std::uint32_t a, b;
+  };
+  strata::UserOp op;
+  op.fn = [](const void* x, const void* y, void* d, std::size_t n) {
+    const auto* lo = static_cast<const Affine*>(x);
+    const auto* hi = static_cast<const Affine*>(y);
+    auto* out = static_cast<Affine*>(d);
+    for (std::size_t i = 0; i < n; ++i) out[i] = {hi[i].a * lo[i].a, hi[i].a * lo[i].b + hi[i].b};
+  };
+  op.elem_size = sizeof(Affine);
+  op.commutative = false;
+  op.name = "affine";
+  auto value = [](int r, std::size_t i) {
+    return Affine{2u * static_cast<std::uint32_t>(r) + 3u,
+                  7u * static_cast<std::uint32_t>(r) + static_cast<std::uint32_t>(i)};
+  };
+  for (const int hosts : {1, 3}) {
+    run_ranks(3, hosts, [&](strata::Engine& e) {
+      strata::Communicator& w = e.world();
+      const int n = w.size();
+      for (const char* tree : {"single:flat", "", "single:binary", "single:chain"})
+        for (int root = 0; root < n; ++root)
+          for (const bool inp : {true, false})
+            for (const std::size_t count : {std::size_t{1}, std::size_t{5}}) {
+              std::vector<Affine> send(count), recv(count, Affine{0, 0});
+              for (std::size_t i = 0; i < count; ++i) (inp && w.rank() == root ? recv : send)[i] = value(w.rank(), i);
+              strata::CollOptions o;
+              o.tree = tree;
+              const void* s = inp && w.rank() == root ? strata::in_place : static_cast<const void*>(send.data());
+              w.reduce(s, recv.data(), count, op, root, o).get();
+              if (w.rank() != root) continue;
+              for (std::size_t i = 0; i < count; ++i) {
+                Affine want = value(0, i);
+                for (int q = 1; q < n; ++q) {
+                  const Affine v = value(q, i);
+                  want = {v.a * want.a, v.a * want.b + v.b};
+                }
+                ASSERT_EQ(recv[i].a, want.a) << "tree '" << tree << "' root " << root << (inp ? " in place" : "")
+                                             << " count " << count << " hosts " << hosts << " element " << i;
+                ASSERT_EQ(recv[i].b, want.b) << "tree '" << tree << "' root " << root << (inp ? " in place" : "")
+                                             << " count " << count << " hosts " << hosts << " element " << i;
+              }
+            }
+    });
+  }
+}
+
 }  // namespace
 
 namespace {

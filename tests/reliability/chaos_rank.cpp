@@ -15,6 +15,19 @@
 //                 Prints "REF rank R: C calls checked, M mismatches, E errors"
 //                 and "chaos_rank: ref OK" (exit 0), or the first mismatches
 //                 (exit 1). CHAOS_CORRUPT=K flips a byte of call K's result.
+//   --cover       one call per row of a covering design over the options
+//                 (collective, communicator, in place, op class, root
+//                 position, tree, fragment, sync, size): every pair of option
+//                 values that some collective can use together, plus every
+//                 in place x op x root x tree combination of reduce and
+//                 allreduce; checked like --ref. Prints "COVER rank R: ..." and
+//                 "chaos_rank: cover OK".
+//   --fp-identical N
+//                 N float allreduces of values whose sum depends on the
+//                 association, over every allreduce algorithm; the ranks
+//                 compare their result bits (an allgather) after each. Prints
+//                 "FP rank R: ..." and "chaos_rank: fp-identical OK".
+//                 CHAOS_FP_PERTURB=K flips a bit of rank 1's call K result.
 //   --chaos DIR   runs batches (each starting with a world call) until the
 //                 survivors agree to stop (a rank is killed or stopped by
 //                 scripts/chaos.sh, or kills itself: CHAOS_VICTIM=R with
@@ -34,8 +47,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -185,6 +200,10 @@ struct Call {
   std::size_t count = 0;
   std::uint64_t seed = 0;  // of the inputs
   int root_draw = 0;
+  int root_pos = -1;      // >= 0 (--cover): 0 the first rank, 1 the middle one, 2 the last; else root_draw % n
+  std::string tree;       // CollOptions::tree ("" = default)
+  std::string fragment;   // CollOptions::fragment ("" = default)
+  std::string algorithm;  // CollOptions::algorithm ("" = automatic)
 };
 
 /// Input element @p i of communicator rank @p r for the call (op-dependent range).
@@ -283,11 +302,14 @@ class Runner {
     strata::Communicator& cm = comms_[static_cast<std::size_t>(c.comm)];
     const int n = cm.size();
     const int r = cm.rank();
-    const int root = c.root_draw % n;
+    const int root = c.root_pos == 0 ? 0 : c.root_pos == 1 ? n / 2 : c.root_pos == 2 ? n - 1 : c.root_draw % n;
     const std::size_t es = c.user ? sizeof(Affine) : strata::size_of(c.type);
     const std::size_t cnt = c.count;
     strata::CollOptions o;
     if (c.strict) o.sync = strata::Sync::strict();
+    o.tree = c.tree;
+    o.fragment = c.fragment;
+    o.algorithm = c.algorithm;
     const auto dt = c.type;
     auto fill = [&](Buf& b, int who, std::size_t at, std::size_t from, std::size_t k) {
       for (std::size_t i = 0; i < k; ++i) {
@@ -510,11 +532,12 @@ class Runner {
       if (p.check_mask[b] != 0 && p.expect[b] != p.recv.b[b]) {
         const Call& c = p.c;
         std::printf(
-            "REF rank %d: MISMATCH call %ld %s on comm %d (size %d) type %s op %s%s count %zu%s%s root_draw %d: byte "
-            "%zu is 0x%02x, want 0x%02x\n",
+            "REF rank %d: MISMATCH call %ld %s on comm %d (size %d) type %s op %s%s count %zu%s%s root_draw %d "
+            "root_pos %d tree '%s' fragment '%s' algorithm '%s': byte %zu is 0x%02x, want 0x%02x\n",
             me, index, kind_name(c.kind), c.comm, comms_[static_cast<std::size_t>(c.comm)].size(),
             strata::to_string(c.type), c.user ? "affine(user, non-commutative)" : strata::to_string(c.op), "", c.count,
-            c.in_place ? " in place" : "", c.strict ? " strict" : " loose", c.root_draw, b, p.recv.b[b], p.expect[b]);
+            c.in_place ? " in place" : "", c.strict ? " strict" : " loose", c.root_draw, c.root_pos, c.tree.c_str(),
+            c.fragment.c_str(), c.algorithm.c_str(), b, p.recv.b[b], p.expect[b]);
         return false;
       }
     }
@@ -572,6 +595,322 @@ int ref_mode(strata::Engine& engine, long total, std::uint64_t seed) {
   if (mismatches == 0 && errors == 0) std::printf("chaos_rank: ref OK (rank %d)\n", me);
   std::fflush(stdout);
   return mismatches == 0 && errors == 0 ? 0 : 1;
+}
+
+// ------------------------------------------------------------ covering design (--cover)
+//
+// Factors of one call and their levels. A covering array over them holds every
+// pair of (factor, level) values that some collective can use together in at
+// least one call (a strength-2 covering design, built greedily the AETG way:
+// each new row starts from an uncovered pair and fills the other factors with
+// the level that covers the most new pairs). A factor's level is "effective"
+// for a call only where the collective uses it (a root for the rooted ones, a
+// tree for the tree collectives, an op for the reductions), so pairs that no
+// collective can use together are not required. On top of the pairs: every
+// risky triple of in place x op x root position x tree for reduce, and in
+// place x op x tree for allreduce (a non-commutative op reduced in place at a
+// root whose tree has several lower subtrees gave a wrong result once).
+namespace cover {
+
+enum Factor { kKind, kComm, kInPlace, kOpClass, kRootPos, kTree, kFrag, kSync, kSize, kFactors };
+const char* const kTrees[] = {
+    "", "single:flat", "single:binary", "single:chain", "single:binomial", "host:chain,core:flat"};
+const char* const kFrags[] = {"", "fixed:64", "halves:256", "none"};
+const std::size_t kSizes[] = {0, 7, 1000, 20000};
+constexpr int kLevels[kFactors] = {static_cast<int>(Kind::count_), 4, 2, 3, 3, 6, 4, 2, 4};
+
+bool reducing(Kind k) {
+  return k == Kind::reduce || k == Kind::allreduce || k == Kind::reduce_scatter_block || k == Kind::reduce_scatter;
+}
+bool rooted(Kind k) {
+  return k == Kind::broadcast || k == Kind::reduce || k == Kind::gather || k == Kind::gatherv || k == Kind::scatter ||
+         k == Kind::scatterv;
+}
+bool tree_kind(Kind k) {
+  return k == Kind::broadcast || k == Kind::reduce || k == Kind::allreduce || k == Kind::gather || k == Kind::scatter;
+}
+bool in_place_kind(Kind k) {
+  return k == Kind::reduce || k == Kind::allreduce || k == Kind::gather || k == Kind::allgather || k == Kind::scatter ||
+         k == Kind::alltoall || k == Kind::reduce_scatter_block || k == Kind::reduce_scatter;
+}
+// Whether level v of factor f means something for collective k (and is allowed).
+bool effective(int f, int v, Kind k) {
+  switch (f) {
+    case kKind:
+    case kComm:
+    case kSync:
+      return true;
+    case kInPlace:
+      return in_place_kind(k);
+    case kOpClass:
+      return reducing(k) && !(k == Kind::reduce_scatter && v == 2);  // no user op for reduce_scatter (v)
+    case kRootPos:
+      return rooted(k);
+    case kTree:
+      return tree_kind(k);
+    case kFrag:
+    case kSize:
+      return k != Kind::barrier;
+    default:
+      return false;
+  }
+}
+using Row = std::array<int, kFactors>;
+
+bool pair_ok(int f1, int v1, int f2, int v2, Kind k) {
+  if (f1 == kKind && static_cast<int>(k) != v1) return false;
+  if (f2 == kKind && static_cast<int>(k) != v2) return false;
+  return effective(f1, v1, k) && effective(f2, v2, k);
+}
+// Whether some collective can use (f1 = v1, f2 = v2) together.
+bool pair_possible(int f1, int v1, int f2, int v2) {
+  for (int k = 0; k < static_cast<int>(Kind::count_); ++k)
+    if (pair_ok(f1, v1, f2, v2, static_cast<Kind>(k))) return true;
+  return false;
+}
+
+struct Design {
+  std::vector<Row> rows;
+  std::size_t pairs = 0;  // required pairs (all covered)
+};
+
+Design build(std::uint64_t seed) {
+  // Pair index: (f1 < f2, v1, v2) -> flat offset.
+  std::vector<std::size_t> base(kFactors * kFactors, 0);
+  std::size_t total = 0;
+  for (int f1 = 0; f1 < kFactors; ++f1)
+    for (int f2 = f1 + 1; f2 < kFactors; ++f2) {
+      base[static_cast<std::size_t>(f1 * kFactors + f2)] = total;
+      total += static_cast<std::size_t>(kLevels[f1] * kLevels[f2]);
+    }
+  auto at = [&](int f1, int v1, int f2, int v2) {
+    if (f1 > f2) std::swap(f1, f2), std::swap(v1, v2);
+    return base[static_cast<std::size_t>(f1 * kFactors + f2)] + static_cast<std::size_t>(v1 * kLevels[f2] + v2);
+  };
+  // need: 1 = required and uncovered, 0 = covered or impossible.
+  std::vector<char> need(total, 0);
+  Design d;
+  for (int f1 = 0; f1 < kFactors; ++f1)
+    for (int f2 = f1 + 1; f2 < kFactors; ++f2)
+      for (int v1 = 0; v1 < kLevels[f1]; ++v1)
+        for (int v2 = 0; v2 < kLevels[f2]; ++v2)
+          if (pair_possible(f1, v1, f2, v2)) need[at(f1, v1, f2, v2)] = 1, ++d.pairs;
+  auto gain = [&](const Row& r, int upto_factor_mask) {
+    std::size_t g = 0;
+    const Kind k = static_cast<Kind>(r[kKind]);
+    for (int f1 = 0; f1 < kFactors; ++f1)
+      for (int f2 = f1 + 1; f2 < kFactors; ++f2) {
+        if (((upto_factor_mask >> f1) & 1) == 0 || ((upto_factor_mask >> f2) & 1) == 0) continue;
+        if (pair_ok(f1, r[static_cast<std::size_t>(f1)], f2, r[static_cast<std::size_t>(f2)], k) &&
+            need[at(f1, r[static_cast<std::size_t>(f1)], f2, r[static_cast<std::size_t>(f2)])] != 0)
+          ++g;
+      }
+    return g;
+  };
+  Rng rng{seed};
+  for (;;) {
+    // The first uncovered pair seeds the row.
+    std::size_t first = total;
+    for (std::size_t i = 0; i < total && first == total; ++i)
+      if (need[i] != 0) first = i;
+    if (first == total) break;
+    int sf1 = 0, sf2 = 0, sv1 = 0, sv2 = 0;
+    for (int f1 = 0; f1 < kFactors; ++f1)
+      for (int f2 = f1 + 1; f2 < kFactors; ++f2)
+        for (int v1 = 0; v1 < kLevels[f1]; ++v1)
+          for (int v2 = 0; v2 < kLevels[f2]; ++v2)
+            if (at(f1, v1, f2, v2) == first) sf1 = f1, sf2 = f2, sv1 = v1, sv2 = v2;
+    Row best{};
+    std::size_t best_gain = 0;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      Row r{};
+      int fixed = (1 << sf1) | (1 << sf2);
+      r[static_cast<std::size_t>(sf1)] = sv1;
+      r[static_cast<std::size_t>(sf2)] = sv2;
+      // The collective first (it decides what is effective): one that can use the seed pair.
+      if ((fixed & (1 << kKind)) == 0) {
+        std::vector<int> ks;
+        for (int k = 0; k < static_cast<int>(Kind::count_); ++k)
+          if (pair_ok(sf1, sv1, sf2, sv2, static_cast<Kind>(k))) ks.push_back(k);
+        r[kKind] = ks[rng.below(ks.size())];
+        fixed |= 1 << kKind;
+      }
+      // The other factors in a random order, each at its best level.
+      std::vector<int> order;
+      for (int f = 0; f < kFactors; ++f)
+        if ((fixed & (1 << f)) == 0) order.push_back(f);
+      for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+      for (int f : order) {
+        int best_v = static_cast<int>(rng.below(static_cast<std::size_t>(kLevels[f])));
+        std::size_t bg = 0;
+        for (int v = 0; v < kLevels[f]; ++v) {
+          r[static_cast<std::size_t>(f)] = v;
+          const std::size_t g = gain(r, fixed | (1 << f));
+          if (g > bg) bg = g, best_v = v;
+        }
+        r[static_cast<std::size_t>(f)] = best_v;
+        fixed |= 1 << f;
+      }
+      const std::size_t g = gain(r, (1 << kFactors) - 1);
+      if (g > best_gain) best_gain = g, best = r;
+    }
+    const Kind k = static_cast<Kind>(best[kKind]);
+    for (int f1 = 0; f1 < kFactors; ++f1)
+      for (int f2 = f1 + 1; f2 < kFactors; ++f2)
+        if (pair_ok(f1, best[static_cast<std::size_t>(f1)], f2, best[static_cast<std::size_t>(f2)], k))
+          need[at(f1, best[static_cast<std::size_t>(f1)], f2, best[static_cast<std::size_t>(f2)])] = 0;
+    d.rows.push_back(best);
+  }
+  // Risky combinations, in full: reduce (in place x op x root x tree) and
+  // allreduce (in place x op x tree), on a communicator that changes per row.
+  int comm = 0;
+  for (Kind k : {Kind::reduce, Kind::allreduce})
+    for (int inp = 0; inp < 2; ++inp)
+      for (int op = 0; op < 3; ++op)
+        for (int root = 0; root < (k == Kind::reduce ? 3 : 1); ++root)
+          for (int tree = 0; tree < kLevels[kTree]; ++tree)
+            d.rows.push_back(Row{static_cast<int>(k), comm++ % 4, inp, op, root, tree, 0, 0, 1});
+  return d;
+}
+
+}  // namespace cover
+
+// Turns a design row into a call (the same on every rank).
+Call cover_call(const cover::Row& r, std::size_t index, std::uint64_t seed) {
+  using namespace cover;
+  Call c;
+  c.kind = static_cast<Kind>(r[kKind]);
+  c.comm = r[kComm];
+  c.in_place = r[kInPlace] != 0;
+  const std::uint64_t h = mix(seed ^ index);
+  if (r[kOpClass] == 1) {
+    c.type = (h & 1) != 0 ? strata::Datatype::float32 : strata::Datatype::float64;
+    c.op = static_cast<strata::Op>((h >> 8) % 4);
+  } else {
+    c.type = kTypes[(h >> 16) % 8];
+    c.op = static_cast<strata::Op>((h >> 8) % 7);
+  }
+  c.user = r[kOpClass] == 2 && reducing(c.kind) && c.kind != Kind::reduce_scatter;
+  c.root_pos = r[kRootPos];
+  c.tree = tree_kind(c.kind) ? kTrees[r[kTree]] : "";
+  if (c.kind == Kind::allreduce && !c.tree.empty()) c.algorithm = "tree";  // else the table's schedule ignores it
+  c.fragment = c.kind == Kind::barrier ? "" : kFrags[r[kFrag]];
+  c.strict = r[kSync] != 0;
+  c.count = kSizes[r[kSize]];
+  c.seed = mix(h);
+  return c;
+}
+
+// --cover: every row of the covering design once, in batches of up to 8
+// nonblocking calls, each result checked like --ref.
+int cover_mode(strata::Engine& engine, std::uint64_t seed) {
+  Runner run(engine, seed);
+  const cover::Design d = cover::build(seed);
+  long mismatches = 0, errors = 0;
+  std::size_t kinds[static_cast<int>(Kind::count_)] = {};
+  for (std::size_t i = 0; i < d.rows.size();) {
+    std::vector<std::unique_ptr<Posted>> posted;
+    const std::size_t batch = 1 + (mix(seed + i) % 8);
+    for (std::size_t j = 0; j < batch && i + j < d.rows.size(); ++j) {
+      const Call c = cover_call(d.rows[i + j], i + j, seed);
+      try {
+        posted.push_back(run.post(c));
+      } catch (const std::exception& e) {
+        ++errors;
+        std::printf("COVER rank %d: ERROR posting call %zu %s: %s\n", me, i + j, kind_name(c.kind), e.what());
+        posted.push_back(nullptr);
+      }
+    }
+    for (std::size_t j = 0; j < posted.size(); ++j) {
+      if (!posted[j]) continue;
+      Posted& p = *posted[j];
+      try {
+        p.f->get();
+        if (!run.check(p, static_cast<long>(i + j))) ++mismatches;
+        ++kinds[static_cast<int>(p.c.kind)];
+      } catch (const std::exception& e) {
+        ++errors;
+        std::printf("COVER rank %d: ERROR call %zu %s: %s\n", me, i + j, kind_name(p.c.kind), e.what());
+      }
+    }
+    i += posted.size();
+    if (mismatches + errors > 20) break;
+  }
+  run.world().barrier().get();
+  std::printf("COVER rank %d: %zu calls (%zu pairs covered), %ld mismatches, %ld errors\n", me, d.rows.size(), d.pairs,
+              mismatches, errors);
+  if (mismatches == 0 && errors == 0) std::printf("chaos_rank: cover OK (rank %d)\n", me);
+  std::fflush(stdout);
+  return mismatches == 0 && errors == 0 ? 0 : 1;
+}
+
+// --fp-identical N: N float allreduces (sums of values of mixed magnitude,
+// where a different association changes the rounded result) over every
+// allreduce algorithm, in place or not, at sizes from one element to the
+// single-copy range; after each, the ranks compare their results bytewise
+// (an allgather of the result bytes). A convergence test that differs between
+// ranks would diverge and then hang: every rank must hold the same bits.
+int fp_identical_mode(strata::Engine& engine, long n, std::uint64_t seed) {
+  strata::Communicator w = engine.world();
+  const int size = w.size();
+  const char* const algos[] = {"", "tree", "single", "rd", "rabenseifner", "ring", "hier", "mapped", "single-copy"};
+  const std::size_t counts[] = {1, 3, 100, 1024, 9000, 20000};
+  long diffs = 0, errors = 0, calls = 0;
+  Rng rng{seed};
+  for (long i = 0; i < n; ++i) {
+    const char* algo = algos[rng.below(9)];
+    const std::size_t cnt = counts[rng.below(6)];
+    const bool inp = rng.chance(50) && std::string(algo) != "single-copy";
+    const bool dbl = rng.chance(50);
+    const std::uint64_t vs = rng.next();
+    const std::size_t es = dbl ? 8 : 4;
+    std::vector<unsigned char> send(cnt * es), recv(cnt * es);
+    for (std::size_t e = 0; e < cnt; ++e) {
+      const std::uint64_t h = mix(vs ^ mix(static_cast<std::uint64_t>(w.rank()) * 7919 + e));
+      // Magnitudes from 1e-8 to 1e8 and both signs: sums round differently when regrouped.
+      const double mag = std::pow(10.0, static_cast<double>(h % 17) - 8.0);
+      const double v = ((h >> 8) % 2 != 0 ? -1.0 : 1.0) * mag * (1.0 + static_cast<double>((h >> 16) % 1000) / 997.0);
+      if (dbl) {
+        std::memcpy(send.data() + e * es, &v, es);
+      } else {
+        const auto f = static_cast<float>(v);
+        std::memcpy(send.data() + e * es, &f, es);
+      }
+    }
+    if (inp) recv = send;
+    strata::CollOptions o;
+    o.algorithm = algo;
+    const auto dt = dbl ? strata::Datatype::float64 : strata::Datatype::float32;
+    try {
+      w.allreduce(inp ? strata::in_place : send.data(), recv.data(), cnt, dt, strata::Op::sum, o).get();
+      ++calls;
+    } catch (const strata::Error& e) {
+      // An algorithm that does not apply here (e.g. single copy across hosts) says so; anything else is an error.
+      if (e.errc() != strata::Errc::unsupported) {
+        ++errors;
+        std::printf("FP rank %d: ERROR allreduce %zu x %s algorithm '%s'%s: %s\n", me, cnt, dbl ? "f64" : "f32", algo,
+                    inp ? " in place" : "", e.what());
+      }
+      continue;
+    }
+    // CHAOS_FP_PERTURB=K: rank 1 flips the lowest bit of call K's first element (shows the comparison can fail).
+    if (const char* pv = std::getenv("CHAOS_FP_PERTURB"); pv != nullptr && std::atol(pv) == i && w.rank() == 1)
+      recv[0] = static_cast<unsigned char>(recv[0] ^ 1u);
+    std::vector<unsigned char> all(recv.size() * static_cast<std::size_t>(size));
+    w.allgather(recv.data(), recv.size(), all.data(), strata::Datatype::uint8).get();
+    for (int r = 1; r < size; ++r)
+      if (std::memcmp(all.data(), all.data() + static_cast<std::size_t>(r) * recv.size(), recv.size()) != 0) {
+        ++diffs;
+        std::printf("FP rank %d: DIFFERENT BITS allreduce %zu x %s algorithm '%s'%s: rank %d differs from rank 0\n", me,
+                    cnt, dbl ? "f64" : "f32", algo, inp ? " in place" : "", r);
+        break;
+      }
+    if (diffs + errors > 10) break;
+  }
+  std::printf("FP rank %d: %ld allreduces compared, %ld with different bits, %ld errors\n", me, calls, diffs, errors);
+  if (diffs == 0 && errors == 0) std::printf("chaos_rank: fp-identical OK (rank %d)\n", me);
+  std::fflush(stdout);
+  return diffs == 0 && errors == 0 ? 0 : 1;
 }
 
 std::int64_t realtime_ns() {
@@ -791,6 +1130,11 @@ int main(int argc, char** argv) {
     } else if (a == "--chaos" && i + 1 < argc) {
       mode = a;
       dir = argv[++i];
+    } else if (a == "--cover") {
+      mode = a;
+    } else if (a == "--fp-identical" && i + 1 < argc) {
+      mode = a;
+      n = std::atol(argv[++i]);
     } else if (a == "--seed" && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--self-kill" && i + 1 < argc) {
@@ -804,12 +1148,14 @@ int main(int argc, char** argv) {
     strata::Engine engine;
     me = engine.rank();
     if (mode == "--ref") return ref_mode(engine, n, seed);
+    if (mode == "--cover") return cover_mode(engine, seed);
+    if (mode == "--fp-identical") return fp_identical_mode(engine, n, seed);
     if (mode == "--chaos") {
       const char* victim = std::getenv("CHAOS_VICTIM");
       const long kill_at = victim != nullptr && std::atoi(victim) == me ? self_kill : -1;
       return chaos_mode(engine, dir, seed, kill_at);
     }
-    std::fprintf(stderr, "chaos_rank: give --ref N or --chaos DIR\n");
+    std::fprintf(stderr, "chaos_rank: give --ref N, --cover, --fp-identical N or --chaos DIR\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: FAILED: exception: %s\n", me, e.what());

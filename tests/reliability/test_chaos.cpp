@@ -33,6 +33,43 @@ TEST(Soak, ReferenceShort) {
   }
 }
 
+// The covering design (chaos_rank --cover): every pair of option values that
+// some collective can use together (collective, communicator: world, dup and
+// two splits, in place, op: integer, float or a non-commutative user op, root
+// first / middle / last, tree, fragment, sync, size), plus every in place x op
+// x root x tree combination of reduce and allreduce, checked against the
+// local reference; on one host, on 2 and 3 virtual hosts and on 4 ranks over
+// 2 hosts (the root then is the first rank of the last host, or the middle).
+TEST(Soak, CoveringDesignOfEveryOptionPair) {
+  struct Run {
+    const char* launcher;
+    int ranks;
+  };
+  for (const Run& r : {Run{"-n 3", 3}, Run{"-n 2 --hosts 2", 2}, Run{"-n 3 --hosts 3", 3}, Run{"-n 4 --hosts 2", 4}}) {
+    std::string out;
+    const int rc = launch::run("chaos_rank", 150, "", r.launcher, "--cover --seed 5", &out);
+    EXPECT_EQ(rc, 0) << r.launcher << "\n" << out;
+    EXPECT_EQ(count(out, "chaos_rank: cover OK"), r.ranks) << r.launcher << "\n" << out;
+    EXPECT_EQ(count(out, " 0 mismatches, 0 errors"), r.ranks) << r.launcher << "\n" << out;
+  }
+}
+
+// Floating-point allreduce gives the same bits on every rank, whatever the
+// algorithm and the arrival order (a convergence test whose verdict differs
+// between ranks diverges, then hangs); and the comparison can fail.
+TEST(Soak, FloatAllreduceIsBitwiseIdenticalOnEveryRank) {
+  for (const char* launcher : {"-n 3", "-n 3 --hosts 3"}) {
+    std::string out;
+    const int rc = launch::run("chaos_rank", 150, "", launcher, "--fp-identical 120 --seed 9", &out);
+    EXPECT_EQ(rc, 0) << launcher << "\n" << out;
+    EXPECT_EQ(count(out, "chaos_rank: fp-identical OK"), 3) << launcher << "\n" << out;
+  }
+  std::string out;
+  const int rc = launch::run("chaos_rank", 60, "CHAOS_FP_PERTURB=2", "-n 2", "--fp-identical 5 --seed 9", &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_GE(count(out, "DIFFERENT BITS"), 1) << out;
+}
+
 // The reference check can fail: one result byte flipped on purpose is reported.
 TEST(Soak, ReferenceCheckReportsACorruptedResult) {
   std::string out;

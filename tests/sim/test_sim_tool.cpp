@@ -70,7 +70,7 @@ TEST(SimTool, BadInputIsNamedAndFails) {
        {Case{"--coll frobnicate", "--coll 'frobnicate'"}, Case{"--bytes 12X", "--bytes"}, Case{"--hosts 0", "--hosts"},
         Case{"--nic-gbit fast", "nic_gbit"}, Case{"--topology 'bogus:3'", "topology 'bogus:3'"},
         Case{"--hosts 2 --root 99", "--root 99"}, Case{"--machine /nonexistent/m.txt", "/nonexistent/m.txt"},
-        Case{"--algo nonsense", "algorithm 'nonsense'"}, Case{"--no-such-flag", "--no-such-flag"}}) {
+        Case{"--algo nonsense", "argument 'algorithm' = 'nonsense'"}, Case{"--no-such-flag", "--no-such-flag"}}) {
     const ProcessResult r = run_command(sim() + " " + c.args);
     EXPECT_NE(r.status, 0) << c.args << ": " << r.out;
     EXPECT_NE(r.out.find(c.named), std::string::npos) << c.args << ": " << r.out;

@@ -129,6 +129,66 @@ inline std::string write_in(int netns_fd, const std::string& path, const std::st
 /// and an open window (docs/cluster.md, "Congestion control").
 inline constexpr const char* kDefaultCongestionControl = "cubic";
 
+/// First line of a /proc file, trailing blanks removed ("" if unreadable).
+inline std::string read_line(const char* path) {
+  std::string v;
+  if (std::FILE* f = std::fopen(path, "r")) {
+    char buf[512] = {};
+    if (std::fgets(buf, sizeof buf, f) != nullptr) v = buf;
+    std::fclose(f);
+  }
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  return v;
+}
+inline bool has_word(const std::string& list, const std::string& w) {
+  std::size_t at = 0;
+  while (at < list.size()) {
+    std::size_t end = list.find(' ', at);
+    if (end == std::string::npos) end = list.size();
+    if (list.compare(at, end - at, w) == 0) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+/// Makes congestion control @p cc usable inside network namespaces. A
+/// namespace may only pick an algorithm of the initial namespace's allowed
+/// list (tcp_allowed_congestion_control; some kernels allow "reno bbr" only).
+/// If @p cc is available but not allowed, root adds it to that list (which
+/// this process, still in the initial namespace, can write). Returns what the
+/// hosts will use: @p cc, or, for the default (cubic) when it cannot be
+/// allowed, the first allowed algorithm of reno, cubic, bbr (and *note says
+/// so in one line; docs/cluster.md). A name the user gave is never replaced.
+inline std::string allow_congestion_control(const std::string& cc, std::string* note) {
+  const char* allowed_path = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+  std::string allowed = read_line(allowed_path);
+  if (allowed.empty() || has_word(allowed, cc)) return cc;
+  const std::string avail = read_line("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  if (has_word(avail, cc)) {
+    if (std::FILE* f = std::fopen(allowed_path, "w")) {
+      const std::string v = allowed + " " + cc + "\n";
+      const bool ok = std::fputs(v.c_str(), f) >= 0;
+      const bool closed = std::fclose(f) == 0;
+      if (ok && closed && has_word(read_line(allowed_path), cc)) {
+        if (note != nullptr)
+          *note = "TCP congestion control '" + cc + "' added to this machine's allowed list (was: " + allowed + ")";
+        return cc;
+      }
+    }
+  }
+  // Only the default falls back; a congestion control the user named is used or refused.
+  if (cc != kDefaultCongestionControl) return cc;
+  allowed = read_line(allowed_path);
+  for (const char* alt : {"reno", "cubic", "bbr"})
+    if (has_word(allowed, alt)) {
+      if (note != nullptr)
+        *note = "TCP congestion control '" + cc + "' is not allowed in network namespaces here (allowed: " + allowed +
+                "; available: " + avail + ") and cannot be added; the virtual hosts use '" + alt + "'";
+      return alt;
+    }
+  return cc;
+}
+
 class Cluster {
  public:
   /// Builds @p hosts virtual hosts joined by a bridge, each link shaped to
@@ -384,6 +444,11 @@ class Cluster {
         must(hn, tbf(interface()));
       }
       if (cc_ != "host") {
+        if (h == 0) {
+          std::string note;
+          cc_ = allow_congestion_control(cc_, &note);
+          if (!note.empty()) std::fprintf(stderr, "strata: emulated cluster: %s\n", note.c_str());
+        }
         const std::string e = write_in(hn, "/proc/sys/net/ipv4/tcp_congestion_control", cc_);
         if (!e.empty()) {
           std::string avail;

@@ -182,6 +182,9 @@ struct Peer {
   Clock::time_point stall_since{};
   Clock::time_point last_death_check{};
   std::atomic<bool> busy{false};
+  // Liveness (check_liveness, under live_busy_): stopped by a signal since.
+  bool stopped = false;
+  Clock::time_point stopped_since{};
 
   // consumer side, guarded by cons_mu
   SpinLock cons_mu;
@@ -409,6 +412,7 @@ class ShmBackend final : public Backend {
     (void)::sendto(sock_, &b, 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&addr), len);
   }
   void deliver(std::vector<Completion>& done);
+  void check_liveness();
   Status dead_status(const Peer& p) const {
     std::lock_guard<std::mutex> g(p.status_mu);
     return p.status;
@@ -440,6 +444,9 @@ class ShmBackend final : public Backend {
 
   std::atomic<bool> shut_{false};
   std::atomic<std::uint64_t> rr_{0};
+  std::atomic<std::int64_t> next_live_check_{0};  // coarse clock ticks (check_liveness)
+  std::atomic_flag live_busy_ = ATOMIC_FLAG_INIT;
+  std::atomic<std::uint32_t> live_calls_{0};
   std::atomic<std::uint64_t> next_token_{1};
   std::mutex cq_mu_;
   std::vector<Completion> cq_;  // guarded by cq_mu_
@@ -1438,8 +1445,70 @@ void ShmBackend::deliver(std::vector<Completion>& done) {
   for (auto& c : done) (*h)(c.context, c.status);
 }
 
+namespace {
+// State letter of process @p pid from /proc/PID/stat (R, S, D, T, t, Z, ...);
+// 0 when the process does not exist.
+char proc_state(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || errno == ESRCH ? 0 : 'R';  // unreadable: assume alive
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* close_paren = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  return close_paren != nullptr && close_paren[1] == ' ' && close_paren[2] != '\0' ? close_paren[2] : 'R';
+}
+}  // namespace
+
+// Liveness of the same-host peers, without the launcher and without traffic:
+// a peer whose process is gone (or a zombie) is dead; a peer stopped by a
+// signal (state T, SIGSTOP or a debugger) for longer than STRATA_TIMEOUT is
+// declared dead too (it answers nobody, and a survivor that only waits to
+// receive from it has nothing in flight that could time out). A peer that is
+// merely busy or descheduled (R, S, D) is alive, however long it computes.
+// Runs at most every 100 ms from whichever thread drives progress (the
+// progress server wakes at least every STRATA_PROGRESS_MAX_BLOCK).
+void ShmBackend::check_liveness() {
+  const Clock::time_point now = coarse_now();
+  const std::int64_t t = now.time_since_epoch().count();
+  if (t < next_live_check_.load(std::memory_order_relaxed)) return;
+  if (live_busy_.test_and_set(std::memory_order_acquire)) return;
+  next_live_check_.store(t + std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(100)).count(),
+                         std::memory_order_relaxed);
+  std::vector<std::pair<int, Status>> fails;
+  for (int r : served_) {
+    Peer& p = *peers_[static_cast<std::size_t>(r)];
+    if (p.pid <= 0 || p.pid == ::getpid() || p.dead.load(std::memory_order_acquire)) continue;
+    const char st = proc_state(p.pid);
+    const std::string who = "peer rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) + ")";
+    if (st == 0 || st == 'Z' || st == 'X') {
+      fails.emplace_back(r, Status(Errc::peer_dead, who + " exited (seen by rank " + std::to_string(rank_) + ")"));
+    } else if (st == 'T' || st == 't') {
+      if (!p.stopped) {
+        p.stopped = true;
+        p.stopped_since = now;
+      } else if (now - p.stopped_since > timeout_) {
+        fails.emplace_back(
+            r, Status(Errc::timeout, who +
+                                         " has been stopped (by a signal or a debugger) for more than "
+                                         "STRATA_TIMEOUT=" +
+                                         std::to_string(timeout_.count()) + " ms; declared dead (seen by rank " +
+                                         std::to_string(rank_) + ")"));
+      }
+    } else {
+      p.stopped = false;
+    }
+  }
+  live_busy_.clear(std::memory_order_release);
+  for (auto& f : fails) fail_peer(f.first, f.second);
+}
+
 std::size_t ShmBackend::progress() {
   if (served_.empty()) return 0;
+  if ((live_calls_.fetch_add(1, std::memory_order_relaxed) & 63U) == 0) check_liveness();
   // Whoever polls disarms the wake-up (peers stop sending datagrams). The
   // datagrams already queued are drained by the sleeper after its poll (here
   // in wait_for_event(), or by the router), so polling needs no system call.
@@ -1471,6 +1540,7 @@ std::size_t ShmBackend::progress() {
 
 bool ShmBackend::prepare_wait() {
   if (served_.empty()) return true;
+  check_liveness();  // about to sleep: a peer that stopped must still be noticed
   hdr_->sleeping.store(1, std::memory_order_seq_cst);
   bool work = cq_size_.load(std::memory_order_seq_cst) != 0;
   for (std::size_t i = 0; i < served_.size() && !work; ++i) {
