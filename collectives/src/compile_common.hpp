@@ -156,6 +156,7 @@ class Ctx {
         b_(std::string(to_string(c.kind)), g.world[static_cast<std::size_t>(g.rank)], g.world_size) {
     esize_ = c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
     b_.output(1, g.slot_bytes);
+    b_.members(g.world);
   }
 
   PlanBuilder& b() { return b_; }

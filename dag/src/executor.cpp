@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/task_group.h>
@@ -192,6 +193,10 @@ struct Instance {
   std::atomic<bool> failed{false};
   std::mutex err_mu;
   Status error;
+  // The failure leaves every member alive (Executor, "Failed calls"): the
+  // instance settles (raises its flags) once every member marked it failed.
+  bool soft = false;        // under err_mu
+  bool registered = false;  // complete(): it was published (kept while it waits to settle)
   NodeState* nodes = nullptr;
   BufBind* bufs = nullptr;
   std::atomic<std::uint32_t>* const* flags = nullptr;    // Bindings::flags (memory-protocol nodes)
@@ -623,18 +628,241 @@ struct Executor::Impl {
   }
 
   // ------------------------------------------------------------ failure
-  void fail(Instance* in, const Status& why) {
+  void fail(Instance* in, const Status& why) { (void)mark_failed(in, why, false); }
+  // A failure that leaves every member alive (a user operator or callable
+  // threw): announced to the members, who fail their instance of the call too.
+  void fail_soft(Instance* in, const Status& why) {
+    if (mark_failed(in, why, true)) announce(in);
+  }
+  // Records the first failure of @p in and releases its wait nodes; false if it had failed already.
+  bool mark_failed(Instance* in, const Status& why, bool soft) {
     {
       std::lock_guard<std::mutex> g(in->err_mu);
-      if (in->failed.load(std::memory_order_relaxed)) return;
+      if (in->failed.load(std::memory_order_relaxed)) return false;
       in->error = why;
+      in->soft = soft;
       in->failed.store(true, std::memory_order_release);
     }
+    release_waits(in);
+    return true;
+  }
+  void release_waits(Instance* in) {
     // Release wait nodes from the signals they still expect.
     for (NodeId w : in->plan->wait_nodes()) {
       const std::int32_t left = in->nodes[w].sig.exchange(0, std::memory_order_acq_rel);
       if (left > 0 && in->nodes[w].deps.fetch_sub(left, std::memory_order_acq_rel) == left) ready_outside(in, w);
     }
+  }
+
+  // ------------------------------------------------------------ failed calls (notice / ack / settle)
+  std::mutex abort_mu;
+  std::atomic<int> nabort{0};  // entries in the maps below (a start or completion looks only when > 0)
+  struct Doom {
+    int origin = -1;
+    Errc code = Errc::internal;
+  };
+  std::unordered_map<std::uint64_t, Doom> doomed;                // announced failed, not (yet) failed here
+  std::unordered_map<std::uint64_t, std::vector<int>> awaiting;  // this rank's announcements: acks missing
+  std::unordered_map<std::uint64_t, std::vector<int>> told;      // ... and whom they went to
+  std::unordered_set<std::uint64_t> settled;                     // settle arrived before the instance finished
+  std::unordered_map<std::uint64_t, Instance*> settling;         // finished, waiting for settle
+  std::deque<std::uint64_t> abort_order;                         // bounds doomed and settled (stale entries)
+
+  static std::uint16_t key_comm(std::uint64_t key) { return static_cast<std::uint16_t>(key >> 32); }
+  static std::uint32_t key_seq(std::uint64_t key) { return static_cast<std::uint32_t>(key & kSeqMask); }
+  void count_abort() {
+    nabort.store(static_cast<int>(doomed.size() + awaiting.size() + settled.size() + settling.size()),
+                 std::memory_order_release);
+  }
+  void remember(std::uint64_t key) {
+    abort_order.push_back(key);
+    while (abort_order.size() > 4096) {
+      doomed.erase(abort_order.front());
+      settled.erase(abort_order.front());
+      abort_order.pop_front();
+    }
+  }
+
+  // The error of a member whose instance failed because rank @p origin's did.
+  Status remote_failure(const Plan& p, std::uint16_t comm, std::uint32_t seq, int origin, Errc code) const {
+    std::uint64_t bytes = 0;
+    for (const BufferDecl& d : p.buffers())
+      if (d.ref.kind == BufferKind::input || (d.ref.kind == BufferKind::output && d.ref.id == 0))
+        bytes = std::max<std::uint64_t>(bytes, d.size);
+    return Status(code, p.name() + " (communicator " + std::to_string(comm) + ", call #" + std::to_string(seq) + ", " +
+                            std::to_string(bytes) + " B) on rank " + std::to_string(tp.rank()) + ": failed on rank " +
+                            std::to_string(origin) + " (" + make_error_code(code).message() +
+                            "); the call fails on every member; rank " + std::to_string(origin) +
+                            "'s error has the cause");
+  }
+
+  // The origin: tells every other member of the plan's communicator.
+  void announce(Instance* in) {
+    const std::vector<int>& members = in->plan->members();
+    std::vector<int> others;
+    for (int m : members)
+      if (m != tp.rank() && m >= 0 && m < nranks && !dead[static_cast<std::size_t>(m)].load()) others.push_back(m);
+    const Errc code = in->error.code();  // set before (mark_failed), never changed after
+    {
+      std::lock_guard<std::mutex> g(abort_mu);
+      if (others.empty()) {
+        settled.insert(in->key);  // nobody to wait for
+        remember(in->key);
+      } else {
+        if (awaiting.count(in->key) != 0) return;
+        awaiting[in->key] = others;
+        told[in->key] = others;
+      }
+      count_abort();
+    }
+    for (int m : others) (void)tp.signal(m, encode_abort(kAbortNoticeComm, in->comm, in->seq, code), &grant_ctx);
+  }
+
+  void on_abort(int source, std::uint64_t payload) {
+    const AbortKey k = decode_abort(payload);
+    const std::uint64_t key = make_key(k.comm, k.seq);
+    if (k.tag == kAbortNoticeComm) {
+      // Remembered first, then looked up: a start that publishes its instance
+      // between the two finds the entry (start() looks after publishing).
+      {
+        std::lock_guard<std::mutex> g(abort_mu);
+        if (doomed.emplace(key, Doom{source, k.code}).second) remember(key);
+        count_abort();
+      }
+      Instance* in = nullptr;
+      {
+        Shard& sh = shard(key);
+        std::lock_guard<strata::detail::SpinLock> g(sh.mu);
+        in = sh.find(key);
+        if (in != nullptr && !pin(in)) in = nullptr;  // completing: complete() looks at `doomed`
+      }
+      if (in != nullptr) {
+        (void)mark_failed(in, remote_failure(*in->plan, k.comm, k.seq, source, k.code), true);
+        unpin(in);
+      }
+      (void)tp.signal(source, encode_abort(kAbortAckComm, k.comm, k.seq, Errc::ok), &grant_ctx);
+      return;
+    }
+    if (k.tag == kAbortAckComm) {
+      acked(key, source);
+      return;
+    }
+    if (k.tag == kAbortSettleComm) settle(key);
+  }
+
+  // Member @p who marked the announced instance @p key failed (or died).
+  void acked(std::uint64_t key, int who) {
+    std::vector<int> all;
+    {
+      std::lock_guard<std::mutex> g(abort_mu);
+      const auto it = awaiting.find(key);
+      if (it == awaiting.end()) return;
+      auto& w = it->second;
+      w.erase(std::remove(w.begin(), w.end(), who), w.end());
+      if (!w.empty()) return;
+      awaiting.erase(it);
+      all = std::move(told[key]);
+      told.erase(key);
+      count_abort();
+    }
+    for (int m : all)
+      if (!dead[static_cast<std::size_t>(m)].load())
+        (void)tp.signal(m, encode_abort(kAbortSettleComm, key_comm(key), key_seq(key), Errc::ok), &grant_ctx);
+    settle(key);
+  }
+
+  // Every member marked instance @p key failed: it may raise its flags and finish.
+  void settle(std::uint64_t key) {
+    Instance* in = nullptr;
+    {
+      std::lock_guard<std::mutex> g(abort_mu);
+      const auto it = settling.find(key);
+      if (it == settling.end()) {
+        if (settled.insert(key).second) remember(key);
+      } else {
+        in = it->second;
+        settling.erase(it);
+      }
+      count_abort();
+    }
+    if (in == nullptr) return;
+    raise_flags(in);
+    finish(in);
+  }
+
+  // The flag words a finished instance leaves (raised, never lowered): what the
+  // window slot's next users and the peers' credit checks wait for.
+  void raise_flags(Instance* in) {
+    for (const Node& nd : in->plan->nodes())
+      if (nd.kind == NodeKind::flag_set || nd.kind == NodeKind::publish) set_flag(in, nd, true);
+  }
+
+  // A member died: announcements stop waiting for it, and instances waiting
+  // to settle whose communicator it belongs to finish now (that communicator
+  // has failed as a whole).
+  void abort_peer_died(int peer) {
+    if (nabort.load(std::memory_order_acquire) == 0) return;
+    std::vector<std::uint64_t> keys;
+    std::vector<Instance*> hit;
+    {
+      std::lock_guard<std::mutex> g(abort_mu);
+      for (auto& [k, w] : awaiting)
+        if (std::find(w.begin(), w.end(), peer) != w.end()) keys.push_back(k);
+      for (auto it = settling.begin(); it != settling.end();) {
+        const auto& m = it->second->plan->members();
+        if (std::find(m.begin(), m.end(), peer) != m.end()) {
+          hit.push_back(it->second);
+          it = settling.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      count_abort();
+    }
+    for (std::uint64_t k : keys) acked(k, peer);
+    for (Instance* in : hit) finish(in);
+  }
+
+  // Instance @p in starts (or completes) here after a member announced its
+  // failure: it fails the same way. Returns whether it did.
+  bool apply_doom(Instance* in, bool release) {
+    Doom d;
+    {
+      std::lock_guard<std::mutex> g(abort_mu);
+      const auto it = doomed.find(in->key);
+      if (it == doomed.end()) return false;
+      d = it->second;
+    }
+    const Status st = remote_failure(*in->plan, in->comm, in->seq, d.origin, d.code);
+    if (release) return mark_failed(in, st, true);
+    std::lock_guard<std::mutex> g(in->err_mu);
+    if (in->failed.load(std::memory_order_relaxed)) return false;
+    in->error = st;
+    in->soft = true;
+    in->failed.store(true, std::memory_order_release);
+    return true;
+  }
+
+  // Shutdown: instances waiting to settle finish with their error now.
+  std::size_t flush_settling() {
+    if (nabort.load(std::memory_order_acquire) == 0) return 0;
+    std::vector<Instance*> left;
+    {
+      std::lock_guard<std::mutex> g(abort_mu);
+      for (auto& [k, in] : settling) left.push_back(in);
+      settling.clear();
+      count_abort();
+    }
+    for (Instance* in : left) finish(in);
+    return left.size();
+  }
+
+  // Forget what is known of communicator @p comm's calls (a new communicator takes its id).
+  void forget_comm(std::uint16_t comm) {
+    std::lock_guard<std::mutex> g(abort_mu);
+    for (auto it = doomed.begin(); it != doomed.end();) it = key_comm(it->first) == comm ? doomed.erase(it) : ++it;
+    for (auto it = settled.begin(); it != settled.end();) it = key_comm(*it) == comm ? settled.erase(it) : ++it;
+    count_abort();
   }
 
   // ------------------------------------------------------------ running nodes
@@ -694,11 +922,11 @@ struct Executor::Impl {
         try {
           p.compute_fns()[static_cast<std::size_t>(nd.compute)](args);
         } catch (const Error& e) {
-          fail(in, Status(e.errc(), p.describe(id) + ": " + e.what()));
+          fail_soft(in, Status(e.errc(), p.describe(id) + ": " + e.what()));
         } catch (const std::exception& e) {
-          fail(in, Status(Errc::internal, p.describe(id) + ": compute callable threw: " + e.what()));
+          fail_soft(in, Status(Errc::internal, p.describe(id) + ": compute callable threw: " + e.what()));
         } catch (...) {
-          fail(in, Status(Errc::internal, p.describe(id) + ": compute callable threw"));
+          fail_soft(in, Status(Errc::internal, p.describe(id) + ": compute callable threw"));
         }
         return true;
       }
@@ -859,11 +1087,11 @@ struct Executor::Impl {
       u.fn(a, b, d, elems);
       return true;
     } catch (const std::exception& e) {
-      fail(in, Status(Errc::invalid_argument,
-                      p.describe(id) + ": argument 'op': user reduction '" + u.name + "' threw: " + e.what()));
+      fail_soft(in, Status(Errc::invalid_argument,
+                           p.describe(id) + ": argument 'op': user reduction '" + u.name + "' threw: " + e.what()));
     } catch (...) {
-      fail(in, Status(Errc::invalid_argument, p.describe(id) + ": argument 'op': user reduction '" + u.name +
-                                                  "' threw an exception that is not a std::exception"));
+      fail_soft(in, Status(Errc::invalid_argument, p.describe(id) + ": argument 'op': user reduction '" + u.name +
+                                                       "' threw an exception that is not a std::exception"));
     }
     return false;
   }
@@ -906,13 +1134,18 @@ struct Executor::Impl {
   }
 
   // flag_set: publish seq + 1, then nudge the same-host ranks that wait on it.
-  void set_flag(Instance* in, const Node& nd) {
+  // @p raise: only move the word forward (a failed instance settling after
+  // later instances of the communicator may already have raised it).
+  void set_flag(Instance* in, const Node& nd, bool raise = false) {
     if (in->flags == nullptr) return;  // unbound: no peer can wait on this rank's flags
     std::atomic<std::uint32_t>* blk = in->flags[tp.rank()];
     if (blk == nullptr) return;
     const std::uint32_t value = (in->seq + 1) & kSeqMask;
     strata::detail::tsan_release_to_peers();  // what the peers do once they see it (strata/detail/tsan.hpp)
-    blk[flag_word(in, nd)].store(value, std::memory_order_release);
+    if (raise)
+      raise_to(blk[flag_word(in, nd)], value);
+    else
+      blk[flag_word(in, nd)].store(value, std::memory_order_release);
     // Words only some plans raise (mapped record, publication): kept recent
     // so that a half-range "at or after" never mistakes one written 2^27
     // instances ago (or never) for a raised one. One load when recent.
@@ -1201,6 +1434,11 @@ struct Executor::Impl {
   // `live`); a straight start that finished every node in the starting thread
   // never was (straight()).
   void complete(Instance* in, bool registered = true) {
+    in->registered = registered;
+    // A member announced this call failed: an instance that finished here
+    // after its notice (it saw nothing of the failed data yet) fails too.
+    if (nabort.load(std::memory_order_acquire) > 0 && !in->failed.load(std::memory_order_acquire))
+      (void)apply_doom(in, false);
     const bool failed = in->failed.load(std::memory_order_acquire);
     if (registered) {
       Shard& sh = shard(in->key);
@@ -1211,6 +1449,33 @@ struct Executor::Impl {
         sh.map.erase(in->key);
       if (failed) tombstone(sh, in->key);
     }
+    if (failed) {
+      bool soft = false;
+      {
+        std::lock_guard<std::mutex> g(in->err_mu);
+        soft = in->soft;
+      }
+      if (soft) {
+        {
+          std::lock_guard<std::mutex> g(abort_mu);
+          doomed.erase(in->key);
+          if (settled.erase(in->key) == 0) {
+            settling[in->key] = in;  // settle() finishes it
+            count_abort();
+            return;
+          }
+          count_abort();
+        }
+        raise_flags(in);
+      }
+    }
+    finish(in);
+  }
+
+  // The rest of complete(): the DoneFn, the drain watermark, the final grants.
+  void finish(Instance* in) {
+    const bool registered = in->registered;
+    const bool failed = in->failed.load(std::memory_order_acquire);
     DoneFn done = std::move(in->done);
     Status st = failed ? in->error : Status::ok();
     // Grants of the final flag_set (set_flag), sent after done: keep the plan.
@@ -1431,8 +1696,9 @@ Executor::~Executor() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while ((im.live.load() > 0 || im.tasks.load() > 0 || im.sending.load() > 0) &&
          std::chrono::steady_clock::now() < deadline) {
-    if (im.tp.progress() + im.poll_flags() == 0) std::this_thread::yield();
+    if (im.tp.progress() + im.poll_flags() + im.flush_settling() == 0) std::this_thread::yield();
   }
+  (void)im.flush_settling();  // straight-started ones are not counted in `live`
   im.arena->execute([&] { im.group.wait(); });
   im.flush();
   if (im.opts.install_handlers) {
@@ -1580,6 +1846,9 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
     // Watermarks earlier instances owe the peers this one does not signal.
     if (in->drain != nullptr && in->drain->any_owed.load(std::memory_order_acquire))
       im.send_owed(in->drain, in->plan.get());
+    // A member announced this call failed before it started here: it runs
+    // nothing (its waits expect no signal) and settles like the others.
+    const bool pre_failed = im.nabort.load(std::memory_order_acquire) > 0 && im.apply_doom(in, false);
     // Straight plans whose memory nodes all run inline (cheap()): run them
     // here first; the instance is published only if a flag is not there yet.
     const std::vector<std::uint64_t>& preds = p.straight_preds();
@@ -1645,6 +1914,12 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
       }
     }
     im.live.fetch_add(1, std::memory_order_acq_rel);
+    // A failure notice that came while this instance was being started (the
+    // check above was too early, the notice's lookup too): fail it now.
+    if (pre_failed)
+      im.release_waits(in);  // its waits expect no signal
+    else if (im.nabort.load(std::memory_order_acquire) > 0)
+      (void)im.apply_doom(in, true);
     for (std::uint32_t slot : early) {
       const NodeId w = in->plan->wait_node(slot);
       if (w == kNoNode) {
@@ -1806,6 +2081,10 @@ void Executor::handle_signal(int source, std::uint64_t payload) {
     im.apply_watermark(source, g.comm, g.value);
     return;
   }
+  if (k.comm == kAbortNoticeComm || k.comm == kAbortAckComm || k.comm == kAbortSettleComm) {
+    im.on_abort(source, payload);
+    return;
+  }
   if (k.drained)
     im.apply_watermark(source, k.comm, k.seq);
   else
@@ -1851,6 +2130,7 @@ void Executor::bind_flags(std::uint16_t comm, std::atomic<std::uint32_t>* const*
                           std::vector<std::uint8_t> copies, std::uint32_t credits, std::uint32_t next_seq,
                           std::uint32_t vouch) {
   Impl& im = *impl_;
+  im.forget_comm(comm);  // a new communicator with this id, or none: earlier failure notices are not its own
   std::lock_guard<std::mutex> g(im.grant_mu);
   if (std::atomic<std::atomic<Drain*>*>& at = im.drains_at; at.load(std::memory_order_relaxed) != nullptr)
     if (Drain* d = at.load(std::memory_order_relaxed)[comm].load(std::memory_order_relaxed); d != nullptr)
@@ -1897,6 +2177,7 @@ void Executor::handle_peer_failure(int peer, const Status& why) {
                                             " died: " + why.message()));
     im.unpin(in);
   }
+  im.abort_peer_died(peer);
 }
 
 }  // namespace dag

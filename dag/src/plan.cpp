@@ -121,6 +121,11 @@ PlanBuilder& PlanBuilder::algorithm(std::string name) {
 
 const std::string& PlanBuilder::algorithm() const noexcept { return plan_->algorithm_; }
 
+PlanBuilder& PlanBuilder::members(std::vector<int> world_ranks) {
+  plan_->members_ = std::move(world_ranks);
+  return *this;
+}
+
 namespace {
 void declare(std::vector<BufferDecl>& v, BufferRef ref, std::uint64_t size) {
   for (auto& d : v)

@@ -153,7 +153,7 @@ struct EngineCore {
   // Communicator ids in use here (0 is the world; 0xFFFB-0xFFFF are signal
   // tags: watermark grants, grants and grant requests (dag/executor.hpp),
   // flag-wait nudges, windows).
-  IdPool comm_ids{1, dag::kWatermarkComm};     // ids below every signal tag
+  IdPool comm_ids{1, dag::kFirstSignalTag};    // ids below every signal tag
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
   std::shared_ptr<WindowTable> windows;        // window.cpp
 

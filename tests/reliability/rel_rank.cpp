@@ -9,10 +9,19 @@
 //   --throwing-op a user reduction op that throws, as a small call (mapped plan,
 //                 count), the plan path (large count), in place and not: the
 //                 future of every rank that ran the op fails with a
-//                 strata::Error naming 'op', the collective and the rank
-//                 (a peer waiting for its data stays pending); nothing escapes into
-//                 the caller or a progress thread. Prints one "CASE" line per
-//                 case and rank and "rel_rank: throwing-op done".
+//                 strata::Error naming 'op', the collective and the rank; the
+//                 other members' futures fail naming the rank whose op threw
+//                 (never pending); nothing escapes into the caller or a
+//                 progress thread. Prints one "CASE" line per case and rank
+//                 and "rel_rank: throwing-op done".
+//   --throw-then-go K N COUNT
+//                 N allreduces of COUNT int32 on a dup of the world, rank 0's
+//                 user op throwing in call K only: call K fails on every
+//                 rank (rank 0 naming its op, the others naming rank 0), and
+//                 every other call completes with the right sum, blocking
+//                 calls and then batches of 8 nonblocking ones (window slots
+//                 reused many times after the failed call). Prints
+//                 "THROWGO rank R: ..." and "rel_rank: throw-then-go OK".
 //   --when-all    (run in inline progress mode) rank 0 posts a small
 //                 allreduce on A and a barrier on B and waits on the variadic
 //                 when_all of both; rank 1 joins B first, then A. Only rank
@@ -44,6 +53,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -322,8 +332,13 @@ int throwing_op_mode(strata::Engine& engine) {
       const bool named = m.find("allreduce") != std::string::npos &&
                          m.find("rank " + std::to_string(me)) != std::string::npos &&
                          m.find("boom from the user op") != std::string::npos;
+      // A member whose op did not run (or ran later) is told by the rank whose op threw.
+      const bool remote = m.find("allreduce") != std::string::npos && m.find("failed on rank ") != std::string::npos &&
+                          m.find("on rank " + std::to_string(me)) != std::string::npos;
       if (e.errc() == strata::Errc::invalid_argument && named)
         verdict = "threw-ok: " + m;
+      else if (e.errc() == strata::Errc::invalid_argument && remote)
+        verdict = "told-ok: " + m;
       else if (e.errc() == strata::Errc::timeout || e.errc() == strata::Errc::peer_dead)
         verdict = "waited: " + m;
       else
@@ -336,7 +351,110 @@ int throwing_op_mode(strata::Engine& engine) {
   }
   std::printf("rel_rank: throwing-op done (rank %d)\n", me);
   std::fflush(stdout);
-  _exit(0);  // a plan-path peer may still wait for the failed rank: skip the shutdown barrier
+  return 0;  // every member's instance of each failed call settled: the shutdown barrier works
+}
+
+std::atomic<long> g_throw_call{-1};  // the call whose op throws on rank 0
+std::atomic<long> g_current{-1};     // the call being reduced (blocking phase)
+
+int throw_then_go_mode(strata::Engine& engine, long k, long n, std::size_t count) {
+  strata::Communicator w = engine.world().dup();
+  const int size = w.size();
+  strata::UserOp op;
+  op.fn = [](const void* a, const void* b, void* d, std::size_t m) {
+    if (me == 0 && g_current.load() == g_throw_call.load()) throw std::runtime_error("boom in the chosen call");
+    const auto* x = static_cast<const std::int32_t*>(a);
+    const auto* y = static_cast<const std::int32_t*>(b);
+    auto* z = static_cast<std::int32_t*>(d);
+    for (std::size_t i = 0; i < m; ++i) z[i] = x[i] + y[i];
+  };
+  op.elem_size = sizeof(std::int32_t);
+  op.name = "sum-or-throw";
+  g_throw_call.store(k);
+  long bad = 0, failed_as_expected = 0;
+  auto expect_sum = [&](long call, const std::vector<std::int32_t>& r) {
+    for (std::size_t i = 0; i < count; ++i) {
+      std::int32_t want = 0;
+      for (int q = 0; q < size; ++q) want += static_cast<std::int32_t>(q * 100 + call % 50 + static_cast<long>(i % 7));
+      if (r[i] != want) {
+        std::printf("THROWGO rank %d: call %ld element %zu is %d, want %d\n", me, call, i, r[i], want);
+        return false;
+      }
+    }
+    return true;
+  };
+  auto fill = [&](long call) {
+    std::vector<std::int32_t> v(count);
+    for (std::size_t i = 0; i < count; ++i)
+      v[i] = static_cast<std::int32_t>(me * 100 + call % 50 + static_cast<long>(i % 7));
+    return v;
+  };
+  const bool verbose = std::getenv("THROWGO_VERBOSE") != nullptr;
+  auto judge = [&](long call, strata::Future<void>& f, const std::vector<std::int32_t>& r) {
+    try {
+      if (verbose) std::printf("THROWGO rank %d: waiting for call %ld\n", me, call), std::fflush(stdout);
+      f.get();
+      if (call == k && me == 0) {
+        std::printf("THROWGO rank %d: call %ld succeeded, but this rank's op threw in it\n", me, call);
+        ++bad;
+      } else if (call == k) {
+        // Finished before rank 0 failed, with nothing of the failed part (a
+        // mapped plan: every member folds for itself): the result must be right.
+        if (expect_sum(call, r)) {
+          std::printf("THROWGO rank %d: call %ld completed before rank 0's failure, with the right sum\n", me, call);
+          ++failed_as_expected;
+        } else {
+          ++bad;
+        }
+      } else if (!expect_sum(call, r)) {
+        ++bad;
+      }
+    } catch (const strata::Error& e) {
+      const std::string m = e.what();
+      const bool ok = call == k && e.errc() == strata::Errc::invalid_argument &&
+                      (me == 0 ? m.find("boom in the chosen call") != std::string::npos
+                               : m.find("failed on rank 0") != std::string::npos);
+      std::printf("THROWGO rank %d: call %ld failed%s: %s\n", me, call, ok ? " as expected" : " UNEXPECTEDLY",
+                  m.c_str());
+      if (ok)
+        ++failed_as_expected;
+      else
+        ++bad;
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  // Blocking calls: the failed one, then many more through the same window slots.
+  for (long call = 0; call < n; ++call) {
+    g_current.store(call);
+    std::vector<std::int32_t> s = fill(call), r(count, -1);
+    strata::Future<void> f = w.allreduce(s.data(), r.data(), count, op);
+    judge(call, f, r);
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  // Nonblocking batches of 8 (loose calls overlap the failed one's settling); no op throws here.
+  g_current.store(-2);
+  for (long b = 0; b < n / 8; ++b) {
+    std::vector<std::vector<std::int32_t>> s, r;
+    std::vector<strata::Future<void>> fs;
+    for (long j = 0; j < 8; ++j) {
+      const long call = n + b * 8 + j;
+      s.push_back(fill(call));
+      r.emplace_back(count, -1);
+    }
+    for (long j = 0; j < 8; ++j)
+      fs.push_back(
+          w.allreduce(s[static_cast<std::size_t>(j)].data(), r[static_cast<std::size_t>(j)].data(), count, op));
+    for (long j = 0; j < 8; ++j) judge(n + b * 8 + j, fs[static_cast<std::size_t>(j)], r[static_cast<std::size_t>(j)]);
+  }
+  const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  std::printf(
+      "THROWGO rank %d: %ld blocking calls (call %ld failed on every rank) in %.1f ms, then %ld nonblocking; "
+      "%ld failed as expected, %ld wrong\n",
+      me, n, k, ms, n / 8 * 8, failed_as_expected, bad);
+  w.barrier().get();
+  if (bad == 0 && failed_as_expected == 1) std::printf("rel_rank: throw-then-go OK (rank %d)\n", me);
+  std::fflush(stdout);
+  return bad == 0 && failed_as_expected == 1 ? 0 : 1;
 }
 
 }  // namespace
@@ -348,6 +466,9 @@ int main(int argc, char** argv) {
     me = engine.rank();
     if (mode == "--queue") return queue_mode(engine);
     if (mode == "--throwing-op") return throwing_op_mode(engine);
+    if (mode == "--throw-then-go" && argc > 4)
+      return throw_then_go_mode(engine, std::atol(argv[2]), std::atol(argv[3]),
+                                static_cast<std::size_t>(std::atol(argv[4])));
     if (mode == "--when-all") return when_all_mode(engine);
     if (mode == "--then") return then_mode(engine);
     if (mode == "--dag-death") return dag_death_mode(engine);

@@ -74,6 +74,35 @@ inline constexpr std::uint16_t kWatermarkComm = 0xFFFB;
 /// @brief Flag words a grant can name (4 bits): window slots per communicator.
 inline constexpr std::uint32_t kMaxGrantSlots = 16;
 
+/// @brief Failed calls whose members are all alive (Executor, "Failed calls"):
+/// the origin announces instance (comm, seq) to every member (notice), each
+/// member acknowledges once its own instance is marked failed (ack), and when
+/// all have, the origin tells everyone to settle (settle): each then raises its
+/// instance's flag words as a finished instance would, so the window slot's
+/// next user does not wait forever, and completes it with the error.
+inline constexpr std::uint16_t kAbortNoticeComm = 0xFFFA;
+inline constexpr std::uint16_t kAbortAckComm = 0xFFF9;
+inline constexpr std::uint16_t kAbortSettleComm = 0xFFF8;
+/// @brief The lowest signal tag: communicator ids of plans stay below it.
+inline constexpr std::uint16_t kFirstSignalTag = kAbortSettleComm;
+
+/// @brief Decoded notice / ack / settle payload: bits 63..48 tag, 47..20
+/// sequence number, 19..16 the error code (notice), 15..0 communicator.
+struct AbortKey {
+  std::uint16_t tag = 0;
+  std::uint16_t comm = 0;
+  std::uint32_t seq = 0;
+  Errc code = Errc::ok;
+};
+constexpr std::uint64_t encode_abort(std::uint16_t tag, std::uint16_t comm, std::uint32_t seq, Errc code) noexcept {
+  return (std::uint64_t{tag} << 48) | (std::uint64_t{seq & kSeqMask} << 20) |
+         (std::uint64_t{static_cast<std::uint32_t>(code) & 15u} << 16) | std::uint64_t{comm};
+}
+constexpr AbortKey decode_abort(std::uint64_t payload) noexcept {
+  return {static_cast<std::uint16_t>(payload >> 48), static_cast<std::uint16_t>(payload & 0xFFFF),
+          static_cast<std::uint32_t>((payload >> 20) & kSeqMask), static_cast<Errc>((payload >> 16) & 15u)};
+}
+
 /// @brief Decoded grant payload: bits 63..48 tag, 47..32 communicator,
 /// 31..28 flag word, 27..0 value (grant: the flag; request: the value needed).
 struct GrantKey {
@@ -192,6 +221,20 @@ struct ExecutorOptions {
 
 /// @brief Runs plan instances; thread-safe: start, cancel and the handle_*
 /// entry points may be called from any thread.
+///
+/// Failed calls. A failure that leaves every member alive (a user reduction
+/// operator or an alltoall `on_block` callable that threw) is announced: the
+/// instance stops moving data like any failed instance, and its rank sends a
+/// notice to every member of the plan (Plan::members()). Each member marks
+/// its instance of the same (comm, seq) failed (or remembers to fail it when
+/// it starts) and answers; once all have answered, the origin sends settle.
+/// Only then does any member raise the flag words the instance would have
+/// raised and complete it with an error naming the origin rank and the call:
+/// no member can read data of the failed call as valid, and the window
+/// slot's next user finds its flags. A member whose instance had completed
+/// before the notice keeps its (correct) result. A member that dies meanwhile
+/// ends the protocol (its communicators fail as for any death). Transport
+/// failures and dead peers fail the instance without the protocol.
 ///
 /// @code
 /// strata::transport::FakeWorld world(1, strata::transport::FakeMode::auto_complete);

@@ -239,6 +239,11 @@ class Plan {
   }
   /// Ranks this slice talks to (remote nodes and declared wait sources).
   [[nodiscard]] const std::vector<int>& peers() const noexcept { return peers_; }
+  /// World ranks of every member of the communicator this slice belongs to
+  /// (PlanBuilder::members; empty when not declared). A failure of this
+  /// slice that leaves every member alive (a user operator that threw) is
+  /// announced to all of them (Executor, "Failed calls").
+  [[nodiscard]] const std::vector<int>& members() const noexcept { return members_; }
   [[nodiscard]] bool involves(int peer) const noexcept;
   /// Whether a put_with_signal or signal node of this slice signals @p peer
   /// (its signals then carry this rank's drain watermark to it: Executor, "drained").
@@ -315,6 +320,7 @@ class Plan {
   std::uint64_t straight_bytes_ = 0;
   std::vector<std::uint32_t> nbuf_;
   std::vector<int> peers_;
+  std::vector<int> members_;
   std::vector<int> signalled_;  // sorted: peers of put_with_signal / signal nodes
   std::vector<ComputeFn> compute_;
   std::vector<UserReduce> user_ops_;
@@ -343,6 +349,8 @@ class PlanBuilder {
   PlanBuilder& algorithm(std::string name);
   /// @brief The algorithm recorded so far (empty if none).
   [[nodiscard]] const std::string& algorithm() const noexcept;
+  /// @brief Declares the world ranks of every member of the communicator (Plan::members()).
+  PlanBuilder& members(std::vector<int> world_ranks);
 
   /// @brief Declares user input / output / scratch slot / peer buffer @p id of @p size bytes.
   PlanBuilder& input(std::uint32_t id, std::uint64_t size);
