@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -214,6 +215,7 @@ struct Instance {
   Instance* next = nullptr;
   bool listed = false;
   std::uint64_t stamp = 0;  // Bindings::stamp (kept in the parked block for the next start)
+  std::int64_t started_ms = 0;  // coarse clock at start (Executor::pending_report)
 };
 
 // What a finished instance leaves at the start of its block when the block
@@ -306,6 +308,13 @@ void write_escaped(std::ostream& f, const std::string& s) {
 }
 
 void write_us(std::ostream& f, std::uint64_t ns) { f << (ns / 1000) << "." << (ns % 1000 / 100); }
+
+// Milliseconds of the coarse monotonic clock (a few ns to read: one per start).
+std::int64_t coarse_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(
@@ -855,6 +864,68 @@ struct Executor::Impl {
     }
     for (Instance* in : left) finish(in);
     return left.size();
+  }
+
+  // Executor::pending_report: what each in-flight instance still waits for.
+  std::vector<PendingCall> pending(std::int64_t older_than_ms) {
+    std::vector<PendingCall> out;
+    const std::int64_t now = coarse_ms();
+    std::vector<Instance*> ins;
+    for (Shard& sh : shards) {
+      std::lock_guard<strata::detail::SpinLock> g(sh.mu);
+      sh.each([&](Instance* in) {
+        if (now - in->started_ms >= older_than_ms && pin(in)) ins.push_back(in);
+      });
+    }
+    std::vector<std::pair<Instance*, NodeId>> flags;
+    {
+      std::lock_guard<strata::detail::SpinLock> g(flag_mu);
+      flags = flag_pending;
+    }
+    for (Instance* in : ins) {
+      const Plan& p = *in->plan;
+      PendingCall c;
+      c.comm = in->comm;
+      c.seq = in->seq;
+      c.collective = p.name();
+      for (const BufferDecl& d : p.buffers())
+        if (d.ref.kind == BufferKind::input || (d.ref.kind == BufferKind::output && d.ref.id == 0))
+          c.bytes = std::max<std::uint64_t>(c.bytes, d.size);
+      c.age_ms = now - in->started_ms;
+      c.failed = in->failed.load(std::memory_order_acquire);
+      for (NodeId w : p.wait_nodes()) {
+        const std::int32_t left = in->nodes[w].sig.load(std::memory_order_acquire);
+        if (left <= 0) continue;
+        std::string from;
+        for (int r : p.peers()) from += (from.empty() ? "" : ",") + std::to_string(r);
+        c.waiting.push_back("node " + std::to_string(w) + " wait(slot " + std::to_string(p.nodes()[w].slot) + "): " +
+                            std::to_string(left) + " signal(s) missing, from ranks among {" + from + "}");
+        c.peers.insert(c.peers.end(), p.peers().begin(), p.peers().end());
+      }
+      for (const auto& [fi, id] : flags) {
+        if (fi != in) continue;
+        const Node& nd = p.nodes()[id];
+        const std::uint32_t need = (in->seq - nd.count + 1) & kSeqMask;
+        const std::uint32_t word = flag_word(in, nd);
+        const std::uint32_t have =
+            in->flags != nullptr && in->flags[nd.peer] != nullptr ? in->flags[nd.peer][word].load() : 0;
+        c.waiting.push_back("node " + std::to_string(id) + " flag_wait(rank " + std::to_string(nd.peer) + ", word " +
+                            std::to_string(word) + "): needs " + std::to_string(need) + ", has " +
+                            std::to_string(have) + (nd.granted ? " (a grant from another host)" : ""));
+        c.peers.push_back(nd.peer);
+      }
+      if (c.waiting.empty())
+        c.waiting.push_back(std::to_string(in->remaining.load(std::memory_order_acquire) - 1) +
+                            " node(s) unfinished: transfers posted and not completed, or running");
+      std::sort(c.peers.begin(), c.peers.end());
+      c.peers.erase(std::unique(c.peers.begin(), c.peers.end()), c.peers.end());
+      unpin(in);
+      out.push_back(std::move(c));
+    }
+    std::sort(out.begin(), out.end(), [](const PendingCall& a, const PendingCall& b) {
+      return a.comm != b.comm ? a.comm < b.comm : a.seq < b.seq;
+    });
+    return out;
   }
 
   // Forget what is known of communicator @p comm's calls (a new communicator takes its id).
@@ -1720,6 +1791,9 @@ void Executor::trace_event(const std::string& cat, const std::string& name, std:
 }
 std::uint64_t Executor::trace_now_ns() noexcept { return now_ns(); }
 std::size_t Executor::poll() { return impl_->poll_flags(); }
+std::vector<PendingCall> Executor::pending_report(std::int64_t older_than_ms) {
+  return impl_->pending(older_than_ms);
+}
 void Executor::park(bool parking) { impl_->park(parking); }
 std::size_t Executor::in_flight() const { return static_cast<std::size_t>(impl_->live.load()); }
 std::uint64_t Executor::tasks_spawned() const noexcept { return impl_->spawned.load(std::memory_order_relaxed); }
@@ -1824,6 +1898,7 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
     in->key = key;
     in->comm = comm;
     in->seq = seq & kSeqMask;
+    in->started_ms = coarse_ms();
     in->done = std::move(done);
     in->block = block;
     in->nodes = reinterpret_cast<NodeState*>(static_cast<unsigned char*>(block) + L.off_nodes);

@@ -448,6 +448,7 @@ std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void
     Slot& sl = slots[slot];
     if (sl.busy) return std::nullopt;
     seq = next_seq++;
+    recent[seq % recent.size()] = {seq, s.kind, s.count};
     plan = m.plan;
     sl.busy = true;  // held lazily, as submit() does on a memo hit
     sl.live.reset();
@@ -595,6 +596,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     dead = broken;
     if (dead.is_ok()) {
       seq = next_seq++;
+      recent[seq % recent.size()] = {seq, c.kind, c.count};
       slot = seq % queues;
       wslot = seq % slots_per_window();
       Slot& sl = slots[slot];

@@ -4,6 +4,8 @@
 // compiled plan instance on the executor. Bodies: comm.cpp.
 #pragma once
 
+#include <array>
+
 #include "core.hpp"
 #include "strata/detail/spinlock.hpp"
 
@@ -31,6 +33,14 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // sections, taken twice per call: strata/detail/spinlock.hpp).
   CommLock mu;
   std::uint32_t next_seq = 0;
+  // The last calls posted here, by sequence number modulo 8 (under mu): a
+  // hang report names what this rank ran where another rank still waits.
+  struct Recent {
+    std::uint32_t seq = ~0u;
+    coll::Kind kind{};
+    std::uint64_t count = 0;
+  };
+  std::array<Recent, 8> recent{};
   // Per queue: whether an instance holds it, the instances queued behind it
   // (each start returns true when the instance started, false when it failed
   // at once), and the state of the drain loop of release(). Call seq goes to

@@ -156,6 +156,7 @@ struct EngineCore {
   IdPool comm_ids{1, dag::kFirstSignalTag};    // ids below every signal tag
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
   std::shared_ptr<WindowTable> windows;        // window.cpp
+  std::shared_ptr<void> watchdog;              // report.cpp: launcher death, hang reports
 
   Status check_alive(const char* what) const {
     if (alive.load(std::memory_order_acquire)) return Status::ok();
@@ -169,5 +170,7 @@ struct EngineCore {
 void install_window_routing(EngineCore& core);
 // window.cpp: fails what the windows still wait for (shutdown, after the executor is gone).
 void shutdown_windows(EngineCore& core);
+// report.cpp: the watchdog thread (launcher death; hang reports unless STRATA_REPORT=off); stops when released.
+std::shared_ptr<void> start_report_watchdog(EngineCore& core);
 
 }  // namespace strata::detail

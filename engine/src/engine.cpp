@@ -710,10 +710,12 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   }
   core_->fctx = ctx;
   world_ = Communicator(make_world(core_));
+  core_->watchdog = detail::start_report_watchdog(*core_);
 }
 
 Engine::~Engine() {
   if (!core_) return;
+  core_->watchdog.reset();  // joins it: it reads the communicators and the executor
   try {
     core_->boot->barrier();  // no peer may still need this rank's windows
   } catch (const std::exception& e) {

@@ -41,6 +41,7 @@
 #include "net/netcluster.hpp"
 #include "strata/detail/env.hpp"
 #include "strata/detail/rendezvous.hpp"
+#include "strata/report.hpp"
 #include "strata_cli.hpp"
 
 extern char** environ;
@@ -360,7 +361,7 @@ class Launcher {
  private:
   void setup_signals() {
     sigemptyset(&handled_);
-    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled_, s);
+    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR2}) sigaddset(&handled_, s);
     if (sigprocmask(SIG_BLOCK, &handled_, &orig_mask_) != 0) fatal("sigprocmask");
     sfd_ = ::signalfd(-1, &handled_, SFD_NONBLOCK | SFD_CLOEXEC);
     if (sfd_ < 0) fatal("signalfd");
@@ -521,6 +522,43 @@ class Launcher {
     if (::kill(-rk.pid, sig) != 0) ::kill(rk.pid, sig);
   }
 
+  // Hang report: every rank writes its pending calls to the job's report
+  // directory on SIGUSR2 (the engine's watchdog); this merges them into one
+  // summary (strata::report::merge) once all are in or after 2 s.
+  void request_report(bool then_terminate) {
+    report_then_terminate_ = report_then_terminate_ || then_terminate;
+    if (report_deadline_) return;  // one at a time
+    const std::string rdir = dir_ + "/reports";
+    ::mkdir(rdir.c_str(), 0700);
+    for (int r = 0; r < opt_.n; ++r) ::unlink((rdir + "/report." + std::to_string(r)).c_str());
+    for (auto& rk : ranks_)
+      if (rk.alive && ::kill(rk.pid, SIGUSR2) != 0) ::kill(-rk.pid, SIGUSR2);
+    report_deadline_ = Clock::now() + std::chrono::seconds(2);
+  }
+  int reports_in() const {
+    int n = 0;
+    for (int r = 0; r < opt_.n; ++r) {
+      struct stat st {};
+      if (::stat((dir_ + "/reports/report." + std::to_string(r)).c_str(), &st) == 0) ++n;
+    }
+    return n;
+  }
+  void finish_report() {
+    report_deadline_.reset();
+    std::vector<std::string> texts;
+    for (int r = 0; r < opt_.n; ++r) {
+      std::ifstream f(dir_ + "/reports/report." + std::to_string(r));
+      if (!f) continue;
+      std::ostringstream ss;
+      ss << f.rdbuf();
+      texts.push_back(ss.str());
+    }
+    const std::string summary = strata::report::merge(texts, opt_.n);
+    std::fprintf(stderr, "%s", summary.c_str());
+    std::fflush(stderr);
+    if (report_then_terminate_) start_termination(SIGTERM);
+  }
+
   void start_termination(int sig) {
     if (terminating_) return;
     terminating_ = true;
@@ -645,6 +683,10 @@ class Launcher {
     while (::read(sfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
       const int sig = static_cast<int>(si.ssi_signo);
       if (sig == SIGCHLD) continue;  // reap() runs every iteration
+      if (sig == SIGUSR2) {          // a hang report, on demand (docs/reliability.md)
+        request_report(false);
+        continue;
+      }
       if (got_signal_) {
         std::fprintf(stderr, "strata-run: received %s again; killing the ranks\n", signal_name(sig).c_str());
         kill_all();
@@ -697,10 +739,12 @@ class Launcher {
       if (alive_ == 0 && (!pipes_open || now >= *drain_deadline)) break;
       if (job_deadline_ && now >= *job_deadline_) {
         job_deadline_.reset();
-        std::fprintf(stderr, "strata-run: job timed out after %g s; terminating %d rank(s)\n", opt_.timeout, alive_);
+        std::fprintf(stderr, "strata-run: job timed out after %g s; asking %d rank(s) for a hang report\n",
+                     opt_.timeout, alive_);
         if (exit_code_ == 0) exit_code_ = kExitTimeout;
-        start_termination(SIGTERM);
+        request_report(true);  // then terminates
       }
+      if (report_deadline_ && (now >= *report_deadline_ || reports_in() >= alive_)) finish_report();
       if (kill_deadline_ && now >= *kill_deadline_) {
         if (alive_ > 0)
           std::fprintf(stderr, "strata-run: %d rank(s) still running %g s after SIGTERM; sending SIGKILL\n", alive_,
@@ -720,7 +764,8 @@ class Launcher {
       }
       const int stop_t = check_stopped(now);
       int timeout = server_->timeout_ms();
-      for (int t : {stop_t, ms_until(job_deadline_, now), ms_until(kill_deadline_, now),
+      const int report_t = report_deadline_ ? std::min(ms_until(report_deadline_, now), 50) : -1;
+      for (int t : {stop_t, report_t, ms_until(job_deadline_, now), ms_until(kill_deadline_, now),
                     alive_ == 0 ? ms_until(drain_deadline, now) : -1}) {
         if (t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
       }
@@ -813,6 +858,8 @@ class Launcher {
   bool terminating_ = false;
   bool got_signal_ = false;
   std::optional<Clock::time_point> job_deadline_;
+  std::optional<Clock::time_point> report_deadline_;  // a hang report is being collected
+  bool report_then_terminate_ = false;
   std::optional<Clock::time_point> kill_deadline_;
   sigset_t handled_{};
   sigset_t orig_mask_{};

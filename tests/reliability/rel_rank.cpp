@@ -22,6 +22,12 @@
 //                 calls and then batches of 8 nonblocking ones (window slots
 //                 reused many times after the failed call). Prints
 //                 "THROWGO rank R: ..." and "rel_rank: throw-then-go OK".
+//   --hang KIND   a deliberate hang for the hang reports: on a dup of the
+//                 world every rank posts 3 verified allreduces, then the
+//                 fourth; KIND "never": the last rank never posts it (it
+//                 sleeps without a strata call); KIND "mismatch": the last
+//                 rank posts a broadcast of the same size instead. Prints
+//                 "HANG rank R: posted" and sleeps (the launcher ends it).
 //   --when-all    (run in inline progress mode) rank 0 posts a small
 //                 allreduce on A and a barrier on B and waits on the variadic
 //                 when_all of both; rank 1 joins B first, then A. Only rank
@@ -357,6 +363,23 @@ int throwing_op_mode(strata::Engine& engine) {
 std::atomic<long> g_throw_call{-1};  // the call whose op throws on rank 0
 std::atomic<long> g_current{-1};     // the call being reduced (blocking phase)
 
+int hang_mode(strata::Engine& engine, const std::string& kind) {
+  strata::Communicator w = engine.world().dup();
+  const int last = w.size() - 1;
+  std::vector<std::int64_t> s(1, me + 1), r(1, 0);
+  for (int i = 0; i < 3; ++i) w.allreduce(s.data(), r.data(), 1, strata::Datatype::int64, strata::Op::sum).get();
+  strata::Future<void> f;
+  if (me != last || kind != "never") {
+    if (me == last && kind == "mismatch")
+      f = w.broadcast(r.data(), 1, strata::Datatype::int64, 0);
+    else
+      f = w.allreduce(s.data(), r.data(), 1, strata::Datatype::int64, strata::Op::sum);
+  }
+  std::printf("HANG rank %d: posted\n", me);
+  std::fflush(stdout);
+  for (;;) ::pause();  // the launcher's timeout (or a signal) ends the job
+}
+
 int throw_then_go_mode(strata::Engine& engine, long k, long n, std::size_t count) {
   strata::Communicator w = engine.world().dup();
   const int size = w.size();
@@ -466,6 +489,7 @@ int main(int argc, char** argv) {
     me = engine.rank();
     if (mode == "--queue") return queue_mode(engine);
     if (mode == "--throwing-op") return throwing_op_mode(engine);
+    if (mode == "--hang" && argc > 2) return hang_mode(engine, argv[2]);
     if (mode == "--throw-then-go" && argc > 4)
       return throw_then_go_mode(engine, std::atol(argv[2]), std::atol(argv[3]),
                                 static_cast<std::size_t>(std::atol(argv[4])));

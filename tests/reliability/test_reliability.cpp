@@ -104,6 +104,40 @@ TEST_P(ThrowThenGo, LaterCallsOnTheCommunicatorCompleteOnEveryRank) {
 }
 INSTANTIATE_TEST_SUITE_P(Modes, ThrowThenGo, kModes, case_name);
 
+// Hang reports (Failures issue, point 4): rank 2 never posts the fourth
+// allreduce of a communicator; after STRATA_TIMEOUT each waiting rank writes
+// its pending calls by itself, and at the job's timeout strata-run asks every
+// rank (SIGUSR2) and merges the reports into one line naming rank 2. A rank
+// that runs a broadcast where the others run an allreduce is a mismatch.
+TEST(HangReport, StrataRunNamesTheRankThatNeverPosted) {
+  std::string out;
+  const int rc = run("STRATA_TIMEOUT=1500", "-n 3", "--hang never", &out, 5);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_GE(count(out, "comm=1 call=5 collective=allreduce bytes=8"), 4) << out;  // 2 by themselves, 2 on request
+  EXPECT_EQ(count(out, "strata hang report: 3 rank(s) reported"), 1) << out;
+  EXPECT_EQ(count(out, "allreduce 8 B: rank(s) 0-1 wait (node "), 1) << out;
+  EXPECT_EQ(count(out, "rank(s) 2 never posted it (next call there: #5)"), 1) << out;
+}
+TEST(HangReport, StrataRunNamesAMismatch) {
+  std::string out;
+  const int rc = run("STRATA_TIMEOUT=60000", "-n 3", "--hang mismatch", &out, 4);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_EQ(count(out, "call #5: MISMATCH: rank(s) 0-1 allreduce 8 B (waiting); rank(s) 2 broadcast"), 1) << out;
+}
+
+// Without strata-run (Failures issue, points 3 and 4): under mpirun a stopped
+// rank is named by every survivor within STRATA_TIMEOUT, rank 0 merges the
+// reports on SIGUSR2, and the ranks exit when mpirun is killed
+// (scripts/mpirun-failures.sh).
+TEST(MpirunFailures, StoppedRankHangReportAndOrphans) {
+  const launch::ProcessResult r =
+      launch::run_command("timeout 150 bash " STRATA_SOURCE_DIR "/scripts/mpirun-failures.sh " STRATA_BINARY_DIR);
+  EXPECT_EQ(r.status, 0) << r.out;
+  for (const char* s : {"stop: OK", "report: OK", "orphan: OK", "OK\n"})
+    EXPECT_EQ(count(r.out, std::string("mpirun-failures: ") + s), 1) << r.out;
+  std::printf("%s", r.out.c_str());
+}
+
 // The same under mpirun (PMIx bootstrap, no strata-run).
 TEST(ThrowThenGoMpirun, LaterCallsCompleteOnEveryRank) {
   ASSERT_EQ(::access("/usr/bin/mpirun", X_OK), 0) << "mpirun (openmpi-bin) is missing: scripts/setup.sh installs it";

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -54,21 +53,8 @@ class PmixBootstrap final : public Bootstrap {
   const JobInfo& job() const noexcept override { return job_; }
 
   /// The PMIx server of a rank is its parent (mpirun / prterun for the
-  /// local ranks, slurmstepd under srun). When it dies the rank is
-  /// reparented; nothing would then ever report a dead peer or end the job,
-  /// and a rank waiting in a collective would poll forever. So the process
-  /// exits (status 70) as soon as the progress loop sees the new parent
-  /// (the router polls this every few milliseconds while it has work).
-  std::vector<int> poll_dead_ranks() override {
-    if (parent_ > 1 && ::getppid() != parent_) {
-      std::fprintf(stderr,
-                   "strata: rank %d: the PMIx server (parent pid %d) is gone; exiting instead of waiting forever\n",
-                   job_.rank, static_cast<int>(parent_));
-      std::fflush(stderr);
-      ::_exit(70);
-    }
-    return {};
-  }
+  /// local ranks, slurmstepd under srun). When it dies the rank is reparented.
+  bool launcher_gone() const override { return parent_ > 1 && ::getppid() != parent_; }
 
   std::vector<std::vector<std::byte>> allgather(const void* data, std::size_t len) override {
     if (data == nullptr && len > 0)

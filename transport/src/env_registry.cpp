@@ -129,7 +129,13 @@ const std::vector<Var> kVars = {
   {"STRATA_PROVIDER", "libfabric provider name", "auto (`tcp;ofi_rxm` here)", "transport",
    "libfabric provider for the fabric backend, e.g. `shm`"},
   {"STRATA_TIMEOUT", "integer 1..86400000 (ms)", "30000", "transport",
-   "ms without progress after which a peer is declared dead"},
+   "ms without progress after which a peer is declared dead; a call pending this long makes its rank write a "
+   "hang report (docs/reliability.md)"},
+  {"STRATA_REPORT", "`on` or `off`", "`on`", "engine",
+   "hang reports: a watchdog thread writes this rank's pending calls when one is older than STRATA_TIMEOUT or on "
+   "SIGUSR2 (`off`: neither, and no SIGUSR2 handler)"},
+  {"STRATA_REPORT_DIR", "directory", "`$STRATA_JOB_DIR/reports`, else `/tmp/strata-report-<job id>`", "engine",
+   "where each rank writes its hang report (report.RANK); under mpirun / srun rank 0 merges them on SIGUSR2"},
   {"STRATA_CMA_THRESHOLD", "bytes (K/M/G suffix)", "64M", "shm",
    "bytes from which shm uses single-copy CMA"},
   {"STRATA_SHM_RING_BYTES", "power of two 4096..2^30", "262144", "shm",

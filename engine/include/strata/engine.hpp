@@ -318,6 +318,15 @@ class Engine {
   [[nodiscard]] SharedMemory allocate(std::size_t bytes);
   /// @brief Context for futures and continuations that run on the engine's arena.
   [[nodiscard]] std::shared_ptr<const FutureContext> future_context() const noexcept;
+  /// @brief Hang forensics: this rank's communicators (id, size, the next
+  /// call's sequence number, calls queued) and every call in flight with what
+  /// it still waits for (signal waits with the ranks they come from, flag
+  /// waits with the rank, word and values), one "strata-report rank R ..."
+  /// line each. strata::report::merge() turns several ranks' reports into a
+  /// summary ("rank 3 never posted allreduce #41 on communicator 2"). The
+  /// engine also writes it by itself when a call is pending for
+  /// STRATA_TIMEOUT and on SIGUSR2 (docs/reliability.md, "Hang reports").
+  [[nodiscard]] std::string pending_report() const;
 
  private:
   std::shared_ptr<detail::EngineCore> core_;

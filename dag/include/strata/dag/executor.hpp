@@ -182,6 +182,19 @@ struct Bindings {
   std::uint64_t stamp = 0;
 };
 
+/// @brief One in-flight instance, as Executor::pending_report sees it.
+struct PendingCall {
+  std::uint16_t comm = 0;
+  std::uint32_t seq = 0;
+  std::string collective;  ///< the plan's name
+  std::uint64_t bytes = 0;  ///< the largest input / first output buffer
+  std::int64_t age_ms = 0;  ///< since the start
+  bool failed = false;      ///< failed, still draining (or waiting to settle)
+  /// What it waits for, one line per node: signal waits, flag waits.
+  std::vector<std::string> waiting;
+  std::vector<int> peers;  ///< the ranks those nodes wait on
+};
+
 /// @brief Called once when an instance finishes: OK, or the first failure's cause.
 using DoneFn = std::function<void(const Status&)>;
 
@@ -329,6 +342,10 @@ class Executor {
                   std::uint32_t vouch = 0);
   /// @brief Instances started and not yet finished.
   [[nodiscard]] std::size_t in_flight() const;
+  /// @brief The instances in flight for at least @p older_than_ms, with the
+  /// nodes each still waits on (hang forensics; sorted by communicator and
+  /// sequence number). Takes the shard locks briefly; not for hot paths.
+  [[nodiscard]] std::vector<PendingCall> pending_report(std::int64_t older_than_ms = 0);
   /// @brief Nodes handed to the arena as oneTBB tasks so far (the others ran
   /// inline in the thread that made them ready).
   [[nodiscard]] std::uint64_t tasks_spawned() const noexcept;

@@ -59,6 +59,13 @@ class Bootstrap {
   /// Drains pushed events; returns ranks the launcher reported dead since the
   /// last call (non-blocking). Safe to call from a progress thread.
   virtual std::vector<int> poll_dead_ranks() { return {}; }
+
+  /// Whether the launcher that serves this rank is gone (the PMIx server
+  /// that started it died: the rank was reparented). Cheap; the engine's
+  /// watchdog asks every 200 ms and then ends the process (exit status 70)
+  /// instead of leaving it to wait forever. strata-run's ranks die with it
+  /// (PR_SET_PDEATHSIG), so its bootstrap says false.
+  [[nodiscard]] virtual bool launcher_gone() const { return false; }
 };
 
 /// @brief Picks the bootstrap this process was started with:

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Failure handling without strata-run (docs/reliability.md): strata's own
+# detection under Open MPI's mpirun (PMIx bootstrap). Three scenarios, each
+# bounded, each printing one "mpirun-failures: <name>: OK" or FAILED line:
+#   stop     a rank SIGSTOPped mid-loop (chaos_rank --chaos): every survivor's
+#            calls fail naming it within STRATA_TIMEOUT + 1.5 s (the shm
+#            backend sees the peer stopped in /proc; no launcher involved);
+#   report   rank 2 never posts an allreduce; SIGUSR2 to mpirun (which
+#            forwards it): every rank writes its report and rank 0 merges
+#            them: "rank(s) 2 never posted it";
+#   orphan   mpirun SIGKILLed while its ranks wait in a call: every rank exits
+#            within 3 s (the watchdog sees the PMIx server gone) instead of
+#            waiting forever.
+#   scripts/mpirun-failures.sh BUILD_DIR
+set -uo pipefail
+build=${1:-build}
+bin="$build/bin"
+mpirun=/usr/bin/mpirun
+[ -x "$mpirun" ] || { echo "mpirun-failures: FAILED: $mpirun is missing (scripts/setup.sh installs openmpi-bin)"; exit 1; }
+work=$(mktemp -d /tmp/strata-mpirun-failures.XXXXXX)
+cleanup() {
+  pkill -KILL -P $$ 2>/dev/null
+  pkill -KILL -f "$bin/rel_rank --hang" 2>/dev/null
+  pkill -KILL -f "$bin/chaos_rank --chaos $work" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fails=0
+unset STRATA_RDV STRATA_RANK STRATA_SIZE
+mpi=("$mpirun" --allow-run-as-root --oversubscribe -n 3)
+
+gone() {  # pid gone or a zombie
+  local st
+  st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || return 0
+  [ "$st" = Z ]
+}
+wait_until() {  # seconds, command...
+  local t=$1
+  shift
+  for _ in $(seq 1 $((t * 20))); do "$@" && return 0; sleep 0.05; done
+  return 1
+}
+count_in() { [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ]; }
+
+# ---- stop
+d="$work/stop"
+mkdir -p "$d"
+STRATA_TIMEOUT=2000 timeout 60 "${mpi[@]}" -x STRATA_TIMEOUT "$bin/chaos_rank" --chaos "$d" --seed 7 >"$d/out" 2>&1 &
+mp=$!
+if wait_until 20 test -f "$d/pid.2"; then
+  sleep 0.3
+  victim=$(cat "$d/pid.1")
+  date +%s%N >"$d/kill"
+  kill -STOP "$victim"
+  wait_until 15 test -f "$d/done.0" -a -f "$d/done.2"
+  kill -KILL "$victim" 2>/dev/null
+  wait "$mp" 2>/dev/null
+  worst=$(grep -o "last error [0-9.]* s after the kill" "$d/out" | awk '{m = $3 > m ? $3 : m} END {print m + 0}')
+  named=$(grep -c "errors naming rank 1, 0 other" "$d/out")
+  if [ "$named" = 2 ] && awk -v w="$worst" 'BEGIN {exit !(w > 0 && w <= 3.5)}'; then
+    echo "mpirun-failures: stop: OK (both survivors named rank 1; last error ${worst} s after SIGSTOP, STRATA_TIMEOUT 2 s)"
+  else
+    echo "mpirun-failures: stop: FAILED (named by $named survivor(s), last error ${worst} s after SIGSTOP)"
+    sed 's/^/  | /' "$d/out" | tail -20
+    fails=$((fails + 1))
+  fi
+else
+  echo "mpirun-failures: stop: FAILED (ranks did not start)"
+  fails=$((fails + 1))
+fi
+kill -KILL "$mp" 2>/dev/null
+
+# ---- report
+d="$work/report"
+mkdir -p "$d"
+STRATA_REPORT_DIR="$d/reports" timeout 60 "${mpi[@]}" -x STRATA_REPORT_DIR "$bin/rel_rank" --hang never >"$d/out" 2>&1 &
+mp=$!
+if wait_until 20 count_in "$d/out" "HANG rank .: posted" 3; then
+  sleep 0.3
+  kill -USR2 "$(pgrep -P "$mp" -x mpirun || echo "$mp")"
+  if wait_until 10 count_in "$d/out" "never posted it" 1; then
+    echo "mpirun-failures: report: OK ($(grep -m1 'never posted it' "$d/out" | sed 's/^ *//'))"
+  else
+    echo "mpirun-failures: report: FAILED (no merged summary from rank 0)"
+    sed 's/^/  | /' "$d/out" | tail -20
+    fails=$((fails + 1))
+  fi
+else
+  echo "mpirun-failures: report: FAILED (ranks did not post)"
+  fails=$((fails + 1))
+fi
+pkill -KILL -P "$mp" 2>/dev/null
+kill -KILL "$mp" 2>/dev/null
+wait "$mp" 2>/dev/null
+
+# ---- orphan
+d="$work/orphan"
+mkdir -p "$d"
+timeout 60 "${mpi[@]}" "$bin/rel_rank" --hang never >"$d/out" 2>&1 &
+tp=$!
+if wait_until 20 count_in "$d/out" "HANG rank .: posted" 3; then
+  mp=$(pgrep -P "$tp" -x mpirun || echo "$tp")
+  ranks=$(pgrep -P "$mp" -f "rel_rank --hang" | tr '\n' ' ')
+  kill -KILL "$mp"
+  all_gone() {
+    for p in $ranks; do gone "$p" || return 1; done
+    return 0
+  }
+  if [ -n "$ranks" ] && wait_until 3 all_gone; then
+    echo "mpirun-failures: orphan: OK (ranks $ranks exited after mpirun was killed)"
+  else
+    echo "mpirun-failures: orphan: FAILED (ranks '$ranks' still alive 3 s after mpirun was killed)"
+    for p in $ranks; do kill -KILL "$p" 2>/dev/null; done
+    fails=$((fails + 1))
+  fi
+else
+  echo "mpirun-failures: orphan: FAILED (ranks did not post)"
+  fails=$((fails + 1))
+fi
+kill -KILL "$tp" 2>/dev/null
+
+[ "$fails" = 0 ] && echo "mpirun-failures: OK" || echo "mpirun-failures: FAILED ($fails)"
+[ "$fails" = 0 ]
