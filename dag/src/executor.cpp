@@ -214,7 +214,7 @@ struct Instance {
   Instance* prev = nullptr;
   Instance* next = nullptr;
   bool listed = false;
-  std::uint64_t stamp = 0;  // Bindings::stamp (kept in the parked block for the next start)
+  std::uint64_t stamp = 0;      // Bindings::stamp (kept in the parked block for the next start)
   std::int64_t started_ms = 0;  // coarse clock at start (Executor::pending_report)
 };
 
@@ -898,8 +898,8 @@ struct Executor::Impl {
         if (left <= 0) continue;
         std::string from;
         for (int r : p.peers()) from += (from.empty() ? "" : ",") + std::to_string(r);
-        c.waiting.push_back("node " + std::to_string(w) + " wait(slot " + std::to_string(p.nodes()[w].slot) + "): " +
-                            std::to_string(left) + " signal(s) missing, from ranks among {" + from + "}");
+        c.waiting.push_back("node " + std::to_string(w) + " wait(slot " + std::to_string(p.nodes()[w].slot) +
+                            "): " + std::to_string(left) + " signal(s) missing, from ranks among {" + from + "}");
         c.peers.insert(c.peers.end(), p.peers().begin(), p.peers().end());
       }
       for (const auto& [fi, id] : flags) {
@@ -1791,9 +1791,7 @@ void Executor::trace_event(const std::string& cat, const std::string& name, std:
 }
 std::uint64_t Executor::trace_now_ns() noexcept { return now_ns(); }
 std::size_t Executor::poll() { return impl_->poll_flags(); }
-std::vector<PendingCall> Executor::pending_report(std::int64_t older_than_ms) {
-  return impl_->pending(older_than_ms);
-}
+std::vector<PendingCall> Executor::pending_report(std::int64_t older_than_ms) { return impl_->pending(older_than_ms); }
 void Executor::park(bool parking) { impl_->park(parking); }
 std::size_t Executor::in_flight() const { return static_cast<std::size_t>(impl_->live.load()); }
 std::uint64_t Executor::tasks_spawned() const noexcept { return impl_->spawned.load(std::memory_order_relaxed); }

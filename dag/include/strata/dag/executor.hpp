@@ -186,7 +186,7 @@ struct Bindings {
 struct PendingCall {
   std::uint16_t comm = 0;
   std::uint32_t seq = 0;
-  std::string collective;  ///< the plan's name
+  std::string collective;   ///< the plan's name
   std::uint64_t bytes = 0;  ///< the largest input / first output buffer
   std::int64_t age_ms = 0;  ///< since the start
   bool failed = false;      ///< failed, still draining (or waiting to settle)
