@@ -731,6 +731,10 @@ class Launcher {
     for (;;) {
       reap();
       if (alive_ == 0 && !drain_deadline) {
+        // The link counters now, while the namespace holders live:
+        // kill_leftovers() ends every child, the holders too (they used to
+        // read as -1: "received -0.0 MB").
+        if (net_ && opt_.net_stats) link_text_ = net_->link_report("strata-run");
         kill_leftovers();
         drain_deadline = Clock::now() + std::chrono::seconds(2);
       }
@@ -829,7 +833,8 @@ class Launcher {
       std::fprintf(stderr, "strata-run: refused %d rendezvous connection(s) that failed authentication\n",
                    server_->rejected());
     server_.reset();
-    if (net_ && opt_.net_stats) std::fputs(net_->link_report("strata-run").c_str(), stderr);
+    if (net_ && opt_.net_stats)
+      std::fputs((link_text_.empty() ? net_->link_report("strata-run") : link_text_).c_str(), stderr);
     net_.reset();  // the namespaces go with their last process
     remove_dir();
     // Remove shared-memory objects a crashed rank left behind: names carrying
@@ -859,6 +864,7 @@ class Launcher {
   bool got_signal_ = false;
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> report_deadline_;  // a hang report is being collected
+  std::string link_text_;                             // --net-stats, read before the holders end
   bool report_then_terminate_ = false;
   std::optional<Clock::time_point> kill_deadline_;
   sigset_t handled_{};

@@ -158,7 +158,8 @@ TEST(NetCluster, EachVirtualHostHasItsOwnNamespaceNameAndShapedLink) {
   const auto ns = reported_namespaces(j.text);
   EXPECT_EQ(ns.size(), 2u) << j.text;
   EXPECT_EQ(ns.count(net_inode(::getpid())), 0u) << "ranks ran in the test's own namespace\n" << j.text;
-  EXPECT_EQ(count(j.text, "link: received"), 2) << j.text;  // --net-stats, one line per host
+  EXPECT_EQ(count(j.text, "link: received"), 2) << j.text;    // --net-stats, one line per host
+  EXPECT_EQ(count(j.text, "link: received -"), 0) << j.text;  // read while the hosts still exist
   expect_all_gone(ns, {}, "normal exit");
 }
 
@@ -323,6 +324,7 @@ TEST_P(NetMatrix, MatchesTheSequentialReference) {
   EXPECT_NE(out.find(std::string(GetParam().program) + ": OK"), std::string::npos) << out;
   // The data crossed the links: host 0 sent and received something.
   EXPECT_EQ(count(out, "link: received 0.0 MB"), 0) << out;
+  EXPECT_EQ(count(out, "link: received -"), 0) << out;  // an unreadable counter (-1) is no proof
 }
 INSTANTIATE_TEST_SUITE_P(Hosts2x2, NetMatrix,
                          ::testing::Values(MatrixCase{"coll", "coll_rank", "--quick"},
@@ -371,6 +373,7 @@ TEST(NetSlurm, SrunWithPmixRunsTheCollectiveMatrixAcrossTwoHosts) {
   EXPECT_EQ(count(r.out, "bootstrap: pmix, rank"), 4) << r.out;  // every rank from Slurm's PMIx server
   EXPECT_NE(r.out.find("on 2 host(s)"), std::string::npos) << r.out;
   EXPECT_EQ(count(r.out, "link: received 0.0 MB"), 0) << r.out;  // the data crossed the links
+  EXPECT_EQ(count(r.out, "link: received -"), 0) << r.out;       // an unreadable counter (-1) is no proof
   // Nothing of the cluster is left: no daemon, no scratch directory (bounded wait: killed daemons exit
   // asynchronously).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -392,6 +395,7 @@ TEST(NetApps, Fft3dChecksAcrossTwoHostsOfTwoRanks) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("fft3d: check OK"), std::string::npos) << out;
   EXPECT_EQ(count(out, "link: received 0.0 MB"), 0) << out;
+  EXPECT_EQ(count(out, "link: received -"), 0) << out;  // an unreadable counter (-1) is no proof
 }
 #endif
 
