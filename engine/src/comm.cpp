@@ -435,7 +435,8 @@ std::shared_ptr<const dag::Plan> CommImpl::plan_for(const coll::Call& c, int slo
 }
 
 std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void* send, void* recv) {
-  if (core->opts.check || !core->check_alive(coll::to_string(s.kind)).is_ok()) return std::nullopt;
+  if (core->opts.check || tls_capture != nullptr || !core->check_alive(coll::to_string(s.kind)).is_ok())
+    return std::nullopt;
   std::shared_ptr<const dag::Plan> plan;
   std::uint32_t seq = 0;
   std::size_t slot = 0;
@@ -518,6 +519,15 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
                               std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys, bool internal,
                               const PlainSig* plain) {
   throw_if_error(core->check_alive(coll::to_string(c.kind)));
+  if (tls_capture != nullptr && !internal) {  // Communicator::plan: record, do not start
+    Capture& cap = *tls_capture;
+    ++cap.count;
+    cap.comm = this;
+    cap.call = c;
+    cap.send = send;
+    cap.recv = recv;
+    return make_ready_future();
+  }
   if (core->opts.check && !internal) check_signature(c);
   // Binary key: the call's fields as raw bytes, gathered in a stack buffer
   // and appended once to a per-thread string (no allocation per call; ten

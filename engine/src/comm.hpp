@@ -11,6 +11,19 @@
 
 namespace strata::detail {
 
+struct CommImpl;
+// Persistent plans of any collective (Communicator::plan): while a capture is
+// active on this thread, CommImpl::submit records the call (checked and
+// resolved exactly as a one-shot call) instead of starting it.
+struct Capture {
+  int count = 0;  // collectives posted under the capture
+  const CommImpl* comm = nullptr;
+  coll::Call call;
+  const void* send = nullptr;
+  void* recv = nullptr;
+};
+inline thread_local Capture* tls_capture = nullptr;
+
 using CommLock = strata::detail::SpinLock;
 
 // One communicator on this rank.

@@ -363,6 +363,36 @@ Future<void> Plan::start() {
   return impl_->comm->submit(impl_->prep.call, impl_->prep.send, impl_->prep.recv, impl_->peers);
 }
 
+Plan Communicator::plan(const std::function<Future<void>(Communicator&)>& post) {
+  need(impl_, "plan");
+  if (!post)
+    throw Error(Errc::invalid_argument, "plan on rank " + std::to_string(impl_->rank()) + ": argument 'post' is empty");
+  detail::Capture cap;
+  struct Scope {
+    detail::Capture* saved = detail::tls_capture;
+    explicit Scope(detail::Capture* c) { detail::tls_capture = c; }
+    ~Scope() { detail::tls_capture = saved; }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+  };
+  {
+    Scope scope(&cap);
+    Communicator self(impl_);
+    (void)post(self);  // checks every argument and resolves the algorithm, as the one-shot call does
+  }
+  if (cap.count != 1 || cap.comm != impl_.get())
+    throw Error(Errc::invalid_argument,
+                "plan on rank " + std::to_string(impl_->rank()) + " (comm " + std::to_string(impl_->id) +
+                    "): argument 'post' must post exactly one collective on this communicator (it posted " +
+                    std::to_string(cap.count) + (cap.count == 1 ? ", on another communicator)" : ")"));
+  auto pi = std::make_shared<detail::PlanImpl>();
+  pi->comm = impl_;
+  pi->prep.call = std::move(cap.call);
+  pi->prep.send = cap.send;
+  pi->prep.recv = cap.recv;
+  return Plan(pi);
+}
+
 Plan Communicator::plan_barrier(const CollOptions& opts) { return make_plan(impl_, prep_barrier(impl_, opts), false); }
 
 Plan Communicator::plan_broadcast(void* buf, std::size_t count, Datatype type, int root, const CollOptions& opts) {

@@ -22,6 +22,11 @@
 //                 calls and then batches of 8 nonblocking ones (window slots
 //                 reused many times after the failed call). Prints
 //                 "THROWGO rank R: ..." and "rel_rank: throw-then-go OK".
+//   --plans       persistent plans (Communicator::plan) of allgather, alltoallv,
+//                 gatherv, scatter and reduce_scatter over processes: each
+//                 started 4 times with new buffer contents, compared byte for
+//                 byte with the one-shot call on the same inputs. Prints
+//                 "rel_rank: plans OK".
 //   --hang KIND   a deliberate hang for the hang reports: on a dup of the
 //                 world every rank posts 3 verified allreduces, then the
 //                 fourth; KIND "never": the last rank never posts it (it
@@ -65,6 +70,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <stdexcept>
 #include <string>
@@ -363,6 +369,72 @@ int throwing_op_mode(strata::Engine& engine) {
 std::atomic<long> g_throw_call{-1};  // the call whose op throws on rank 0
 std::atomic<long> g_current{-1};     // the call being reduced (blocking phase)
 
+int plans_mode(strata::Engine& engine) {
+  strata::Communicator w = engine.world().dup();
+  const int n = w.size();
+  const auto un = static_cast<std::size_t>(n);
+  const std::size_t k = 1000;
+  const auto t = strata::Datatype::int32;
+  std::vector<std::size_t> counts, displs, sc, sd, rc, rd;
+  std::size_t total = 0, st = 0, rt = 0;
+  for (int q = 0; q < n; ++q) {
+    counts.push_back(k + static_cast<std::size_t>(q) * 5);
+    displs.push_back(total);
+    total += counts.back() + 2;
+    sc.push_back(static_cast<std::size_t>((me * 3 + q) % 7 + 1));
+    sd.push_back(st);
+    st += sc.back();
+    rc.push_back(static_cast<std::size_t>((q * 3 + me) % 7 + 1));
+    rd.push_back(rt);
+    rt += rc.back();
+  }
+  const std::size_t mine = counts[static_cast<std::size_t>(me)];
+  using Call = std::function<strata::Future<void>(strata::Communicator&, const std::int32_t*, std::int32_t*)>;
+  struct Case {
+    const char* name;
+    std::size_t send, recv;
+    Call call;
+  };
+  const std::vector<Case> cases = {
+      {"allgather", k, k * un,
+       [&](strata::Communicator& c, const std::int32_t* s, std::int32_t* r) { return c.allgather(s, k, r, t); }},
+      {"alltoallv", st, rt,
+       [&](strata::Communicator& c, const std::int32_t* s, std::int32_t* r) {
+         return c.alltoallv(s, sc, sd, r, rc, rd, t);
+       }},
+      {"gatherv", mine, total,
+       [&](strata::Communicator& c, const std::int32_t* s, std::int32_t* r) {
+         return c.gatherv(s, mine, r, counts, displs, t, n - 1);
+       }},
+      {"scatter", k * un, k,
+       [&](strata::Communicator& c, const std::int32_t* s, std::int32_t* r) { return c.scatter(s, r, k, t, 0); }},
+      {"reduce_scatter", total - 2 * un, mine,
+       [&](strata::Communicator& c, const std::int32_t* s, std::int32_t* r) {
+         return c.reduce_scatter(s, r, counts, t, strata::Op::sum);
+       }},
+  };
+  for (const Case& cs : cases) {
+    std::vector<std::int32_t> send(cs.send + 1), recv(cs.recv + 1, -3), ref(cs.recv + 1, -3);
+    strata::Plan p = w.plan([&](strata::Communicator& c) { return cs.call(c, send.data(), recv.data()); });
+    for (int round = 0; round < 4; ++round) {
+      for (std::size_t i = 0; i < send.size(); ++i)
+        send[i] = static_cast<std::int32_t>(me * 10000 + round * 1000 + static_cast<int>(i % 101));
+      p.start().get();
+      cs.call(w, send.data(), ref.data()).get();
+      if (recv != ref) {
+        std::printf("PLANS rank %d: %s round %d differs from the one-shot call\n", me, cs.name, round);
+        ++failures;
+      }
+      recv.assign(recv.size(), -3);
+      ref.assign(ref.size(), -3);
+    }
+  }
+  w.barrier().get();
+  if (failures == 0) std::printf("rel_rank: plans OK (rank %d)\n", me);
+  std::fflush(stdout);
+  return failures == 0 ? 0 : 1;
+}
+
 int hang_mode(strata::Engine& engine, const std::string& kind) {
   strata::Communicator w = engine.world().dup();
   const int last = w.size() - 1;
@@ -490,6 +562,7 @@ int main(int argc, char** argv) {
     if (mode == "--queue") return queue_mode(engine);
     if (mode == "--throwing-op") return throwing_op_mode(engine);
     if (mode == "--hang" && argc > 2) return hang_mode(engine, argv[2]);
+    if (mode == "--plans") return plans_mode(engine);
     if (mode == "--throw-then-go" && argc > 4)
       return throw_then_go_mode(engine, std::atol(argv[2]), std::atol(argv[3]),
                                 static_cast<std::size_t>(std::atol(argv[4])));

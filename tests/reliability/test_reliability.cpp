@@ -138,6 +138,17 @@ TEST(MpirunFailures, StoppedRankHangReportAndOrphans) {
   std::printf("%s", r.out.c_str());
 }
 
+// Persistent plans of any collective (Communicator::plan) over processes:
+// each started 4 times gives the bytes of the one-shot call; one host and 2
+// virtual hosts (libfabric).
+TEST(Plans, EveryCollectiveMatchesTheOneShotCallOverProcesses) {
+  for (const char* launcher : {"-n 3", "-n 4 --hosts 2"}) {
+    std::string out;
+    EXPECT_EQ(run("", launcher, "--plans", &out, 60), 0) << launcher << "\n" << out;
+    EXPECT_EQ(count(out, "rel_rank: plans OK"), launcher[3] == '3' ? 3 : 4) << launcher << "\n" << out;
+  }
+}
+
 // The same under mpirun (PMIx bootstrap, no strata-run).
 TEST(ThrowThenGoMpirun, LaterCallsCompleteOnEveryRank) {
   ASSERT_EQ(::access("/usr/bin/mpirun", X_OK), 0) << "mpirun (openmpi-bin) is missing: scripts/setup.sh installs it";

@@ -250,6 +250,21 @@ class Communicator {
   Future<void> reduce_scatter(const void* send, void* recv, const std::vector<std::size_t>& counts, Datatype type,
                               Op op, const CollOptions& opts = {});
 
+  /// @brief A persistent plan of any collective (the MPI-4 `*_init` set and
+  /// more: v-variants, user operators, `on_block`): @p post posts exactly one
+  /// collective on this communicator, e.g.
+  /// `[&](strata::Communicator& c) { return c.alltoallv(s, sc, sd, r, rc, rd, t); }`.
+  /// Nothing moves then: the call is checked (every argument error is thrown
+  /// here, naming the argument, the collective and the rank) and its algorithm
+  /// resolved once; each start() runs it with the same buffers, counts and
+  /// options, reading the buffers' contents at that start. Collective in the
+  /// sense of the call it captures (every member makes the same plan, in the
+  /// same order as its other calls on the communicator; creating it posts
+  /// nothing). Throws strata::Error (invalid_argument) when @p post posts no
+  /// collective, more than one, or one on another communicator. A start on a
+  /// communicator with a dead member fails like a one-shot call; plans cannot
+  /// be cancelled (a start runs to completion or fails).
+  Plan plan(const std::function<Future<void>(Communicator&)>& post);
   /// @brief Persistent barrier.
   Plan plan_barrier(const CollOptions& opts = {});
   /// @brief Persistent broadcast (collective): receivers' buffers are
