@@ -97,7 +97,8 @@ Options parse(int argc, char** argv) {
   app.add_option("--fragment", o.fragment, "none | fixed:BYTES | halves[:BYTES] (CollOptions::fragment)")->group(coll);
   app.add_option("--direction", o.direction, "push | pull | host:pull,numa:push,core:pull (bcast, scatter only)")
       ->group(coll);
-  app.add_flag("--persistent", o.persistent, "persistent plans (plan_*: bcast, reduce, allreduce, barrier)")
+  app.add_flag("--persistent", o.persistent,
+               "persistent plans (plan_* for bcast, reduce, allreduce, barrier; Communicator::plan for the others)")
       ->group(coll);
   app.add_flag("--shared-buffers", o.shared_buffers,
                "buffers from Engine::allocate, CollOptions::shared_buffers (single copy)")

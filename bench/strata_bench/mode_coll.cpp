@@ -37,8 +37,6 @@ using Clock = std::chrono::steady_clock;
 
 double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
 
-bool has_plan(const std::string& c) { return c == "bcast" || c == "reduce" || c == "allreduce" || c == "barrier"; }
-
 // Floats in a std::vector or in Engine::allocate memory (--shared-buffers).
 class Floats {
  public:
@@ -161,7 +159,10 @@ class CollBench {
     if (coll_ == "bcast") return comm_.plan_broadcast(b.send.data(), elems_, f32, 0, copts_);
     if (coll_ == "reduce") return comm_.plan_reduce(b.send.data(), b.recv.data(), elems_, f32, Op::sum, 0, copts_);
     if (coll_ == "allreduce") return comm_.plan_allreduce(b.send.data(), b.recv.data(), elems_, f32, Op::sum, copts_);
-    return comm_.plan_barrier(copts_);
+    if (coll_ == "barrier") return comm_.plan_barrier(copts_);
+    // The others: the one-shot call, recorded once (Communicator::plan).
+    const std::size_t index = static_cast<std::size_t>(&b - bufs_.data());
+    return comm_.plan([this, index](Communicator&) { return start(static_cast<int>(index)); });
   }
 
   Communicator& comm_;
@@ -292,14 +293,6 @@ int run_coll(const Options& o, std::vector<Record>& out) {
   const std::string suffix = variant_suffix(o);
 
   for (const std::string& coll : colls) {
-    if (o.persistent && !has_plan(coll)) {
-      if (root)
-        std::fprintf(stderr,
-                     "# %s: no persistent plan in strata (plan_* exists for bcast, reduce, "
-                     "allreduce, barrier); skipped\n",
-                     coll.c_str());
-      continue;
-    }
     try {
       for (std::size_t bytes : sizes) {
         if (coll == "barrier" && bytes != sizes.front()) continue;
