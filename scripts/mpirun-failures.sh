@@ -41,6 +41,16 @@ wait_until() {  # seconds, command...
   return 1
 }
 count_in() { [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ]; }
+# One scenario's verdict: name, ok (0/1), text; on failure the scenario's output follows.
+verdict() {
+  if [ "$2" = 1 ]; then
+    echo "mpirun-failures: $1: OK ($3)"
+  else
+    echo "mpirun-failures: $1: FAILED ($3)"
+    [ -f "$d/out" ] && sed 's/^/  | /' "$d/out" | tail -20
+    fails=$((fails + 1))
+  fi
+}
 
 # ---- stop
 d="$work/stop"
@@ -57,16 +67,11 @@ if wait_until 20 test -f "$d/pid.2"; then
   wait "$mp" 2>/dev/null
   worst=$(grep -o "last error [0-9.]* s after the kill" "$d/out" | awk '{m = $3 > m ? $3 : m} END {print m + 0}')
   named=$(grep -c "errors naming rank 1, 0 other" "$d/out")
-  if [ "$named" = 2 ] && awk -v w="$worst" 'BEGIN {exit !(w > 0 && w <= 3.5)}'; then
-    echo "mpirun-failures: stop: OK (both survivors named rank 1; last error ${worst} s after SIGSTOP, STRATA_TIMEOUT 2 s)"
-  else
-    echo "mpirun-failures: stop: FAILED (named by $named survivor(s), last error ${worst} s after SIGSTOP)"
-    sed 's/^/  | /' "$d/out" | tail -20
-    fails=$((fails + 1))
-  fi
+  ok=0
+  [ "$named" = 2 ] && awk -v w="$worst" 'BEGIN {exit !(w > 0 && w <= 3.5)}' && ok=1
+  verdict stop "$ok" "named by $named survivor(s); last error ${worst} s after SIGSTOP, STRATA_TIMEOUT 2 s"
 else
-  echo "mpirun-failures: stop: FAILED (ranks did not start)"
-  fails=$((fails + 1))
+  verdict stop 0 "ranks did not start"
 fi
 kill -KILL "$mp" 2>/dev/null
 
@@ -78,16 +83,11 @@ mp=$!
 if wait_until 20 count_in "$d/out" "HANG rank .: posted" 3; then
   sleep 0.3
   kill -USR2 "$(pgrep -P "$mp" -x mpirun || echo "$mp")"
-  if wait_until 10 count_in "$d/out" "never posted it" 1; then
-    echo "mpirun-failures: report: OK ($(grep -m1 'never posted it' "$d/out" | sed 's/^ *//'))"
-  else
-    echo "mpirun-failures: report: FAILED (no merged summary from rank 0)"
-    sed 's/^/  | /' "$d/out" | tail -20
-    fails=$((fails + 1))
-  fi
+  ok=0
+  wait_until 10 count_in "$d/out" "never posted it" 1 && ok=1
+  verdict report "$ok" "$(grep -m1 'never posted it' "$d/out" | sed 's/^ *//')"
 else
-  echo "mpirun-failures: report: FAILED (ranks did not post)"
-  fails=$((fails + 1))
+  verdict report 0 "ranks did not post"
 fi
 pkill -KILL -P "$mp" 2>/dev/null
 kill -KILL "$mp" 2>/dev/null
@@ -106,16 +106,12 @@ if wait_until 20 count_in "$d/out" "HANG rank .: posted" 3; then
     for p in $ranks; do gone "$p" || return 1; done
     return 0
   }
-  if [ -n "$ranks" ] && wait_until 3 all_gone; then
-    echo "mpirun-failures: orphan: OK (ranks $ranks exited after mpirun was killed)"
-  else
-    echo "mpirun-failures: orphan: FAILED (ranks '$ranks' still alive 3 s after mpirun was killed)"
-    for p in $ranks; do kill -KILL "$p" 2>/dev/null; done
-    fails=$((fails + 1))
-  fi
+  ok=0
+  [ -n "$ranks" ] && wait_until 3 all_gone && ok=1
+  verdict orphan "$ok" "ranks $ranks after mpirun was killed"
+  [ "$ok" = 1 ] || for p in $ranks; do kill -KILL "$p" 2>/dev/null; done
 else
-  echo "mpirun-failures: orphan: FAILED (ranks did not post)"
-  fails=$((fails + 1))
+  verdict orphan 0 "ranks did not post"
 fi
 kill -KILL "$tp" 2>/dev/null
 
