@@ -52,6 +52,61 @@ TEST(EngineThreads, LooseCollectivesInFlightTogetherAcrossTwoVirtualHosts) {
   });
 }
 
+// Every argument error names the argument, the collective and the rank (the
+// tree, fragment and algorithm options used to name neither the collective
+// nor the rank: "tree option 'host:banana': ...").
+TEST(EngineThreads, OptionErrorsNameTheArgumentTheCollectiveAndTheRank) {
+  run_ranks(2, 1, [](strata::Engine& e) {
+    strata::Communicator& w = e.world();
+    const std::string me = "on rank " + std::to_string(w.rank());
+    std::vector<std::int32_t> a(8, 1), b(8, 0);
+    std::vector<std::size_t> counts(2, 4), displs{0, 4};
+    struct Bad {
+      const char* what;
+      const char* coll;
+      const char* arg;
+      strata::CollOptions o;
+    };
+    auto opt = [](const char* alg, const char* tree, const char* frag) {
+      strata::CollOptions o;
+      o.algorithm = alg;
+      o.tree = tree;
+      o.fragment = frag;
+      return o;
+    };
+    const std::vector<Bad> bad = {
+        {"tree", "broadcast", "argument 'tree' = 'host:banana'", opt("", "host:banana", "")},
+        {"tree level", "reduce", "argument 'tree' = 'rack:flat'", opt("", "rack:flat", "")},
+        {"fragment", "allreduce", "argument 'fragment' = 'fixed:x'", opt("", "", "fixed:x")},
+        {"fragment mode", "gather", "argument 'fragment' = 'chunks'", opt("", "", "chunks")},
+        {"algorithm", "broadcast", "argument 'algorithm' = 'ring'", opt("ring", "", "")},
+        {"algorithm", "allgather", "argument 'algorithm' = 'banana'", opt("banana", "", "")},
+        {"algorithm", "allreduce", "argument 'algorithm' = 'banana'", opt("banana", "", "")},
+        {"algorithm", "gatherv", "argument 'algorithm' = 'banana'", opt("banana", "", "")},
+        {"algorithm", "barrier", "argument 'algorithm' = 'banana'", opt("banana", "", "")},
+    };
+    for (const Bad& x : bad) {
+      const std::string c = x.coll;
+      try {
+        if (c == "broadcast") w.broadcast(a.data(), 8, strata::Datatype::int32, 0, x.o).get();
+        if (c == "reduce") w.reduce(a.data(), b.data(), 8, strata::Datatype::int32, strata::Op::sum, 0, x.o).get();
+        if (c == "allreduce") w.allreduce(a.data(), b.data(), 8, strata::Datatype::int32, strata::Op::sum, x.o).get();
+        if (c == "gather") w.gather(a.data(), 4, b.data(), strata::Datatype::int32, 0, x.o).get();
+        if (c == "allgather") w.allgather(a.data(), 4, b.data(), strata::Datatype::int32, x.o).get();
+        if (c == "gatherv") w.gatherv(a.data(), 4, b.data(), counts, displs, strata::Datatype::int32, 0, x.o).get();
+        if (c == "barrier") w.barrier(x.o).get();
+        ADD_FAILURE() << x.what << " of " << c << " was accepted";
+      } catch (const strata::Error& err) {
+        const std::string m = err.what();
+        EXPECT_EQ(err.errc(), strata::Errc::invalid_argument) << m;
+        EXPECT_NE(m.find(x.arg), std::string::npos) << x.what << ": " << m;
+        EXPECT_NE(m.find(c), std::string::npos) << x.what << ": " << m;
+        EXPECT_NE(m.find(me), std::string::npos) << x.what << ": " << m;
+      }
+    }
+  });
+}
+
 // Persistent plans of every collective (Communicator::plan): each plan is
 // started 3 times with new contents in its buffers and must give exactly the
 // bytes of the same one-shot call on the same inputs (the one-shot calls are
