@@ -172,5 +172,7 @@ void install_window_routing(EngineCore& core);
 void shutdown_windows(EngineCore& core);
 // report.cpp: the watchdog thread (launcher death; hang reports unless STRATA_REPORT=off); stops when released.
 std::shared_ptr<void> start_report_watchdog(EngineCore& core);
+// report.cpp: asks this process's watchdogs for a report (SIGUSR2, or a peer's request signal).
+void request_report() noexcept;
 
 }  // namespace strata::detail

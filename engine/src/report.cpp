@@ -25,6 +25,7 @@
 
 #include "comm.hpp"
 #include "core.hpp"
+#include "hooks.hpp"
 #include "strata/detail/env.hpp"
 #include "strata/engine.hpp"
 
@@ -165,7 +166,7 @@ namespace {
 
 std::atomic<unsigned> g_report_requests{0};
 
-void on_sigusr2(int) { g_report_requests.fetch_add(1, std::memory_order_relaxed); }
+void on_sigusr2(int) { g_report_requests.fetch_add(1, std::memory_order_relaxed); }  // async-signal-safe
 
 // Installs the SIGUSR2 handler once per process, unless the application has its own.
 bool install_sigusr2() {
@@ -200,6 +201,8 @@ long timeout_ms() {
 }
 
 }  // namespace
+
+void request_report() noexcept { g_report_requests.fetch_add(1, std::memory_order_relaxed); }
 
 std::string report_dir(const EngineCore& core) {
   if (const char* d = strata::detail::env::get("STRATA_REPORT_DIR"); d != nullptr && *d != '\0') return d;
@@ -296,7 +299,7 @@ class ReportWatchdog {
       const unsigned req = g_report_requests.load(std::memory_order_relaxed);
       if (req != seen_requests_) {
         seen_requests_ = req;
-        write(true);
+        write();
         continue;
       }
       if (++tick % 5 != 0 || !core_.exec) continue;  // the stale-call check: once a second
@@ -306,11 +309,24 @@ class ReportWatchdog {
         if (reported_.insert(key).second) fresh = true;
       }
       if (reported_.size() > 4096) reported_.clear();
-      if (fresh) write(false);
+      if (fresh) {
+        ask_others();  // their reports too: the rank that never posted is not waiting in anything
+        write();
+      }
     }
   }
 
-  void write(bool requested) {
+  // A report request to every other rank of the job, over strata's own
+  // transport (a signal its engine routes to request_report()).
+  void ask_others() {
+    transport::Transport* tp = core_.transport.get();
+    if (tp == nullptr) return;
+    const int me = core_.boot->rank();
+    for (int r = 0; r < core_.boot->size(); ++r)
+      if (r != me) (void)tp->signal(r, std::uint64_t{dag::kReportRequestComm} << 48, nudge_context());
+  }
+
+  void write() {
     const std::string text = pending_text(core_);
     std::fprintf(stderr, "%s", text.c_str());
     std::fflush(stderr);
@@ -323,9 +339,10 @@ class ReportWatchdog {
       f << text;
     }
     std::rename((path + ".tmp").c_str(), path.c_str());
-    if (!requested || me != 0 || core_.boot->job().launcher == "strata-run") return;
-    // Rank 0 without strata-run: merge what the ranks wrote for this request
-    // (files written since; bounded wait).
+    if (me != 0) return;
+    // Rank 0 merges what the ranks wrote for this request (files written
+    // since; bounded wait). strata-run also merges when it is asked (SIGUSR2)
+    // and at its --timeout.
     const auto since = std::chrono::system_clock::now() - std::chrono::milliseconds(500);
     const int n = core_.boot->size();
     std::vector<std::string> texts;

@@ -522,11 +522,11 @@ class Launcher {
     if (::kill(-rk.pid, sig) != 0) ::kill(rk.pid, sig);
   }
 
-  // Hang report: every rank writes its pending calls to the job's report
-  // directory on SIGUSR2 (the engine's watchdog); this merges them into one
-  // summary (strata::report::merge) once all are in or after 2 s.
-  void request_report(bool then_terminate) {
-    report_then_terminate_ = report_then_terminate_ || then_terminate;
+  // Hang report on demand (SIGUSR2 to strata-run): forwarded to the ranks,
+  // whose engines' watchdogs write their pending calls to the job's report
+  // directory; merged into one summary (strata::report::merge) once all are
+  // in or after 2 s.
+  void request_report() {
     if (report_deadline_) return;  // one at a time
     const std::string rdir = dir_ + "/reports";
     ::mkdir(rdir.c_str(), 0700);
@@ -556,7 +556,6 @@ class Launcher {
     const std::string summary = strata::report::merge(texts, opt_.n);
     std::fprintf(stderr, "%s", summary.c_str());
     std::fflush(stderr);
-    if (report_then_terminate_) start_termination(SIGTERM);
   }
 
   void start_termination(int sig) {
@@ -684,7 +683,7 @@ class Launcher {
       const int sig = static_cast<int>(si.ssi_signo);
       if (sig == SIGCHLD) continue;  // reap() runs every iteration
       if (sig == SIGUSR2) {          // a hang report, on demand (docs/reliability.md)
-        request_report(false);
+        request_report();
         continue;
       }
       if (got_signal_) {
@@ -743,10 +742,13 @@ class Launcher {
       if (alive_ == 0 && (!pipes_open || now >= *drain_deadline)) break;
       if (job_deadline_ && now >= *job_deadline_) {
         job_deadline_.reset();
-        std::fprintf(stderr, "strata-run: job timed out after %g s; asking %d rank(s) for a hang report\n",
-                     opt_.timeout, alive_);
+        std::fprintf(stderr, "strata-run: job timed out after %g s; terminating %d rank(s)\n", opt_.timeout, alive_);
         if (exit_code_ == 0) exit_code_ = kExitTimeout;
-        request_report(true);  // then terminates
+        // The reports the ranks wrote by themselves (a call pending for
+        // STRATA_TIMEOUT makes every rank write one), merged; no signal to
+        // the ranks (a program that does not use strata would die of it).
+        if (reports_in() > 0) finish_report();
+        start_termination(SIGTERM);
       }
       if (report_deadline_ && (now >= *report_deadline_ || reports_in() >= alive_)) finish_report();
       if (kill_deadline_ && now >= *kill_deadline_) {
@@ -865,7 +867,6 @@ class Launcher {
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> report_deadline_;  // a hang report is being collected
   std::string link_text_;                             // --net-stats, read before the holders end
-  bool report_then_terminate_ = false;
   std::optional<Clock::time_point> kill_deadline_;
   sigset_t handled_{};
   sigset_t orig_mask_{};

@@ -83,8 +83,12 @@ inline constexpr std::uint32_t kMaxGrantSlots = 16;
 inline constexpr std::uint16_t kAbortNoticeComm = 0xFFFA;
 inline constexpr std::uint16_t kAbortAckComm = 0xFFF9;
 inline constexpr std::uint16_t kAbortSettleComm = 0xFFF8;
+/// @brief Signal tag of a hang-report request (the engine's watchdog asks the
+/// other ranks for their reports when one of its calls is pending for
+/// STRATA_TIMEOUT; docs/reliability.md, "Hang reports"). The executor ignores it.
+inline constexpr std::uint16_t kReportRequestComm = 0xFFF7;
 /// @brief The lowest signal tag: communicator ids of plans stay below it.
-inline constexpr std::uint16_t kFirstSignalTag = kAbortSettleComm;
+inline constexpr std::uint16_t kFirstSignalTag = kReportRequestComm;
 
 /// @brief Decoded notice / ack / settle payload: bits 63..48 tag, 47..20
 /// sequence number, 19..16 the error code (notice), 15..0 communicator.
