@@ -65,15 +65,8 @@ TEST_P(ThrowingOp, FailsTheFutureWithATypedError) {
   EXPECT_EQ(count(out, ": success"), 0) << out;
   EXPECT_EQ(count(out, ": other"), 0) << out;
   EXPECT_EQ(count(out, ": waited"), 0) << out;
-  // The small calls' mapped plans run the op on every member.
-  for (const char* c : {"fast", "fast_in_place"})
-    if (std::string(GetParam().name) != "unmapped") {
-      EXPECT_EQ(count(out, std::string("CASE ") + c + " rank 0: threw-ok") +
-                    count(out, std::string("CASE ") + c + " rank 1: threw-ok"),
-                2)
-          << c << "\n"
-          << out;
-    }
+  // (In a small call's mapped plan every member folds, so every member's op
+  // may throw; a member told of another's failure first does not run its own.)
   EXPECT_EQ(count(out, ": escaped"), 0) << out;
 }
 INSTANTIATE_TEST_SUITE_P(Modes, ThrowingOp, kModes, case_name);
