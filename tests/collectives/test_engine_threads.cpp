@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +52,54 @@ TEST(EngineThreads, LooseCollectivesInFlightTogetherAcrossTwoVirtualHosts) {
     strata::when_all(std::move(fs)).get();
     for (int j = 0; j < k; ++j) ASSERT_EQ(out[static_cast<std::size_t>(j)][299], 4 * j + 6);
   });
+}
+
+// A user op that throws on one rank (ranks as threads, so the sanitizers see
+// the failure protocol of every rank at once): that call fails on every
+// member or, where a member finished before with nothing of the failed part,
+// keeps a correct result; 40 later calls on the communicator complete with
+// the right sums on one host and across 2 virtual hosts.
+TEST(EngineThreads, ThrowingOpFailsTheCallEverywhereAndTheCommunicatorGoesOn) {
+  for (const int hosts : {1, 2}) {
+    for (const std::size_t count : {std::size_t{4}, std::size_t{3000}}) {
+      std::atomic<int> failed{0}, kept{0};
+      run_ranks(3, hosts, [&](strata::Engine& e) {
+        strata::Communicator w = e.world().dup();
+        const int me = w.rank();
+        // The call this rank's op belongs to (the op may run on any of the rank's threads).
+        auto current = std::make_shared<std::atomic<int>>(-1);
+        strata::UserOp op;
+        op.fn = [me, current](const void* a, const void* b, void* d, std::size_t m) {
+          if (me == 0 && current->load() == 3) throw std::runtime_error("boom in call 3");
+          const auto* x = static_cast<const std::int32_t*>(a);
+          const auto* y = static_cast<const std::int32_t*>(b);
+          auto* z = static_cast<std::int32_t*>(d);
+          for (std::size_t i = 0; i < m; ++i) z[i] = x[i] + y[i];
+        };
+        op.elem_size = 4;
+        for (int call = 0; call < 44; ++call) {
+          current->store(call);
+          std::vector<std::int32_t> s(count, me + call), r(count, -1);
+          try {
+            w.allreduce(s.data(), r.data(), count, op).get();
+            const std::int32_t want = 3 * call + 3;
+            ASSERT_EQ(r[0], want) << "call " << call << " rank " << me;
+            ASSERT_EQ(r[count - 1], want) << "call " << call << " rank " << me;
+            if (call == 3) {
+              ASSERT_NE(me, 0) << "rank 0's op threw in call 3";
+              ++kept;
+            }
+          } catch (const strata::Error& err) {
+            ASSERT_EQ(call, 3) << err.what();
+            EXPECT_EQ(err.errc(), strata::Errc::invalid_argument) << err.what();
+            ++failed;
+          }
+        }
+      });
+      EXPECT_EQ(failed.load() + kept.load(), 3) << "hosts " << hosts << " count " << count;
+      EXPECT_GE(failed.load(), 1) << "hosts " << hosts << " count " << count;
+    }
+  }
 }
 
 // Every argument error names the argument, the collective and the rank (the
