@@ -263,7 +263,8 @@ std::string pending_text(EngineCore& core) {
 // rank's file into the summary (strata-run merges itself).
 class ReportWatchdog {
  public:
-  ReportWatchdog(EngineCore& core, bool reports) : core_(core), limit_ms_(timeout_ms()), reports_(reports) {
+  ReportWatchdog(EngineCore& core, bool reports)
+      : core_(core), limit_ms_(timeout_ms()), reports_(reports), dir_(report_dir(core)) {
     if (reports_) install_sigusr2();
     seen_requests_ = g_report_requests.load();
     thread_ = std::thread([this] { loop(); });
@@ -330,7 +331,7 @@ class ReportWatchdog {
     const std::string text = pending_text(core_);
     std::fprintf(stderr, "%s", text.c_str());
     std::fflush(stderr);
-    const std::string dir = report_dir(core_);
+    const std::string& dir = dir_;  // read once: no environment lookup here (statics may be going at exit)
     ::mkdir(dir.c_str(), 0700);
     const int me = core_.boot->rank();
     const std::string path = dir + "/report." + std::to_string(me);
@@ -372,6 +373,7 @@ class ReportWatchdog {
   EngineCore& core_;
   const long limit_ms_;
   const bool reports_;
+  const std::string dir_;
   unsigned seen_requests_ = 0;
   std::set<std::uint64_t> reported_;
   bool merged_once_ = false;
