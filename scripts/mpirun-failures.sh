@@ -10,10 +10,16 @@
 #            them: "rank(s) 2 never posted it";
 #   orphan   mpirun SIGKILLed while its ranks wait in a call: every rank exits
 #            within 3 s (the watchdog sees the PMIx server gone) instead of
-#            waiting forever.
-#   scripts/mpirun-failures.sh BUILD_DIR
+#            waiting forever;
+#   hosts    (needs the emulated cluster: root, strata-net) 2 ranks on 2
+#            virtual hosts under mpirun (strata-net), one SIGSTOPped: the
+#            other fails naming it within STRATA_TIMEOUT + 1.5 s of the stop
+#            (heartbeats between hosts; no launcher, no /proc across hosts).
+#   scripts/mpirun-failures.sh BUILD_DIR [SCENARIO ...]   (default: stop report orphan)
 set -uo pipefail
 build=${1:-build}
+shift || true
+scenarios=" ${*:-stop report orphan} "
 bin="$build/bin"
 mpirun=/usr/bin/mpirun
 [ -x "$mpirun" ] || { echo "mpirun-failures: FAILED: $mpirun is missing (scripts/setup.sh installs openmpi-bin)"; exit 1; }
@@ -22,6 +28,7 @@ cleanup() {
   pkill -KILL -P $$ 2>/dev/null
   pkill -KILL -f "$bin/rel_rank --hang" 2>/dev/null
   pkill -KILL -f "$bin/chaos_rank --chaos $work" 2>/dev/null
+  pkill -KILL -f "strata-net --hosts 2 --rate 10gbit --timeout 80" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -53,6 +60,7 @@ verdict() {
 }
 
 # ---- stop
+if [[ "$scenarios" == *" stop "* ]]; then
 d="$work/stop"
 mkdir -p "$d"
 STRATA_TIMEOUT=2000 timeout 60 "${mpi[@]}" -x STRATA_TIMEOUT "$bin/chaos_rank" --chaos "$d" --seed 7 >"$d/out" 2>&1 &
@@ -74,8 +82,10 @@ else
   verdict stop 0 "ranks did not start"
 fi
 kill -KILL "$mp" 2>/dev/null
+fi
 
 # ---- report
+if [[ "$scenarios" == *" report "* ]]; then
 d="$work/report"
 mkdir -p "$d"
 STRATA_REPORT_DIR="$d/reports" timeout 60 "${mpi[@]}" -x STRATA_REPORT_DIR "$bin/rel_rank" --hang never >"$d/out" 2>&1 &
@@ -92,8 +102,10 @@ fi
 pkill -KILL -P "$mp" 2>/dev/null
 kill -KILL "$mp" 2>/dev/null
 wait "$mp" 2>/dev/null
+fi
 
 # ---- orphan
+if [[ "$scenarios" == *" orphan "* ]]; then
 d="$work/orphan"
 mkdir -p "$d"
 timeout 60 "${mpi[@]}" "$bin/rel_rank" --hang never >"$d/out" 2>&1 &
@@ -114,6 +126,34 @@ else
   verdict orphan 0 "ranks did not post"
 fi
 kill -KILL "$tp" 2>/dev/null
+fi
+
+# ---- hosts
+if [[ "$scenarios" == *" hosts "* ]]; then
+d="$work/hosts"
+mkdir -p "$d"
+inner='exec mpirun.openmpi --allow-run-as-root --bind-to none --hostfile "$STRATA_NET_HOSTFILE" --mca plm_rsh_agent "$STRATA_NET_RSH" --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 -x STRATA_TIMEOUT -n 2 "$@"'
+STRATA_TIMEOUT=2000 timeout 90 "$bin/strata-net" --hosts 2 --rate 10gbit --timeout 80 -- sh -c "$inner" sh \
+  "$bin/chaos_rank" --chaos "$d" --seed 3 >"$d/out" 2>&1 &
+mp=$!
+if wait_until 30 test -f "$d/pid.1"; then
+  sleep 0.5
+  victim=$(cat "$d/pid.1")
+  date +%s%N >"$d/kill"
+  kill -STOP "$victim"
+  wait_until 15 test -f "$d/done.0"
+  kill -KILL "$victim" 2>/dev/null
+  worst=$(grep -o "last error [0-9.]* s after the kill" "$d/out" | awk '{m = $3 > m ? $3 : m} END {print m + 0}')
+  ok=0
+  grep -q "errors naming rank 1, 0 other" "$d/out" && grep -q "sent no heartbeat" "$d/out" &&
+    awk -v w="$worst" 'BEGIN {exit !(w > 0 && w <= 3.5)}' && ok=1
+  verdict hosts "$ok" "rank 0 named rank 1 (no heartbeat) ${worst} s after SIGSTOP, STRATA_TIMEOUT 2 s"
+else
+  verdict hosts 0 "ranks did not start"
+fi
+kill -KILL "$mp" 2>/dev/null
+wait "$mp" 2>/dev/null
+fi
 
 [ "$fails" = 0 ] && echo "mpirun-failures: OK" || echo "mpirun-failures: FAILED ($fails)"
 [ "$fails" = 0 ]

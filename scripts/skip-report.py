@@ -7,7 +7,7 @@ and fail when a multi-host test skipped on a machine that can emulate hosts.
 Reads BUILD_DIR/Testing/Temporary/LastTest.log (CTest writes each test's output
 there). A GoogleTest skip prints "Skipped" and its message before "[  SKIPPED ]";
 those lines are the reason. Multi-host tests (the emulated cluster: NetCluster,
-NetCleanup, NetMatrix, NetSlurm, NetApps, StrataNet, FabricNetns) may only skip
+NetCleanup, NetMatrix, NetSlurm, NetApps, NetMpirun, StrataNet, FabricNetns) may only skip
 where `strata-run --net-check` fails; where it succeeds a skip is an error
 (exit 1), because the summary would otherwise say "100% tests passed" for
 tests that did not run.
@@ -17,7 +17,7 @@ import re
 import subprocess
 import sys
 
-MULTI_HOST = re.compile(r"^(NetCluster|NetCleanup|ExitPaths/NetCleanup|NetMatrix|Hosts2x2/NetMatrix|NetSlurm|NetApps|"
+MULTI_HOST = re.compile(r"^(NetCluster|NetCleanup|ExitPaths/NetCleanup|NetMatrix|Hosts2x2/NetMatrix|NetSlurm|NetApps|NetMpirun|"
                         r"StrataNet|FabricBackend\.\w*Netns\w*|\w*Netns\w*)\b")
 
 

@@ -156,7 +156,10 @@ struct EngineCore {
   IdPool comm_ids{1, dag::kFirstSignalTag};    // ids below every signal tag
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
   std::shared_ptr<WindowTable> windows;        // window.cpp
-  std::shared_ptr<void> watchdog;              // report.cpp: launcher death, hang reports
+  std::shared_ptr<void> watchdog;              // report.cpp: launcher death, heartbeats, hang reports
+  // report.cpp: coarse-clock ms of the last heartbeat from each world rank
+  // (written by the signal handler, read by the watchdog); size() entries.
+  std::unique_ptr<std::atomic<std::int64_t>[]> heard;
 
   Status check_alive(const char* what) const {
     if (alive.load(std::memory_order_acquire)) return Status::ok();
@@ -174,5 +177,9 @@ void shutdown_windows(EngineCore& core);
 std::shared_ptr<void> start_report_watchdog(EngineCore& core);
 // report.cpp: asks this process's watchdogs for a report (SIGUSR2, or a peer's request signal).
 void request_report() noexcept;
+// report.cpp: a heartbeat from world rank @p source arrived.
+void heard_from(EngineCore& core, int source) noexcept;
+// report.cpp: milliseconds of the coarse monotonic clock.
+std::int64_t coarse_ms() noexcept;
 
 }  // namespace strata::detail

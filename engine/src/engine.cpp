@@ -639,6 +639,9 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
     if (dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire)) return ex->poll();
     return 0;
   });
+  // Heartbeats (report.cpp): every rank counts as heard at start.
+  core_->heard.reset(new std::atomic<std::int64_t>[static_cast<std::size_t>(std::max(1, core_->boot->size()))]);
+  for (int r = 0; r < core_->boot->size(); ++r) core_->heard[static_cast<std::size_t>(r)].store(detail::coarse_ms());
   detail::install_window_routing(*core_);  // window events beside the executor's (window.cpp)
   transport::ProgressOptions po = transport::ProgressOptions::from_environment();
   po.threads = opts.progress_threads;
@@ -745,12 +748,14 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
 
 Engine::~Engine() {
   if (!core_) return;
-  core_->watchdog.reset();  // joins it: it reads the communicators and the executor
   try {
     core_->boot->barrier();  // no peer may still need this rank's windows
   } catch (const std::exception& e) {
     detail::logger().warn("engine shutdown: barrier failed: {}", e.what());
   }
+  // After the barrier (heartbeats go on while a slower peer finishes), before
+  // the executor and the communicators go (the watchdog reads them): joins it.
+  core_->watchdog.reset();
   core_->alive.store(false, std::memory_order_release);
   // Servers first (joins them: no transport callback runs after this), then
   // the executor (drains its tasks), then the communicators and the transport.

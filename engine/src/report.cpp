@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -204,6 +205,17 @@ long timeout_ms() {
 
 void request_report() noexcept { g_report_requests.fetch_add(1, std::memory_order_relaxed); }
 
+std::int64_t coarse_ms() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void heard_from(EngineCore& core, int source) noexcept {
+  if (core.heard && source >= 0 && source < core.boot->size())
+    core.heard[static_cast<std::size_t>(source)].store(coarse_ms(), std::memory_order_relaxed);
+}
+
 std::string report_dir(const EngineCore& core) {
   if (const char* d = strata::detail::env::get("STRATA_REPORT_DIR"); d != nullptr && *d != '\0') return d;
   if (const char* j = strata::detail::env::get("STRATA_JOB_DIR"); j != nullptr && *j != '\0')
@@ -296,6 +308,7 @@ class ReportWatchdog {
         std::fflush(stderr);
         ::_exit(70);
       }
+      heartbeats();
       if (!reports_) continue;
       const unsigned req = g_report_requests.load(std::memory_order_relaxed);
       if (req != seen_requests_) {
@@ -314,6 +327,42 @@ class ReportWatchdog {
         ask_others();  // their reports too: the rank that never posted is not waiting in anything
         write();
       }
+    }
+  }
+
+  // Heartbeats between hosts (a thread of strata's own, so a rank that only
+  // computes, in inline mode too, keeps beating): every STRATA_TIMEOUT / 4
+  // (at most every 5 s, at least every 100 ms) a signal to every rank on
+  // another host, then one progress call (a manual-progress provider moves
+  // it, and the peers' beats, only then). A rank on another host not heard
+  // from for STRATA_TIMEOUT while calls are in flight here is declared dead:
+  // stopped, or its host unreachable. Same-host peers are watched through
+  // /proc by the shared-memory backend instead.
+  void heartbeats() {
+    transport::Transport* tp = core_.transport.get();
+    if (tp == nullptr || !core_.heard || core_.hier.num_hosts() <= 1) return;
+    const std::int64_t now = coarse_ms();
+    const int me = core_.boot->rank();
+    const int n = core_.boot->size();
+    const std::int64_t period = std::clamp<std::int64_t>(limit_ms_ / 4, 100, 5000);
+    if (now - last_beat_ >= period) {
+      last_beat_ = now;
+      for (int r = 0; r < n; ++r)
+        if (r != me && !core_.hier.same_host(me, r) && declared_.count(r) == 0)
+          (void)tp->signal(r, std::uint64_t{dag::kHeartbeatComm} << 48, nudge_context());
+      (void)tp->progress();
+    }
+    if (!core_.exec || core_.exec->in_flight() == 0) return;
+    for (int r = 0; r < n; ++r) {
+      if (r == me || core_.hier.same_host(me, r) || declared_.count(r) != 0) continue;
+      const std::int64_t silent = now - core_.heard[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
+      if (silent <= limit_ms_ || !tp->peer_status(r).is_ok()) continue;
+      declared_.insert(r);
+      tp->declare_dead(
+          r, Status(Errc::timeout, "peer rank " + std::to_string(r) + " on another host sent no heartbeat for " +
+                                       std::to_string(silent) + " ms (STRATA_TIMEOUT=" + std::to_string(limit_ms_) +
+                                       "; stopped, or its host unreachable); declared dead (seen by rank " +
+                                       std::to_string(me) + ")"));
     }
   }
 
@@ -377,6 +426,8 @@ class ReportWatchdog {
   unsigned seen_requests_ = 0;
   std::set<std::uint64_t> reported_;
   bool merged_once_ = false;
+  std::int64_t last_beat_ = 0;
+  std::set<int> declared_;  // ranks this watchdog declared dead
   std::chrono::steady_clock::time_point last_merge_{};
   std::mutex mu_;
   std::condition_variable cv_;

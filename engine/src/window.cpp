@@ -287,10 +287,14 @@ void install_window_routing(EngineCore& core) {
     }
     ex->handle_completion(ctx, s);
   });
-  tp.set_signal_handler([ex, table](int source, std::uint64_t p) {
+  tp.set_signal_handler([ex, table, core = &core](int source, std::uint64_t p) {
     if ((p >> 48) == kNudgeComm) return;         // wakes the progress servers: their progress hook polls the flag waits
     if ((p >> 48) == dag::kReportRequestComm) {  // another rank's watchdog asks for this rank's hang report
       request_report();
+      return;
+    }
+    if ((p >> 48) == dag::kHeartbeatComm) {  // a rank on another host is alive (report.cpp)
+      heard_from(*core, source);
       return;
     }
     if ((p >> 48) != kWindowSignalComm) {

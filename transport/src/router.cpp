@@ -191,6 +191,11 @@ class Router final : public Transport, public detail::WakeArm {
     return b != nullptr ? b->fetch_add(peer, dst, off, addend, fetched, ctx) : bad_peer("fetch_add", peer);
   }
 
+  void declare_dead(int peer, const Status& why) override {
+    if (peer < 0 || peer >= size_ || peer == rank_) return;
+    if (Backend* b = route_[static_cast<std::size_t>(peer)]) b->fail_peer(peer, why);
+  }
+
   std::size_t progress() override {
     std::size_t n = 0;
     if (shm_uses_) n += shm_->progress();

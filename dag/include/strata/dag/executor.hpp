@@ -87,8 +87,11 @@ inline constexpr std::uint16_t kAbortSettleComm = 0xFFF8;
 /// other ranks for their reports when one of its calls is pending for
 /// STRATA_TIMEOUT; docs/reliability.md, "Hang reports"). The executor ignores it.
 inline constexpr std::uint16_t kReportRequestComm = 0xFFF7;
+/// @brief Signal tag of a heartbeat between ranks on different hosts (the
+/// engine's watchdog; docs/reliability.md, "Detection without the launcher").
+inline constexpr std::uint16_t kHeartbeatComm = 0xFFF6;
 /// @brief The lowest signal tag: communicator ids of plans stay below it.
-inline constexpr std::uint16_t kFirstSignalTag = kReportRequestComm;
+inline constexpr std::uint16_t kFirstSignalTag = kHeartbeatComm;
 
 /// @brief Decoded notice / ack / settle payload: bits 63..48 tag, 47..20
 /// sequence number, 19..16 the error code (notice), 15..0 communicator.

@@ -268,6 +268,14 @@ class Transport {
 
   /// OK while @p peer is alive; the failure cause otherwise.
   [[nodiscard]] virtual Status peer_status(int peer) const = 0;
+  /// Declares @p peer dead for a reason found outside the transport (the
+  /// engine's heartbeats): every operation to it fails with @p why and the
+  /// peer failure handler runs, as when the transport finds it dead itself.
+  /// Default: nothing (transports without failure handling).
+  virtual void declare_dead(int peer, const Status& why) {
+    (void)peer;
+    (void)why;
+  }
   /// Stops accepting operations; in-flight ones complete with Errc::shutdown.
   virtual void shutdown() = 0;
 };
