@@ -48,6 +48,25 @@ wait_until() {  # seconds, command...
   return 1
 }
 count_in() { [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ]; }
+# chaos_rank --chaos in $d: SIGSTOP rank 1 at a random-free moment, wait
+# (bounded) for the survivors' done files given as arguments, then kill it;
+# sets $worst to the latest survivor error after the stop (s).
+stop_rank1() {
+  sleep 0.5
+  local victim
+  victim=$(cat "$d/pid.1")
+  date +%s%N >"$d/kill"
+  kill -STOP "$victim"
+  local f all
+  for _ in $(seq 1 300); do
+    all=1
+    for f in "$@"; do [ -f "$d/$f" ] || all=0; done
+    [ "$all" = 1 ] && break
+    sleep 0.05
+  done
+  kill -KILL "$victim" 2>/dev/null
+  worst=$(grep -o "last error [0-9.]* s after the kill" "$d/out" | awk '{m = $3 > m ? $3 : m} END {print m + 0}')
+}
 # One scenario's verdict: name, ok (0/1), text; on failure the scenario's output follows.
 verdict() {
   if [ "$2" = 1 ]; then
@@ -66,14 +85,8 @@ mkdir -p "$d"
 STRATA_TIMEOUT=2000 timeout 60 "${mpi[@]}" -x STRATA_TIMEOUT "$bin/chaos_rank" --chaos "$d" --seed 7 >"$d/out" 2>&1 &
 mp=$!
 if wait_until 20 test -f "$d/pid.2"; then
-  sleep 0.3
-  victim=$(cat "$d/pid.1")
-  date +%s%N >"$d/kill"
-  kill -STOP "$victim"
-  wait_until 15 test -f "$d/done.0" -a -f "$d/done.2"
-  kill -KILL "$victim" 2>/dev/null
+  stop_rank1 done.0 done.2
   wait "$mp" 2>/dev/null
-  worst=$(grep -o "last error [0-9.]* s after the kill" "$d/out" | awk '{m = $3 > m ? $3 : m} END {print m + 0}')
   named=$(grep -c "errors naming rank 1, 0 other" "$d/out")
   ok=0
   [ "$named" = 2 ] && awk -v w="$worst" 'BEGIN {exit !(w > 0 && w <= 3.5)}' && ok=1
@@ -137,13 +150,7 @@ STRATA_TIMEOUT=2000 timeout 90 "$bin/strata-net" --hosts 2 --rate 10gbit --timeo
   "$bin/chaos_rank" --chaos "$d" --seed 3 >"$d/out" 2>&1 &
 mp=$!
 if wait_until 30 test -f "$d/pid.1"; then
-  sleep 0.5
-  victim=$(cat "$d/pid.1")
-  date +%s%N >"$d/kill"
-  kill -STOP "$victim"
-  wait_until 15 test -f "$d/done.0"
-  kill -KILL "$victim" 2>/dev/null
-  worst=$(grep -o "last error [0-9.]* s after the kill" "$d/out" | awk '{m = $3 > m ? $3 : m} END {print m + 0}')
+  stop_rank1 done.0
   ok=0
   grep -q "errors naming rank 1, 0 other" "$d/out" && grep -q "sent no heartbeat" "$d/out" &&
     awk -v w="$worst" 'BEGIN {exit !(w > 0 && w <= 3.5)}' && ok=1
