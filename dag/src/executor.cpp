@@ -33,6 +33,7 @@
 #include <oneapi/tbb/task_group.h>
 
 #include "strata/dag/executor.hpp"
+#include "strata/detail/clock.hpp"
 #include "strata/detail/env.hpp"
 #include "strata/detail/spinlock.hpp"
 #include "strata/detail/tsan.hpp"
@@ -214,8 +215,10 @@ struct Instance {
   Instance* prev = nullptr;
   Instance* next = nullptr;
   bool listed = false;
-  std::uint64_t stamp = 0;      // Bindings::stamp (kept in the parked block for the next start)
-  std::int64_t started_ms = 0;  // coarse clock at start (Executor::pending_report)
+  std::uint64_t stamp = 0;  // Bindings::stamp (kept in the parked block for the next start)
+  // Coarse ms when a pending report first saw it in flight (0: not yet):
+  // set there, not at the start, which then pays no clock read.
+  std::atomic<std::int64_t> seen_ms{0};
 };
 
 // What a finished instance leaves at the start of its block when the block
@@ -308,13 +311,6 @@ void write_escaped(std::ostream& f, const std::string& s) {
 }
 
 void write_us(std::ostream& f, std::uint64_t ns) { f << (ns / 1000) << "." << (ns % 1000 / 100); }
-
-// Milliseconds of the coarse monotonic clock (a few ns to read: one per start).
-std::int64_t coarse_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(
@@ -670,12 +666,15 @@ struct Executor::Impl {
     int origin = -1;
     Errc code = Errc::internal;
   };
-  std::unordered_map<std::uint64_t, Doom> doomed;                // announced failed, not (yet) failed here
-  std::unordered_map<std::uint64_t, std::vector<int>> awaiting;  // this rank's announcements: acks missing
-  std::unordered_map<std::uint64_t, std::vector<int>> told;      // ... and whom they went to
-  std::unordered_set<std::uint64_t> settled;                     // settle arrived before the instance finished
-  std::unordered_map<std::uint64_t, Instance*> settling;         // finished, waiting for settle
-  std::deque<std::uint64_t> abort_order;                         // bounds doomed and settled (stale entries)
+  std::unordered_map<std::uint64_t, Doom> doomed;  // announced failed, not (yet) failed here
+  struct Announced {
+    std::vector<int> told;     // the members the notice went to
+    std::vector<int> missing;  // those whose ack has not come
+  };
+  std::unordered_map<std::uint64_t, Announced> awaiting;  // this rank's announcements
+  std::unordered_set<std::uint64_t> settled;              // settle arrived before the instance finished
+  std::unordered_map<std::uint64_t, Instance*> settling;  // finished, waiting for settle
+  std::deque<std::uint64_t> abort_order;                  // bounds doomed and settled (stale entries)
 
   static std::uint16_t key_comm(std::uint64_t key) { return static_cast<std::uint16_t>(key >> 32); }
   static std::uint32_t key_seq(std::uint64_t key) { return static_cast<std::uint32_t>(key & kSeqMask); }
@@ -692,12 +691,18 @@ struct Executor::Impl {
     }
   }
 
-  // The error of a member whose instance failed because rank @p origin's did.
-  Status remote_failure(const Plan& p, std::uint16_t comm, std::uint32_t seq, int origin, Errc code) const {
+  // The size a report names for a call: its largest input or first output buffer.
+  static std::uint64_t call_bytes(const Plan& p) {
     std::uint64_t bytes = 0;
     for (const BufferDecl& d : p.buffers())
       if (d.ref.kind == BufferKind::input || (d.ref.kind == BufferKind::output && d.ref.id == 0))
         bytes = std::max<std::uint64_t>(bytes, d.size);
+    return bytes;
+  }
+
+  // The error of a member whose instance failed because rank @p origin's did.
+  Status remote_failure(const Plan& p, std::uint16_t comm, std::uint32_t seq, int origin, Errc code) const {
+    const std::uint64_t bytes = call_bytes(p);
     return Status(code, p.name() + " (communicator " + std::to_string(comm) + ", call #" + std::to_string(seq) + ", " +
                             std::to_string(bytes) + " B) on rank " + std::to_string(tp.rank()) + ": failed on rank " +
                             std::to_string(origin) + " (" + make_error_code(code).message() +
@@ -719,8 +724,7 @@ struct Executor::Impl {
         remember(in->key);
       } else {
         if (awaiting.count(in->key) != 0) return;
-        awaiting[in->key] = others;
-        told[in->key] = others;
+        awaiting[in->key] = Announced{others, others};
       }
       count_abort();
     }
@@ -766,12 +770,11 @@ struct Executor::Impl {
       std::lock_guard<std::mutex> g(abort_mu);
       const auto it = awaiting.find(key);
       if (it == awaiting.end()) return;
-      auto& w = it->second;
+      auto& w = it->second.missing;
       w.erase(std::remove(w.begin(), w.end(), who), w.end());
       if (!w.empty()) return;
+      all = std::move(it->second.told);
       awaiting.erase(it);
-      all = std::move(told[key]);
-      told.erase(key);
       count_abort();
     }
     for (int m : all)
@@ -815,8 +818,8 @@ struct Executor::Impl {
     std::vector<Instance*> hit;
     {
       std::lock_guard<std::mutex> g(abort_mu);
-      for (auto& [k, w] : awaiting)
-        if (std::find(w.begin(), w.end(), peer) != w.end()) keys.push_back(k);
+      for (auto& [k, a] : awaiting)
+        if (std::find(a.missing.begin(), a.missing.end(), peer) != a.missing.end()) keys.push_back(k);
       for (auto it = settling.begin(); it != settling.end();) {
         const auto& m = it->second->plan->members();
         if (std::find(m.begin(), m.end(), peer) != m.end()) {
@@ -869,12 +872,14 @@ struct Executor::Impl {
   // Executor::pending_report: what each in-flight instance still waits for.
   std::vector<PendingCall> pending(std::int64_t older_than_ms) {
     std::vector<PendingCall> out;
-    const std::int64_t now = coarse_ms();
+    const std::int64_t now = strata::detail::coarse_ms();
     std::vector<Instance*> ins;
     for (Shard& sh : shards) {
       std::lock_guard<strata::detail::SpinLock> g(sh.mu);
       sh.each([&](Instance* in) {
-        if (now - in->started_ms >= older_than_ms && pin(in)) ins.push_back(in);
+        std::int64_t seen = 0;  // first sight: now; else the failed exchange loaded it
+        if (in->seen_ms.compare_exchange_strong(seen, now, std::memory_order_relaxed)) seen = now;
+        if (now - seen >= older_than_ms && pin(in)) ins.push_back(in);
       });
     }
     std::vector<std::pair<Instance*, NodeId>> flags;
@@ -888,10 +893,8 @@ struct Executor::Impl {
       c.comm = in->comm;
       c.seq = in->seq;
       c.collective = p.name();
-      for (const BufferDecl& d : p.buffers())
-        if (d.ref.kind == BufferKind::input || (d.ref.kind == BufferKind::output && d.ref.id == 0))
-          c.bytes = std::max<std::uint64_t>(c.bytes, d.size);
-      c.age_ms = now - in->started_ms;
+      c.bytes = call_bytes(p);
+      c.age_ms = now - in->seen_ms.load(std::memory_order_relaxed);
       c.failed = in->failed.load(std::memory_order_acquire);
       for (NodeId w : p.wait_nodes()) {
         const std::int32_t left = in->nodes[w].sig.load(std::memory_order_acquire);
@@ -1896,7 +1899,6 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
     in->key = key;
     in->comm = comm;
     in->seq = seq & kSeqMask;
-    in->started_ms = coarse_ms();
     in->done = std::move(done);
     in->block = block;
     in->nodes = reinterpret_cast<NodeState*>(static_cast<unsigned char*>(block) + L.off_nodes);

@@ -27,6 +27,7 @@
 #include "ids.hpp"
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
+#include "strata/detail/clock.hpp"
 #include "strata/detail/env.hpp"
 #include "strata/detail/log.hpp"
 #include "strata/engine.hpp"
@@ -179,7 +180,5 @@ std::shared_ptr<void> start_report_watchdog(EngineCore& core);
 void request_report() noexcept;
 // report.cpp: a heartbeat from world rank @p source arrived.
 void heard_from(EngineCore& core, int source) noexcept;
-// report.cpp: milliseconds of the coarse monotonic clock.
-std::int64_t coarse_ms() noexcept;
 
 }  // namespace strata::detail

@@ -1,6 +1,7 @@
 // Engine and Communicator: bootstrap -> hierarchy -> transport -> executor ->
 // progress servers, and the per-communicator windows, credits and plan cache.
 #include "strata/engine.hpp"
+#include "strata/detail/clock.hpp"
 #include "strata/detail/cpu.hpp"
 #include "strata/detail/env.hpp"
 

@@ -27,6 +27,7 @@
 #include "comm.hpp"
 #include "core.hpp"
 #include "hooks.hpp"
+#include "strata/detail/clock.hpp"
 #include "strata/detail/env.hpp"
 #include "strata/engine.hpp"
 
@@ -204,12 +205,6 @@ long timeout_ms() {
 }  // namespace
 
 void request_report() noexcept { g_report_requests.fetch_add(1, std::memory_order_relaxed); }
-
-std::int64_t coarse_ms() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 void heard_from(EngineCore& core, int source) noexcept {
   if (core.heard && source >= 0 && source < core.boot->size())

@@ -195,7 +195,7 @@ struct PendingCall {
   std::uint32_t seq = 0;
   std::string collective;   ///< the plan's name
   std::uint64_t bytes = 0;  ///< the largest input / first output buffer
-  std::int64_t age_ms = 0;  ///< since the start
+  std::int64_t age_ms = 0;  ///< since a pending_report first saw it in flight (no clock read per start)
   bool failed = false;      ///< failed, still draining (or waiting to settle)
   /// What it waits for, one line per node: signal waits, flag waits.
   std::vector<std::string> waiting;
@@ -349,7 +349,9 @@ class Executor {
                   std::uint32_t vouch = 0);
   /// @brief Instances started and not yet finished.
   [[nodiscard]] std::size_t in_flight() const;
-  /// @brief The instances in flight for at least @p older_than_ms, with the
+  /// @brief The instances seen in flight by an earlier call at least @p
+  /// older_than_ms ago (the engine's watchdog calls it every second, so its
+  /// ages are at most a second short), with the
   /// nodes each still waits on (hang forensics; sorted by communicator and
   /// sequence number). Takes the shard locks briefly; not for hot paths.
   [[nodiscard]] std::vector<PendingCall> pending_report(std::int64_t older_than_ms = 0);
