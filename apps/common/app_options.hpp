@@ -1,5 +1,5 @@
 // The command line every app shares (strata and MPI builds alike): CLI11
-// through engine/tools/common/strata_cli.hpp, the options all apps take
+// through tools/common/strata_cli.hpp, the options all apps take
 // (--check, --trace PREFIX, --backend NAME, -h/--help) and one error style.
 #pragma once
 

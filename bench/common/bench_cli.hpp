@@ -1,5 +1,5 @@
 // Options shared by strata-bench and the MPI baselines (strata-mpi-bench-*),
-// declared once on a CLI::App (engine/tools/common/strata_cli.hpp): what to
+// declared once on a CLI::App (tools/common/strata_cli.hpp): what to
 // measure (--coll, --sizes, --iters, --warmup, --off-cache, --check) and how
 // to report it (--json, --format, -f).
 #pragma once

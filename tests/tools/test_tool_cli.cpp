@@ -1,4 +1,4 @@
-// Every command-line tool parses with CLI11 (engine/tools/common/strata_cli.hpp):
+// Every command-line tool parses with CLI11 (tools/common/strata_cli.hpp):
 // --help prints the options to stdout and exits 0; a bad value exits 2 with
 // one line on stderr that names the option.
 #include <gtest/gtest.h>

@@ -4,7 +4,7 @@
 //
 //   strata-net --hosts H [--rate RATE|none] [--slots S] [--timeout S] -- COMMAND ARGS...
 //
-// Builds H virtual hosts (engine/tools/net/netcluster.hpp), writes a hostfile
+// Builds H virtual hosts (tools/net/netcluster.hpp), writes a hostfile
 // for Open MPI, a host list for MPICH's hydra and an rsh-style agent that
 // enters a virtual host, runs COMMAND inside host 0 and removes everything
 // when COMMAND ends (or strata-net is interrupted or killed).
