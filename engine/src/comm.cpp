@@ -89,6 +89,10 @@ void CommImpl::enable_flags() {
   for (int r = 0; r < size() && ok != 0; ++r) {
     const auto ur = static_cast<std::size_t>(r);
     if (r == rank() || group.host[ur] != myhost) continue;
+    if (!peers[ur].key.valid()) {  // a member that died during shrink (shrink.cpp): no window to map
+      ok = 0;
+      break;
+    }
     void* p = core->transport->map_peer(peers[ur].rank, peers[ur].key, at, len);
     if (p == nullptr) ok = 0;
     flag_table[static_cast<std::size_t>(group.world[ur])] = static_cast<std::atomic<std::uint32_t>*>(p);

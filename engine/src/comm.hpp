@@ -12,6 +12,7 @@
 namespace strata::detail {
 
 struct CommImpl;
+struct ShrinkState;  // shrink.cpp
 // Persistent plans of any collective (Communicator::plan): while a capture is
 // active on this thread, CommImpl::submit records the call (checked and
 // resolved exactly as a one-shot call) instead of starting it.
@@ -117,7 +118,10 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   };
   std::vector<Memo> memos;  // group.credits entries
 
-  // Set (under mu) when a member died: every unfinished, queued and later
+  // Revocation and shrink (shrink.cpp): made on first use, under mu.
+  std::shared_ptr<ShrinkState> shrink_state;
+
+  // Set (under mu) when a member died or the communicator was revoked: every unfinished, queued and later
   // plan-path call fails with it (a survivor may wait for a live member that
   // stopped because of the death, so its own plan never sees the dead peer).
   Status broken;

@@ -156,8 +156,13 @@ struct EngineCore {
   // flag-wait nudges, windows).
   IdPool comm_ids{1, dag::kFirstSignalTag};    // ids below every signal tag
   std::vector<std::weak_ptr<CommImpl>> comms;  // under id_mu: every communicator, for shutdown
-  std::shared_ptr<WindowTable> windows;        // window.cpp
-  std::shared_ptr<void> watchdog;              // report.cpp: launcher death, heartbeats, hang reports
+  // under id_mu: revoke / shrink messages for a communicator id not registered
+  // here yet (a member that returned from split first may revoke at once);
+  // register_comm() hands them over (shrink.cpp; at most kEarlyShrinkMax kept).
+  std::vector<std::pair<int, std::uint64_t>> early_shrink;
+  static constexpr std::size_t kEarlyShrinkMax = 4096;
+  std::shared_ptr<WindowTable> windows;  // window.cpp
+  std::shared_ptr<void> watchdog;        // report.cpp: launcher death, heartbeats, hang reports
   // report.cpp: coarse-clock ms of the last heartbeat from each world rank
   // (written by the signal handler, read by the watchdog); size() entries.
   std::unique_ptr<std::atomic<std::int64_t>[]> heard;
@@ -178,6 +183,11 @@ void shutdown_windows(EngineCore& core);
 std::shared_ptr<void> start_report_watchdog(EngineCore& core);
 // report.cpp: asks this process's watchdogs for a report (SIGUSR2, or a peer's request signal).
 void request_report() noexcept;
+// shrink.cpp: adds a new communicator to core.comms (dropping expired
+// entries), then delivers the revoke / shrink messages that came before it.
+void register_comm(EngineCore& core, const std::shared_ptr<CommImpl>& c);
+// shrink.cpp: a revoke or shrink message (tag dag::kShrinkComm) from world rank @p source.
+void shrink_signal(EngineCore& core, int source, std::uint64_t payload);
 // report.cpp: a heartbeat from world rank @p source arrived.
 void heard_from(EngineCore& core, int source) noexcept;
 

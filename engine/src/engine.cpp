@@ -477,14 +477,7 @@ Communicator Communicator::split(int color, int key) const {
   ni->set_peer_keys(mk);
   ni->enable_flags();
   ni->seal_bindings();
-  {
-    std::lock_guard<std::mutex> lk(core.id_mu);
-    // Bounded by the live communicators (make_shared: an expired entry would
-    // keep the whole CommImpl's memory).
-    core.comms.erase(std::remove_if(core.comms.begin(), core.comms.end(), [](const auto& w) { return w.expired(); }),
-                     core.comms.end());
-    core.comms.push_back(ni);
-  }
+  detail::register_comm(core, ni);
   return Communicator(ni);
 }
 
@@ -749,10 +742,21 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
 
 Engine::~Engine() {
   if (!core_) return;
-  try {
-    core_->boot->barrier();  // no peer may still need this rank's windows
-  } catch (const std::exception& e) {
-    detail::logger().warn("engine shutdown: barrier failed: {}", e.what());
+  // No peer may still need this rank's windows: a barrier of every rank,
+  // unless one is known dead (its launcher's fence would then wait for it:
+  // PMIx under mpirun --enable-recovery never returns), as after a shrink.
+  int dead = -1;
+  for (int r = 0; r < core_->boot->size() && dead < 0; ++r)
+    if (r != core_->boot->rank() && core_->transport && !core_->transport->peer_status(r).is_ok()) dead = r;
+  if (dead >= 0) {
+    detail::logger().warn("engine shutdown: no barrier (rank {} is dead: {})", dead,
+                          core_->transport->peer_status(dead).message());
+  } else {
+    try {
+      core_->boot->barrier();
+    } catch (const std::exception& e) {
+      detail::logger().warn("engine shutdown: barrier failed: {}", e.what());
+    }
   }
   // After the barrier (heartbeats go on while a slower peer finishes), before
   // the executor and the communicators go (the watchdog reads them): joins it.

@@ -39,6 +39,14 @@ class IdPool {
     std::lock_guard<std::mutex> lk(mu_);
     return id >= first_ && id < used_.size() && !used_[id];
   }
+  /// Takes @p id when it is free (false otherwise).
+  bool take(std::uint32_t id) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (id < first_ || id >= used_.size() || used_[id]) return false;
+    used_[id] = true;
+    ++live_;
+    return true;
+  }
   void release(std::uint32_t id) {
     std::lock_guard<std::mutex> lk(mu_);
     if (id >= first_ && id < used_.size() && used_[id]) used_[id] = false, --live_;

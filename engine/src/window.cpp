@@ -297,6 +297,10 @@ void install_window_routing(EngineCore& core) {
       heard_from(*core, source);
       return;
     }
+    if ((p >> 48) == dag::kShrinkComm) {  // revoke / shrink between a communicator's members
+      shrink_signal(*core, source, p);
+      return;
+    }
     if ((p >> 48) != kWindowSignalComm) {
       ex->handle_signal(source, p);
       return;

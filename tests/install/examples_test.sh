@@ -35,6 +35,7 @@ check plan_loop 3 '^plan_loop: 100 starts of one persistent allreduce: OK$'
 check halo 2 '^halo: 2 ranks, 20 exchanges, ghosts verified: OK$'
 check halo 3 '^halo: 3 ranks, 20 exchanges, ghosts verified: OK$'
 check flow_graph 2 '^flow_graph: 8 allreduces as async nodes, in order: OK$'
+check survive 3 '^survive: rank 0 done: 60 iterations verified, 3 members, 0 shrink\(s\)$'
 # strata inside an MPI program, under the MPI's own launcher (not under sanitizers: Open MPI's
 # plugins are not LeakSanitizer-clean, see .ci/run).
 if [[ -x "$work/examples/mpi_interop/mpi_interop" && -z "$flags" ]] && command -v mpirun >/dev/null &&

@@ -22,6 +22,13 @@
 //                 calls and then batches of 8 nonblocking ones (window slots
 //                 reused many times after the failed call). Prints
 //                 "THROWGO rank R: ..." and "rel_rank: throw-then-go OK".
+//   --revoke      on a dup of the world every rank but the last posts an
+//                 allreduce the last never joins; the last revokes the
+//                 communicator instead: the others' calls fail with
+//                 Errc::revoked (not a timeout). Then every rank shrinks it
+//                 (nobody died: all members stay) and a verified allreduce
+//                 runs on the result, while a call on the revoked one fails.
+//                 Prints "rel_rank: revoke OK".
 //   --plans       persistent plans (Communicator::plan) of allgather, alltoallv,
 //                 gatherv, scatter and reduce_scatter over processes: each
 //                 started 4 times with new buffer contents, compared byte for
@@ -552,6 +559,49 @@ int throw_then_go_mode(strata::Engine& engine, long k, long n, std::size_t count
   return bad == 0 && failed_as_expected == 1 ? 0 : 1;
 }
 
+int revoke_mode(strata::Engine& engine) {
+  strata::Communicator comm = engine.world().dup();
+  const int n = comm.size();
+  std::int64_t x = comm.rank() + 1, y = 0;
+  if (comm.rank() == n - 1) {
+    comm.revoke();
+  } else {
+    try {
+      comm.allreduce(&x, &y, 1, strata::Datatype::int64, strata::Op::sum).get();
+      std::fprintf(stderr, "rank %d: FAILED: the allreduce on a revoked communicator completed\n", me);
+      return 1;
+    } catch (const strata::Error& e) {
+      if (e.errc() != strata::Errc::revoked) {
+        std::fprintf(stderr, "rank %d: FAILED: expected Errc::revoked, got: %s\n", me, e.what());
+        return 1;
+      }
+    }
+  }
+  strata::Communicator small = comm.shrink();
+  if (small.size() != n || !small.failed_members().empty()) {
+    std::fprintf(stderr, "rank %d: FAILED: shrink without a death gave %d members\n", me, small.size());
+    return 1;
+  }
+  small.allreduce(&x, &y, 1, strata::Datatype::int64, strata::Op::sum).get();
+  if (y != std::int64_t{n} * (n + 1) / 2) {
+    std::fprintf(stderr, "rank %d: FAILED: sum %lld\n", me, static_cast<long long>(y));
+    return 1;
+  }
+  try {
+    comm.barrier().get();
+    std::fprintf(stderr, "rank %d: FAILED: a barrier on the revoked communicator completed\n", me);
+    return 1;
+  } catch (const strata::Error& e) {
+    if (e.errc() != strata::Errc::revoked) {
+      std::fprintf(stderr, "rank %d: FAILED: expected Errc::revoked, got: %s\n", me, e.what());
+      return 1;
+    }
+  }
+  small.barrier().get();
+  std::printf("rel_rank: revoke OK (rank %d)\n", me);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -563,6 +613,7 @@ int main(int argc, char** argv) {
     if (mode == "--throwing-op") return throwing_op_mode(engine);
     if (mode == "--hang" && argc > 2) return hang_mode(engine, argv[2]);
     if (mode == "--plans") return plans_mode(engine);
+    if (mode == "--revoke") return revoke_mode(engine);
     if (mode == "--throw-then-go" && argc > 4)
       return throw_then_go_mode(engine, std::atol(argv[2]), std::atol(argv[3]),
                                 static_cast<std::size_t>(std::atol(argv[4])));

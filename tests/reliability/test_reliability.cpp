@@ -157,6 +157,62 @@ TEST(ThrowThenGoMpirun, LaterCallsCompleteOnEveryRank) {
   EXPECT_EQ(count(r.out, "rel_rank: throw-then-go OK"), 3) << r.out;
 }
 
+// Revoke and shrink (Failures issue, point 5): examples/survive kills a rank
+// in the middle of a loop of verified allreduces; the survivors revoke,
+// shrink and finish every iteration, verified against the survivors' sum.
+int survive(const std::string& env, const std::string& launcher_args, const std::string& rank_args, std::string* out) {
+  return launch::run("survive_rank", 90, "STRATA_TIMEOUT=3000 " + env, "--on-failure continue " + launcher_args,
+                     rank_args, out);
+}
+void expect_survivors(const std::string& out, int n, int members, const char* shrinks) {
+  EXPECT_EQ(count(out, std::string("iterations verified, ") + std::to_string(members) + " members, " + shrinks), n)
+      << out;
+  EXPECT_EQ(count(out, "expected"), 0) << out;
+}
+// revoke() with every member alive: the others' pending calls fail with
+// Errc::revoked at once (STRATA_TIMEOUT is 60 s, the run's limit 30 s), and
+// shrink() then keeps every member.
+TEST(Survive, RevokeFailsTheOthersCallsAndShrinkKeepsEveryLiveMember) {
+  for (const char* launcher : {"-n 3", "-n 4 --hosts 2"}) {
+    std::string out;
+    EXPECT_EQ(run("STRATA_TIMEOUT=60000", launcher, "--revoke", &out, 30), 0) << launcher << "\n" << out;
+    EXPECT_EQ(count(out, "rel_rank: revoke OK"), launcher[3] == '3' ? 3 : 4) << launcher << "\n" << out;
+  }
+}
+TEST(Survive, LoopGoesOnAfterARankIsKilled) {
+  for (const char* launcher : {"-n 4", "-n 4 --hosts 2"}) {
+    std::string out;
+    survive("", launcher, "--kill 3 --at 20", &out);
+    expect_survivors(out, 3, 3, "1 shrink(s)");
+  }
+}
+// The coordinator of the agreement (the lowest live member) dies as it is
+// about to start it: the next one takes over. Then a second death.
+TEST(Survive, CoordinatorDiesAtTheAgreement) {
+  std::string out;
+  survive("", "-n 4", "--kill 3 --at 10 --kill-in-shrink 0", &out);
+  expect_survivors(out, 2, 2, "1 shrink(s)");
+}
+TEST(Survive, TwoDeathsTwoShrinks) {
+  std::string out;
+  survive("", "-n 4 --hosts 2", "--kill 3 --at 10 --kill-in-shrink 2", &out);
+  // rank 2 dies before its shrink: the others' first shrink may or may not see it.
+  EXPECT_EQ(count(out, "iterations verified, 2 members"), 2) << out;
+  EXPECT_EQ(count(out, "expected"), 0) << out;
+}
+// Under mpirun (PMIx bootstrap; Open MPI ends the whole job when a rank dies
+// unless started with --enable-recovery): detection by strata's own heartbeats
+// and process checks, not the launcher.
+TEST(SurviveMpirun, LoopGoesOnAfterARankIsKilled) {
+  ASSERT_EQ(::access("/usr/bin/mpirun", X_OK), 0) << "mpirun (openmpi-bin) is missing: scripts/setup.sh installs it";
+  const std::string cmd =
+      "env -u STRATA_RDV -u STRATA_RANK -u STRATA_SIZE timeout 90 /usr/bin/mpirun --enable-recovery "
+      "--allow-run-as-root --oversubscribe -n 4 -x STRATA_TIMEOUT=3000 " STRATA_BINARY_DIR
+      "/bin/survive_rank --kill 3 --at 20";
+  const launch::ProcessResult r = launch::run_command(cmd);
+  expect_survivors(r.out, 3, 3, "1 shrink(s)");
+}
+
 // In inline progress mode the variadic when_all's get() drives progress like
 // its parts (regression: the joined future had no context and hung).
 TEST(WhenAll, VariadicDrivesProgressInInlineMode) {

@@ -33,6 +33,8 @@ class Category final : public std::error_category {
         return "unsupported";
       case Errc::internal:
         return "internal error";
+      case Errc::revoked:
+        return "communicator revoked";
     }
     return "unknown strata error";
   }

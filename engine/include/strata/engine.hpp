@@ -183,6 +183,30 @@ class Communicator {
   /// @brief A new communicator with the same members (collective, blocking).
   Communicator dup() const;
 
+  /// @brief Revokes the communicator (local, nonblocking; ULFM's
+  /// MPI_Comm_revoke): every queued, running and later call on it fails with
+  /// Errc::revoked here, and the revocation reaches every live member (each
+  /// forwards it once), where the same happens. Use it when a call failed
+  /// with Errc::peer_dead on some members only, so that every member stops
+  /// and calls shrink(). Idempotent.
+  void revoke();
+  /// @brief Collective over the live members (ULFM's MPI_Comm_shrink): revokes
+  /// this communicator, agrees with the other survivors on the members that
+  /// failed (tolerating further deaths during the agreement: the lowest live
+  /// member coordinates, and a new one takes over when it dies) and returns a
+  /// new communicator of the survivors, ordered as here. Blocks until the
+  /// agreement is reached: a member declared dead is detected within
+  /// STRATA_TIMEOUT (docs/reliability.md, "Revoke and shrink"). A member that
+  /// dies after the agreement leaves the new communicator with a dead member
+  /// (its calls fail with Errc::peer_dead; shrink it in turn). Every survivor
+  /// must call it, and keep this communicator until it returned everywhere.
+  /// Once per communicator (Errc::unsupported for a second call); at most 744
+  /// members; not concurrently with split() or dup() on this rank. Throws
+  /// strata::Error (Errc::peer_dead) on a rank the survivors excluded.
+  Communicator shrink();
+  /// @brief Members (ranks of this communicator) this rank knows to be dead.
+  [[nodiscard]] std::vector<int> failed_members() const;
+
   /// @brief Barrier (dissemination: ceil(log2 n) rounds of signals).
   Future<void> barrier(const CollOptions& opts = {});
   /// @brief Broadcasts @p count elements of @p buf from @p root.

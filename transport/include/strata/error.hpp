@@ -29,6 +29,7 @@ enum class Errc : int {
   cancelled,             ///< cancelled by the user
   unsupported,           ///< feature, datatype or op not supported
   internal,              ///< invariant violated inside strata (a bug)
+  revoked,               ///< the communicator was revoked (Communicator::revoke; shrink it to go on)
 };
 
 /// @brief The std::error_category of strata errors (name "strata").

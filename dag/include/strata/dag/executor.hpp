@@ -90,8 +90,12 @@ inline constexpr std::uint16_t kReportRequestComm = 0xFFF7;
 /// @brief Signal tag of a heartbeat between ranks on different hosts (the
 /// engine's watchdog; docs/reliability.md, "Detection without the launcher").
 inline constexpr std::uint16_t kHeartbeatComm = 0xFFF6;
+/// @brief Signal tag of revoke and shrink messages between the members of a
+/// communicator (engine/src/shrink.cpp; docs/reliability.md, "Revoke and
+/// shrink"). The executor ignores it.
+inline constexpr std::uint16_t kShrinkComm = 0xFFF5;
 /// @brief The lowest signal tag: communicator ids of plans stay below it.
-inline constexpr std::uint16_t kFirstSignalTag = kHeartbeatComm;
+inline constexpr std::uint16_t kFirstSignalTag = kShrinkComm;
 
 /// @brief Decoded notice / ack / settle payload: bits 63..48 tag, 47..20
 /// sequence number, 19..16 the error code (notice), 15..0 communicator.
