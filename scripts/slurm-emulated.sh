@@ -14,6 +14,8 @@
 # (scripts/setup.sh --slurm). Exit status 77 with one line when any of that is
 # missing (the test that runs it then skips with that line). SLURM_EMU_KEEP=1
 # keeps the scratch directory (configuration and daemon logs) for debugging.
+# SLURM_EMU_KILL_ON_BAD_EXIT=0 lets the step go on when a task fails (srun
+# --kill-on-bad-exit=0; default 1), for the survivors of revoke and shrink.
 set -euo pipefail
 
 BUILD=build
@@ -151,7 +153,7 @@ if [ "${idle:-0}" -lt "$H" ]; then
   exit 1
 fi
 echo "slurm-emulated: $H nodes idle: $(sinfo -h -N -o '%N(%t)' | tr '\n' ' ')"
-srun --mpi=pmix -N "$H" -n "$NTASKS" --kill-on-bad-exit=1 "$@"
+srun --mpi=pmix -N "$H" -n "$NTASKS" --kill-on-bad-exit="${SLURM_EMU_KILL_ON_BAD_EXIT:-1}" "$@"
 INNER
 chmod +x "$T/inner.sh"
 
