@@ -61,7 +61,8 @@ transport::RemoteKey CommImpl::open_window() {
   // grants agreement (which runs on this communicator).
   static const bool vouch_on = [] { return !strata::detail::env::is("STRATA_VOUCH", "off"); }();
   const auto credits = static_cast<std::size_t>(group.credits);
-  queues = vouch_on && group.spans_hosts() && credits >= 2 && (credits & (credits - 1)) == 0 ? credits / 2 : credits;
+  queues = vouch_on && !lane && group.spans_hosts() && credits >= 2 && (credits & (credits - 1)) == 0 ? credits / 2
+                                                                                                      : credits;
   slots.assign(queues, Slot{});
   memos.assign(credits, Memo{});
   // Own flag block, bound from the first call on: every slice's final
@@ -104,7 +105,7 @@ void CommImpl::enable_flags() {
   // Grants (Group::grants) for members on other hosts: local copies of
   // their flag words, bound before the agreement (a grant that arrives
   // earlier is dropped; the copy's reader then asks for one).
-  if (ok != 0 && remote && grants_on && group.credits <= static_cast<int>(dag::kMaxGrantSlots)) {
+  if (ok != 0 && remote && grants_on && !lane && group.credits <= static_cast<int>(dag::kMaxGrantSlots)) {
     // A copy: the peer's flag words (grants and drain watermarks raise them).
     std::vector<std::uint8_t> copies(flag_table.size(), 0);
     for (int r = 0; r < size(); ++r) {
@@ -519,6 +520,36 @@ Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, std::shar
   return fut;
 }
 
+void CommImpl::start_tags() {
+  std::lock_guard<CommLock> lk(mu);
+  const auto slots_n = static_cast<std::uint32_t>(group.credits);
+  tag_next.assign(static_cast<std::size_t>(slots_n), 0);
+  // Sequence numbers 0 .. next_seq - 1 went to the set-up calls: each slot's
+  // next user is the first number at or after next_seq in its residue class.
+  for (std::uint32_t t = 0; t < slots_n; ++t) {
+    std::uint32_t s = next_seq - next_seq % slots_n + t;
+    if (s < next_seq) s += slots_n;
+    tag_next[t] = s & dag::kSeqMask;
+  }
+}
+
+Future<void> CommImpl::submit_tagged(const coll::Call& c, const void* send, void* recv,
+                                     std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys) {
+  if (!tag_lane || c.tag >= tag_lane->tag_count)
+    throw Error(Errc::invalid_argument,
+                std::string(coll::to_string(c.kind)) + " on rank " + std::to_string(rank()) +
+                    ": argument 'tag' = " + std::to_string(c.tag) + " out of range: the communicator takes " +
+                    std::to_string(tag_lane ? tag_lane->tag_count : 0) +
+                    " tags (give them to split() or dup(); docs/embedding.md, \"Tagged collectives\")");
+  if (peer_keys) {  // a persistent plan's receive-buffer keys, with the lane's window keys
+    auto keys = std::make_shared<std::vector<dag::PeerKey>>(tag_lane->peers);
+    for (const auto& k : *peer_keys)
+      if (k.id != 0) keys->push_back(k);
+    peer_keys = std::move(keys);
+  }
+  return tag_lane->submit(c, send, recv, std::move(peer_keys));
+}
+
 Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
                               std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys, bool internal,
                               const PlainSig* plain) {
@@ -532,7 +563,9 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     cap.recv = recv;
     return make_ready_future();
   }
-  if (core->opts.check && !internal) check_signature(c);
+  if (c.tag >= 0 && !lane) return submit_tagged(c, send, recv, std::move(peer_keys));
+  // STRATA_CHECK: not for tagged calls (the check is an untagged allreduce).
+  if (core->opts.check && !internal && c.tag < 0) check_signature(c);
   // Binary key: the call's fields as raw bytes, gathered in a stack buffer
   // and appended once to a per-thread string (no allocation per call; ten
   // appends into a fresh string cost ~1,500 instructions: callgrind). The
@@ -609,7 +642,12 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     std::lock_guard<CommLock> lk(mu);
     dead = broken;
     if (dead.is_ok()) {
-      seq = next_seq++;
+      if (c.tag >= 0) {  // on a lane: the tag's next call
+        seq = tag_next[static_cast<std::size_t>(c.tag)];
+        tag_next[static_cast<std::size_t>(c.tag)] = (seq + static_cast<std::uint32_t>(group.credits)) & dag::kSeqMask;
+      } else {
+        seq = next_seq++;
+      }
       recent[seq % recent.size()] = {seq, c.kind, c.count};
       slot = seq % queues;
       wslot = seq % slots_per_window();

@@ -27,6 +27,10 @@ inline thread_local Capture* tls_capture = nullptr;
 
 using CommLock = strata::detail::SpinLock;
 
+// Tags a communicator may take (Communicator::split, CollOptions::tag): a tag
+// owns one window slot of the communicator's lane (grant words are 4 bits).
+inline constexpr int kMaxTags = 16;
+
 // One communicator on this rank.
 // A process-wide serial per communicator object: ids and addresses are
 // reused after free, memo keys (resolve_allreduce) must not be.
@@ -117,6 +121,23 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     bool sig_ok = false;  // (cleared when the memo changes)
   };
   std::vector<Memo> memos;  // group.credits entries
+
+  // Tagged collectives (docs/embedding.md, "Tagged collectives"): a
+  // communicator made with tags > 0 has a lane, a hidden communicator of the
+  // same members with its own id and window of lane_credits(tags) slots,
+  // where tag t owns window slot t and its k-th call has sequence number
+  // tag_next[t] after k calls (t, t + slots, t + 2 slots, ... past the
+  // lane's own set-up calls), so a call's slot, sequence number and plan
+  // are the same on every member whatever the order of the tags' calls.
+  // No vouching (queues = credits) and no grants on a lane: both assume
+  // calls in sequence order.
+  bool lane = false;
+  int tag_count = 0;                    // on the lane
+  std::uint16_t parent_id = 0;          // on the lane: the id of the communicator it serves
+  std::shared_ptr<CommImpl> tag_lane;   // on the communicator the user holds
+  std::vector<std::uint32_t> tag_next;  // on the lane, under mu
+  // After the lane's set-up calls (enable_flags): each tag's first sequence number.
+  void start_tags();
 
   // Revocation and shrink (shrink.cpp): made on first use, under mu.
   std::shared_ptr<ShrinkState> shrink_state;
@@ -302,6 +323,11 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   Future<void> submit(const coll::Call& c, const void* send, void* recv,
                       std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys = nullptr, bool internal = false,
                       const PlainSig* plain = nullptr);
+
+  // A tagged call (c.tag >= 0) on the communicator the user holds: checks
+  // the tag and submits it to the lane.
+  Future<void> submit_tagged(const coll::Call& c, const void* send, void* recv,
+                             std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys);
 
   // A plain call whose window slot remembers its plan and whose queue is free
   // starts here without building a Call, a key or a selection (the caller

@@ -78,6 +78,10 @@ std::string merge(const std::vector<std::string>& reports, int nranks) {
   std::map<std::pair<long, long>, std::map<int, CallSeen>> pending;
   // (comm, seq) -> rank -> the collective it posted there (its last few calls)
   std::map<std::pair<long, long>, std::map<int, std::string>> posted;
+  // Tag lanes: lane comm -> (the communicator it serves, window slots), and
+  // (lane, tag) -> rank -> the tag's next sequence number there.
+  std::map<long, std::pair<long, long>> lanes;
+  std::map<std::pair<long, long>, std::map<int, long>> tag_next;
   for (const std::string& text : reports) {
     std::istringstream in(text);
     std::string line;
@@ -90,6 +94,10 @@ std::string merge(const std::vector<std::string>& reports, int nranks) {
       const long c = std::atol(comm.c_str());
       const std::string nx = field(line, "next");
       if (!nx.empty()) next[c][rank] = std::atol(nx.c_str());
+      const std::string lane_of = field(line, "lane_of");
+      if (!lane_of.empty()) lanes[c] = {std::atol(lane_of.c_str()), std::atol(field(line, "slots").c_str())};
+      const std::string tn = field(line, "tagnext");
+      if (!tn.empty()) tag_next[{c, std::atol(field(line, "tag").c_str())}][rank] = std::atol(tn.c_str());
       const std::string ps = field(line, "posted");
       if (!ps.empty()) posted[{c, std::atol(ps.c_str())}][rank] = field(line, "collective");
       const std::string call = field(line, "call");
@@ -124,7 +132,18 @@ std::string merge(const std::vector<std::string>& reports, int nranks) {
       for (const auto& [r, coll] : pit->second)
         if (by_rank.count(r) == 0 && coll != by_rank.begin()->second.collective) kinds[{coll, "?"}].push_back(r);
     const CallSeen& first = by_rank.begin()->second;
-    out << "  communicator " << c << " call #" << seq;
+    // A tagged call: named by its communicator and tag; "never posted" compares
+    // with the tag's next sequence number on each rank.
+    const auto lane = lanes.find(c);
+    const std::map<int, long>* nexts = nullptr;
+    if (lane != lanes.end() && lane->second.second > 0) {
+      const long tag = seq % lane->second.second;
+      out << "  communicator " << lane->second.first << " tag " << tag << " call #" << seq << " (lane " << c << ")";
+      if (const auto tn = tag_next.find({c, tag}); tn != tag_next.end()) nexts = &tn->second;
+    } else {
+      out << "  communicator " << c << " call #" << seq;
+      if (const auto it = next.find(c); it != next.end()) nexts = &it->second;
+    }
     if (kinds.size() > 1) {
       out << ": MISMATCH:";
       bool sep = false;
@@ -144,15 +163,14 @@ std::string merge(const std::vector<std::string>& reports, int nranks) {
     out << " " << first.collective << " " << first.bytes << " B: rank(s) " << rank_list(waiting) << " wait ("
         << first.waits << ")";
     std::vector<int> never, done;
-    const auto it = next.find(c);
-    if (it != next.end())
-      for (const auto& [r, nx] : it->second) {
+    if (nexts != nullptr)
+      for (const auto& [r, nx] : *nexts) {
         if (by_rank.count(r) != 0) continue;
         (nx <= seq ? never : done).push_back(r);
       }
     if (!never.empty()) {
       long lowest = seq;
-      for (int r : never) lowest = std::min(lowest, it->second.at(r));
+      for (int r : never) lowest = std::min(lowest, nexts->at(r));
       out << "; rank(s) " << rank_list(never) << " never posted it (next call there: #" << lowest << ")";
     }
     if (!done.empty()) out << "; rank(s) " << rank_list(done) << " finished their part";
@@ -237,14 +255,20 @@ std::string pending_text(EngineCore& core) {
     std::uint32_t nx = 0;
     std::size_t queued = 0;
     std::array<CommImpl::Recent, 8> recent{};
+    std::vector<std::uint32_t> tags;
     {
       std::lock_guard<CommLock> lk(c->mu);
       nx = c->next_seq;
       for (const auto& sl : c->slots) queued += sl.pending.size();
       recent = c->recent;
+      tags = c->tag_next;
     }
     out << head << " comm=" << c->id << " size=" << c->size() << " comm_rank=" << c->rank() << " next=" << nx
-        << " queued=" << queued << "\n";
+        << " queued=" << queued;
+    if (c->lane) out << " lane_of=" << c->parent_id << " slots=" << c->group.credits;
+    out << "\n";
+    for (std::size_t t = 0; t < tags.size() && static_cast<int>(t) < c->tag_count; ++t)
+      out << head << " comm=" << c->id << " tag=" << t << " tagnext=" << tags[t] << "\n";
     for (const CommImpl::Recent& r : recent)
       if (r.seq != ~0u)
         out << head << " comm=" << c->id << " posted=" << r.seq << " collective=" << coll::to_string(r.kind)

@@ -285,7 +285,7 @@ inline bool algo_env_set(coll::Kind kind) {
 // (CommImpl::submit_plain). "auto" counts as an explicit algorithm here.
 inline bool plain_options(const CollOptions& o) noexcept {
   return o.algorithm.empty() && o.sync.entry == SyncMode::mine && o.sync.exit == SyncMode::mine && o.tree.empty() &&
-         o.fragment.empty() && o.direction.empty() && !o.shared_buffers && !o.on_block;
+         o.fragment.empty() && o.direction.empty() && !o.shared_buffers && !o.on_block && o.tag < 0;
 }
 
 // Strict synchronization and the automatic memory-protocol plans' eligibility (an automatic
@@ -296,6 +296,7 @@ inline void apply_sync(coll::Call& c, const CollOptions& o) {
   c.fast_ok = !c.entry_all && !c.exit_all && (o.algorithm.empty() || o.algorithm == "auto") && o.tree.empty() &&
               o.fragment.empty() && o.direction.empty() && !o.on_block && !algo_env_set(c.kind);
   c.shared_buffers = o.shared_buffers;
+  c.tag = o.tag;
 }
 
 }  // namespace strata::detail

@@ -147,6 +147,7 @@ bool revoke_here(CommImpl& c, const Status& why) {
       if (sl.busy) running.push_back(sl.live_seq);
   }
   c.fail_all(why);
+  if (c.tag_lane) revoke_here(*c.tag_lane, why);
   // The executor's instances stop launching nodes and finish once what they
   // posted completed (their futures already hold the error).
   for (std::uint32_t seq : running) (void)c.core->exec->cancel(c.id, seq);

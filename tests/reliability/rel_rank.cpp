@@ -29,6 +29,18 @@
 //                 (nobody died: all members stay) and a verified allreduce
 //                 runs on the result, while a call on the revoked one fails.
 //                 Prints "rel_rank: revoke OK".
+//   --tags N      tagged collectives on one communicator (dup(8)): N calls
+//                 in rounds of 8 (one per tag), each round's order shuffled
+//                 differently on every rank, nonblocking, every result
+//                 verified; then 8 threads, one per tag, each making its
+//                 calls back to back (blocking), and persistent plans of
+//                 tagged calls started in shuffled orders. REL_TAGS_OFF=1
+//                 drops the tags (the test's control: it must then fail).
+//                 Prints "rel_rank: tags OK".
+//   --test-progress (run in inline progress mode) 50 allreduces completed
+//                 without a wait: rank 0 loops on Future::test(), the others
+//                 on Engine::progress() and Future::ready(). Only these calls
+//                 drive progress. Prints "rel_rank: test-progress OK".
 //   --plans       persistent plans (Communicator::plan) of allgather, alltoallv,
 //                 gatherv, scatter and reduce_scatter over processes: each
 //                 started 4 times with new buffer contents, compared byte for
@@ -38,7 +50,9 @@
 //                 world every rank posts 3 verified allreduces, then the
 //                 fourth; KIND "never": the last rank never posts it (it
 //                 sleeps without a strata call); KIND "mismatch": the last
-//                 rank posts a broadcast of the same size instead. Prints
+//                 rank posts a broadcast of the same size instead; KIND
+//                 "tag": on a dup with 4 tags, the last rank never posts
+//                 the second allreduce with tag 2. Prints
 //                 "HANG rank R: posted" and sleeps (the launcher ends it).
 //   --when-all    (run in inline progress mode) rank 0 posts a small
 //                 allreduce on A and a barrier on B and waits on the variadic
@@ -79,6 +93,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -443,11 +458,20 @@ int plans_mode(strata::Engine& engine) {
 }
 
 int hang_mode(strata::Engine& engine, const std::string& kind) {
-  strata::Communicator w = engine.world().dup();
+  strata::Communicator w = engine.world().dup(kind == "tag" ? 4 : 0);
   const int last = w.size() - 1;
   std::vector<std::int64_t> s(1, me + 1), r(1, 0);
   for (int i = 0; i < 3; ++i) w.allreduce(s.data(), r.data(), 1, strata::Datatype::int64, strata::Op::sum).get();
   strata::Future<void> f;
+  if (kind == "tag") {  // tag 2's second call: the last rank never posts it
+    strata::CollOptions o;
+    o.tag = 2;
+    w.allreduce(s.data(), r.data(), 1, strata::Datatype::int64, strata::Op::sum, o).get();
+    if (me != last) f = w.allreduce(s.data(), r.data(), 1, strata::Datatype::int64, strata::Op::sum, o);
+    std::printf("HANG rank %d: posted\n", me);
+    std::fflush(stdout);
+    for (;;) ::pause();
+  }
   if (me != last || kind != "never") {
     if (me == last && kind == "mismatch")
       f = w.broadcast(r.data(), 1, strata::Datatype::int64, 0);
@@ -559,6 +583,167 @@ int throw_then_go_mode(strata::Engine& engine, long k, long n, std::size_t count
   return bad == 0 && failed_as_expected == 1 ? 0 : 1;
 }
 
+// One tagged call: tag t's k-th call on rank r (allreduce sum for even tags,
+// broadcast from root k % n for odd ones) over `count` int64 values.
+struct TaggedCall {
+  int tag = 0;
+  int k = 0;
+  std::vector<std::int64_t> send, recv;
+};
+
+std::int64_t tag_value(int rank, int tag, int k, std::size_t i) {
+  return static_cast<std::int64_t>(rank) * 1000003 + tag * 7919 + k * 31 + static_cast<std::int64_t>(i);
+}
+
+strata::Future<void> post_tagged(strata::Communicator& c, TaggedCall& tc, std::size_t count, bool tags_on) {
+  const int n = c.size();
+  strata::CollOptions o;
+  o.tag = tags_on ? tc.tag : -1;
+  tc.send.resize(count);
+  tc.recv.assign(count, -1);
+  for (std::size_t i = 0; i < count; ++i) tc.send[i] = tag_value(c.rank(), tc.tag, tc.k, i);
+  if (tc.tag % 2 == 0)
+    return c.allreduce(tc.send.data(), tc.recv.data(), count, strata::Datatype::int64, strata::Op::sum, o);
+  const int root = tc.k % n;
+  if (c.rank() == root) tc.recv = tc.send;
+  return c.broadcast(tc.recv.data(), count, strata::Datatype::int64, root, o);
+}
+
+bool check_tagged(const strata::Communicator& c, const TaggedCall& tc, std::size_t count) {
+  const int n = c.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    std::int64_t want = 0;
+    if (tc.tag % 2 == 0) {
+      for (int r = 0; r < n; ++r) want += tag_value(r, tc.tag, tc.k, i);
+    } else {
+      want = tag_value(tc.k % n, tc.tag, tc.k, i);
+    }
+    if (tc.recv[i] != want) {
+      std::fprintf(stderr, "rank %d: FAILED: tag %d call %d element %zu: got %lld, expected %lld\n", me, tc.tag, tc.k,
+                   i, static_cast<long long>(tc.recv[i]), static_cast<long long>(want));
+      return false;
+    }
+  }
+  return true;
+}
+
+int tags_mode(strata::Engine& engine, long calls) {
+  constexpr int kTags = 8;
+  const bool tags_on = std::getenv("REL_TAGS_OFF") == nullptr;
+  strata::Communicator comm = engine.world().dup(kTags);
+  if (comm.tags() != kTags) {
+    std::fprintf(stderr, "rank %d: FAILED: tags() = %d\n", me, comm.tags());
+    return 1;
+  }
+  std::mt19937 rng(static_cast<unsigned>(1234 + 77 * me));
+  std::vector<int> k(kTags, 0);
+  long done = 0;
+  // 1. Rounds of 8 nonblocking calls, one per tag, in a shuffled order per rank.
+  std::vector<int> order(kTags);
+  for (int t = 0; t < kTags; ++t) order[static_cast<std::size_t>(t)] = t;
+  while (done < calls) {
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<TaggedCall> round(kTags);
+    std::vector<strata::Future<void>> fs;
+    const std::size_t count = 1 + static_cast<std::size_t>(done % 5) * 300;  // 8 B .. 9.6 KB
+    for (int t : order) {
+      TaggedCall& tc = round[static_cast<std::size_t>(t)];
+      tc.tag = t;
+      tc.k = k[static_cast<std::size_t>(t)]++;
+      fs.push_back(post_tagged(comm, tc, count, tags_on));
+    }
+    for (auto& f : fs) f.get();
+    for (const auto& tc : round)
+      if (!check_tagged(comm, tc, count)) return 1;
+    done += kTags;
+  }
+  // 2. One thread per tag, calls back to back, blocking.
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kTags; ++t)
+    threads.emplace_back([&, t] {
+      for (int j = 0; j < 20; ++j) {
+        TaggedCall tc;
+        tc.tag = t;
+        tc.k = 1000 + j;
+        try {
+          post_tagged(comm, tc, 64, tags_on).get();
+          if (!check_tagged(comm, tc, 64)) ++bad;
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "rank %d: FAILED: tag %d: %s\n", me, t, e.what());
+          ++bad;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  if (bad != 0) return 1;
+  // 3. Persistent plans of tagged calls, started in shuffled orders.
+  std::vector<TaggedCall> pcs(kTags);
+  std::vector<strata::Plan> plans;
+  for (int t = 0; t < kTags; ++t) {
+    TaggedCall& tc = pcs[static_cast<std::size_t>(t)];
+    tc.tag = t;
+    tc.k = 5000;
+    plans.push_back(comm.plan([&](strata::Communicator& c) { return post_tagged(c, tc, 100, tags_on); }));
+  }
+  for (int r = 0; r < 10; ++r) {
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<strata::Future<void>> fs;
+    for (int t : order) {
+      TaggedCall& tc = pcs[static_cast<std::size_t>(t)];
+      if (!(tc.tag % 2 == 1 && comm.rank() == tc.k % comm.size())) std::fill(tc.recv.begin(), tc.recv.end(), -1);
+      fs.push_back(plans[static_cast<std::size_t>(t)].start());
+    }
+    for (auto& f : fs) f.get();
+    for (const auto& tc : pcs)
+      if (!check_tagged(comm, tc, 100)) return 1;
+  }
+  // A tag out of range is an argument error naming 'tag' and the rank.
+  try {
+    strata::CollOptions o;
+    o.tag = kTags;
+    std::int64_t x = 0;
+    comm.barrier(o).get();
+    (void)x;
+    std::fprintf(stderr, "rank %d: FAILED: tag %d accepted\n", me, kTags);
+    return 1;
+  } catch (const strata::Error& e) {
+    if (e.errc() != strata::Errc::invalid_argument || std::string(e.what()).find("'tag'") == std::string::npos) {
+      std::fprintf(stderr, "rank %d: FAILED: wrong error: %s\n", me, e.what());
+      return 1;
+    }
+  }
+  comm.barrier().get();
+  std::printf("rel_rank: tags OK (rank %d, %ld calls)\n", me, done + kTags * 20 + kTags * 10);
+  return 0;
+}
+
+int test_progress_mode(strata::Engine& engine) {
+  strata::Communicator& w = engine.world();
+  for (int i = 0; i < 50; ++i) {
+    std::int64_t x = me + i, y = -1;
+    auto f = w.allreduce(&x, &y, 1, strata::Datatype::int64, strata::Op::sum);
+    long spins = 0;
+    if (me == 0) {
+      while (!f.test()) ++spins;
+    } else {
+      while (!f.ready()) {
+        engine.progress();
+        ++spins;
+      }
+    }
+    f.get();
+    const std::int64_t n = w.size();
+    if (y != n * (n - 1) / 2 + n * i) {
+      std::fprintf(stderr, "rank %d: FAILED: call %d sum %lld\n", me, i, static_cast<long long>(y));
+      return 1;
+    }
+    (void)spins;
+  }
+  std::printf("rel_rank: test-progress OK (rank %d)\n", me);
+  return 0;
+}
+
 int revoke_mode(strata::Engine& engine) {
   strata::Communicator comm = engine.world().dup();
   const int n = comm.size();
@@ -614,6 +799,8 @@ int main(int argc, char** argv) {
     if (mode == "--hang" && argc > 2) return hang_mode(engine, argv[2]);
     if (mode == "--plans") return plans_mode(engine);
     if (mode == "--revoke") return revoke_mode(engine);
+    if (mode == "--test-progress") return test_progress_mode(engine);
+    if (mode == "--tags" && argc > 2) return tags_mode(engine, std::atol(argv[2]));
     if (mode == "--throw-then-go" && argc > 4)
       return throw_then_go_mode(engine, std::atol(argv[2]), std::atol(argv[3]),
                                 static_cast<std::size_t>(std::atol(argv[4])));

@@ -114,6 +114,16 @@ TEST(HangReport, StrataRunNamesTheRankThatNeverPosted) {
   EXPECT_GE(count(out, "allreduce 8 B: rank(s) 0-1 wait (node "), 1) << out;
   EXPECT_GE(count(out, "rank(s) 2 never posted it (next call there: #5)"), 1) << out;
 }
+// A tagged call that one rank never posts is a late post like any other:
+// named by communicator and tag, with the rank that never posted it.
+TEST(HangReport, StrataRunNamesATagNeverPosted) {
+  std::string out;
+  const int rc = run("STRATA_TIMEOUT=1500", "-n 3", "--hang tag", &out, 5);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_GE(count(out, "strata hang report: 3 rank(s) reported"), 1) << out;
+  EXPECT_GE(count(out, "communicator 1 tag 2 call #"), 1) << out;
+  EXPECT_GE(count(out, "rank(s) 2 never posted it"), 1) << out;
+}
 TEST(HangReport, StrataRunNamesAMismatch) {
   std::string out;
   const int rc = run("STRATA_TIMEOUT=1500", "-n 3", "--hang mismatch", &out, 5);
@@ -155,6 +165,35 @@ TEST(ThrowThenGoMpirun, LaterCallsCompleteOnEveryRank) {
   const launch::ProcessResult r = launch::run_command(cmd);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(count(r.out, "rel_rank: throw-then-go OK"), 3) << r.out;
+}
+
+// Progress without blocking (Runtimes issue, item 3): in inline mode only
+// Future::test() and Engine::progress() drive the calls (no get(), no wait).
+TEST(Progress, TestAndEngineProgressCompleteCallsInInlineMode) {
+  for (const char* launcher : {"-n 2", "-n 3 --hosts 3"}) {
+    std::string out;
+    EXPECT_EQ(run("STRATA_PROGRESS_THREADS=0", launcher, "--test-progress", &out, 30), 0) << launcher << "\n" << out;
+    EXPECT_EQ(count(out, "rel_rank: test-progress OK"), launcher[3] == '2' ? 2 : 3) << launcher << "\n" << out;
+  }
+}
+
+// Tagged collectives (Runtimes issue, item 1): 8 tags on one communicator,
+// every rank posting each round's 8 calls in its own random order (1000
+// verified calls), then one thread per tag, then tagged persistent plans
+// started in shuffled orders; one host and 2 virtual hosts. Untagged, the
+// same program fails (Tags.UntaggedControlFails).
+TEST(Tags, CallsMatchByTagWhateverTheOrderOnEachRank) {
+  for (const char* launcher : {"-n 3", "-n 4 --hosts 2"}) {
+    std::string out;
+    EXPECT_EQ(run("STRATA_TIMEOUT=20000", launcher, "--tags 1000", &out, 120), 0) << launcher << "\n" << out;
+    EXPECT_EQ(count(out, "rel_rank: tags OK"), launcher[3] == '3' ? 3 : 4) << launcher << "\n" << out;
+  }
+}
+TEST(Tags, UntaggedControlFails) {
+  std::string out;
+  const int rc = run("REL_TAGS_OFF=1 STRATA_TIMEOUT=3000", "-n 3", "--tags 80", &out, 30);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_EQ(count(out, "rel_rank: tags OK"), 0) << out;
 }
 
 // Revoke and shrink (Failures issue, point 5): examples/survive kills a rank

@@ -178,10 +178,18 @@ class Communicator {
   /// reused after free, past that it throws Errc::unsupported naming the limit;
   /// split/dup calls must not run concurrently from several threads): ranks with equal
   /// @p color form a communicator, ordered by (@p key, rank). color < 0 returns
-  /// an invalid handle.
-  Communicator split(int color, int key) const;
-  /// @brief A new communicator with the same members (collective, blocking).
-  Communicator dup() const;
+  /// an invalid handle. @p tags > 0 also gives the new communicator a lane of
+  /// its own for tagged calls with CollOptions::tag in [0, tags) (a second
+  /// window of the next power of two >= @p tags slots; docs/embedding.md,
+  /// "Tagged collectives"); the largest value among the members of a color
+  /// counts. Throws strata::Error naming 'tags' and the rank when @p tags is
+  /// negative or above 16.
+  Communicator split(int color, int key, int tags = 0) const;
+  /// @brief A new communicator with the same members (collective, blocking),
+  /// with a lane for @p tags tags (split()).
+  Communicator dup(int tags = 0) const;
+  /// @brief Tags this communicator takes (CollOptions::tag in [0, tags())); 0: none.
+  [[nodiscard]] int tags() const;
 
   /// @brief Revokes the communicator (local, nonblocking; ULFM's
   /// MPI_Comm_revoke): every queued, running and later call on it fails with
@@ -366,6 +374,13 @@ class Engine {
   /// engine also writes it by itself when a call is pending for
   /// STRATA_TIMEOUT and on SIGUSR2 (docs/reliability.md, "Hang reports").
   [[nodiscard]] std::string pending_report() const;
+  /// @brief Advances progress once and returns at once (for a task runtime's
+  /// idle hook): in inline progress mode (STRATA_PROGRESS_THREADS=0) it polls
+  /// the executor's flag waits and the transport once, running what that
+  /// completes on this thread (continuations, on_complete callbacks); with
+  /// progress threads it only polls the flag waits (the threads drive the
+  /// transport). Returns true when it handled something. Never blocks.
+  bool progress();
 
  private:
   std::shared_ptr<detail::EngineCore> core_;

@@ -477,6 +477,16 @@ class [[nodiscard]] Future {
   [[nodiscard]] bool valid() const noexcept { return state_ != nullptr; }
   /// @brief True once the result (value or error) is available; never blocks.
   [[nodiscard]] bool ready() const noexcept { return state_ && state_->ready(); }
+  /// @brief Nonblocking test (MPI_Test): in inline progress mode it first
+  /// drives progress once (what completes runs on this thread: continuations
+  /// and on_complete callbacks, which must not block); then returns ready().
+  /// Never blocks, never throws; get() then returns the value or throws.
+  bool test() const {
+    if (!state_) return false;
+    if (state_->ready()) return true;
+    if (const FutureContext* c = state_->ctx(); c != nullptr && c->progress) c->progress();
+    return state_->ready();
+  }
   /// @brief Blocks (or suspends the calling TBB task) until ready.
   void wait() const {
     check("wait");

@@ -100,6 +100,14 @@ struct CollOptions {
   /// goes on (e.g. transform each block of an FFT transpose on arrival). An
   /// exception thrown by it fails the collective's future with its message.
   std::function<void(int source, void* block, std::size_t bytes)> on_block;
+  /// Tagged collective (docs/embedding.md, "Tagged collectives"): with tag
+  /// T >= 0 the call matches the other members' calls with tag T, the k-th
+  /// with the k-th, whatever the order of calls with other tags and of
+  /// untagged calls on this rank; so tasks that run in a different order on
+  /// every rank may each use their own tag on one communicator. T must be
+  /// below the tag count the communicator was made with (split / dup);
+  /// -1 (the default): untagged, matched in issue order.
+  int tag = -1;
 };
 
 }  // namespace strata

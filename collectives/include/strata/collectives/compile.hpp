@@ -243,6 +243,9 @@ struct Call {
   /// CollOptions::shared_buffers: single-copy plans read the owners' buffers
   /// through this process's mappings (in the plan-cache key).
   bool shared_buffers = false;
+  /// Engine only (not compiled, not in the plan-cache key): CollOptions::tag;
+  /// a tagged call runs on its communicator's tag lane (engine/src/comm.cpp).
+  int tag = -1;
 };
 
 /// @brief The automatic allreduce algorithm for @p bytes on @p g (the
