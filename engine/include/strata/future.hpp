@@ -39,6 +39,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include "strata/detail/cpu.hpp"
+#include "strata/detail/tsan.hpp"
 #include "strata/error.hpp"
 
 namespace strata {
@@ -98,42 +99,8 @@ void wake_fd_signal(int fd) noexcept;
 /// Clears @p fd.
 void wake_fd_drain(int fd) noexcept;
 
-// oneTBB from Debian is not built with ThreadSanitizer, so a hand-off through
-// its queues (enqueue, spawn, resume) is invisible to TSan. Under TSan these
-// annotate the hand-off; otherwise they compile to nothing.
-#if defined(__SANITIZE_THREAD__)
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-inline void tsan_release(const void* p) noexcept { __tsan_release(const_cast<void*>(p)); }
-inline void tsan_acquire(const void* p) noexcept { __tsan_acquire(const_cast<void*>(p)); }
-// An enqueued callable is copied into oneTBB's task object and read by the
-// worker: each copy publishes itself once written, the call acquires it first.
-template <class F>
-struct Handoff {
-  F f;
-  explicit Handoff(F fn) : f(std::move(fn)) { tsan_release(this); }
-  Handoff(const Handoff& o) : f(o.f) { tsan_release(this); }
-  Handoff(Handoff&& o) noexcept : f(std::move(o.f)) { tsan_release(this); }
-  Handoff& operator=(const Handoff&) = delete;
-  Handoff& operator=(Handoff&&) = delete;
-  ~Handoff() = default;
-  void operator()() const {
-    tsan_acquire(this);
-    f();
-  }
-};
-template <class F>
-Handoff<F> handoff(F f) {
-  return Handoff<F>(std::move(f));
-}
-#else
-inline void tsan_release(const void*) noexcept {}
-inline void tsan_acquire(const void*) noexcept {}
-template <class F>
-F handoff(F f) {
-  return f;
-}
-#endif
+// tsan_release / tsan_acquire / handoff (annotations of oneTBB hand-offs
+// under TSan): strata/detail/tsan.hpp, shared with the executor.
 
 /// Process-wide arena used when no FutureContext arena is given.
 inline tbb::task_arena& default_arena() {

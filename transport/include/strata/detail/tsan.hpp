@@ -9,6 +9,12 @@
 /// receives, look unordered to it. Under TSan every flag raised for the peers
 /// releases, and every record received from a peer acquires, one process-wide
 /// tag, which carries that order. Outside TSan both compile to nothing.
+///
+/// Also the one copy of the task hand-off annotation (tsan_release /
+/// tsan_acquire on an address, Handoff / handoff) that the executor
+/// (dag/src) and the futures (strata/future.hpp) use for oneTBB's queues.
+
+#include <utility>
 
 namespace strata::detail {
 
@@ -27,6 +33,42 @@ inline void tsan_acquire_from_peers() noexcept { __tsan_acquire(cross_process_ta
 #else
 inline void tsan_release_to_peers() noexcept {}
 inline void tsan_acquire_from_peers() noexcept {}
+#endif
+
+// oneTBB from Debian is not built with ThreadSanitizer, so a hand-off through
+// its queues (enqueue, spawn, resume) is invisible to TSan. Under TSan these
+// annotate the hand-off; otherwise they compile to nothing.
+#if defined(__SANITIZE_THREAD__)
+inline void tsan_release(const void* p) noexcept { __tsan_release(const_cast<void*>(p)); }
+inline void tsan_acquire(const void* p) noexcept { __tsan_acquire(const_cast<void*>(p)); }
+// A task's callable is copied into oneTBB's task object inside enqueue/run
+// and read by the worker: each copy publishes itself once its members are
+// written, and the call acquires it before reading them.
+template <class F>
+struct Handoff {
+  F f;
+  explicit Handoff(F fn) : f(std::move(fn)) { tsan_release(this); }
+  Handoff(const Handoff& o) : f(o.f) { tsan_release(this); }
+  Handoff(Handoff&& o) noexcept : f(std::move(o.f)) { tsan_release(this); }
+  Handoff& operator=(const Handoff&) = delete;
+  Handoff& operator=(Handoff&&) = delete;
+  ~Handoff() = default;
+  void operator()() const {
+    tsan_acquire(this);
+    f();
+  }
+};
+template <class F>
+Handoff<F> handoff(F f) {
+  return Handoff<F>(std::move(f));
+}
+#else
+inline void tsan_release(const void*) noexcept {}
+inline void tsan_acquire(const void*) noexcept {}
+template <class F>
+F handoff(F f) {
+  return f;
+}
 #endif
 
 }  // namespace strata::detail
