@@ -295,14 +295,18 @@ void CommImpl::finished(std::size_t slot, std::uint32_t seq, const Status& st) {
   // run in ~30); `keep` holds the communicator until this function returns.
   std::shared_ptr<CommImpl> keep;
   std::optional<Promise<void>> promise;
+  Status end = st;
   {
     std::unique_lock<CommLock> lk(mu);
+    // An instance that revoke() cancelled (shrink.cpp) ends with the
+    // revocation, also when its promise was not made yet (lazy start).
+    if (st.code() == Errc::cancelled && !broken.is_ok()) end = broken;
     Slot& sl = slots[slot];
-    settle_lazy(sl, seq, st);
+    settle_lazy(sl, seq, end);
     promise = vacate(sl, seq, keep);
     release(slot, lk);
   }
-  if (promise) promise->set(st);
+  if (promise) promise->set(end);
 }
 
 namespace {
