@@ -75,6 +75,10 @@
 //  - Each handle at most once per submission, with mode STARPU_R, STARPU_W or
 //    STARPU_RW, registered with a main-memory interface that has contiguous
 //    memory (vector, variable, or a matrix without padding).
+//  - A handle whose sequential consistency is disabled
+//    (starpu_data_set_sequential_consistency_flag) is not ordered against
+//    other tasks by StarPU; the acquisition still holds it, in its mode,
+//    until the collective completed.
 //  - The Engine must outlive every collective: call starpu_task_wait_for_all()
 //    (or wait for the tags) before destroying it; starpu_shutdown() after.
 //  - Errors: an argument error thrown by the post function, a failed
