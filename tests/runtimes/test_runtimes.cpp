@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/launch.hpp"
+#include "../common/launch.hpp"
 
 namespace {
 
