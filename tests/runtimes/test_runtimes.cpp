@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <ostream>
 #include <string>
 
 #include "../common/launch.hpp"
@@ -36,6 +37,7 @@ struct Case {
   const char* launcher;
   const char* args;
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << "strata-run " << c.launcher << " -- " << c.args; }
 
 std::string name_of(const ::testing::TestParamInfo<Case>& pi) {
   std::string name = std::to_string(pi.index) + "_" + pi.param.launcher + "_" + pi.param.args;
@@ -67,7 +69,7 @@ class OpenmpAdapter : public ::testing::TestWithParam<Case> {};
 
 TEST_P(OpenmpAdapter, DetachedTasksVerified) {
   require_adapter(STRATA_HAVE_OPENMP_ADAPTER, STRATA_OPENMP_EXPECTED, "OpenMP (GCC's libgomp)",
-                  "a compiler with OpenMP support");
+                  "the C++ compiler has no OpenMP");
   if (HasFatalFailure() || IsSkipped()) return;
   std::string out;
   const int rc = launch::run("openmp_rank", 240, "OMP_WAIT_POLICY=passive", GetParam().launcher, GetParam().args, &out);
