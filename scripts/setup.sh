@@ -32,7 +32,8 @@ done
 
 pkgs=(build-essential cmake ninja-build pkg-config clang-format
       libtbb-dev libfabric-dev libfabric-bin libhwloc-dev hwloc libspdlog-dev libfmt-dev libgtest-dev
-      libfftw3-dev libcli11-dev nlohmann-json3-dev libpmix-dev libopenmpi-dev openmpi-bin iproute2 procps python3)
+      libfftw3-dev libcli11-dev nlohmann-json3-dev libpmix-dev libopenmpi-dev openmpi-bin iproute2 procps python3
+      libstarpu-dev libstarpu-1.3-9)  # StarPU 1.3: strata::starpu, its test and examples/starpu
 if [ "$want_mpi" = 1 ]; then
   pkgs+=(libmpich-dev mpich gnuplot-nox)
 fi

@@ -19,6 +19,12 @@
 //     void on_each(std::vector<Request>& rs, const std::function<void(int)>& fn);
 //     double sum(double v); double max(double v);  // blocking allreduces
 //     void barrier();
+//     // true: --runtime openmp exists (strata built with strata::openmp):
+//     static constexpr bool kOpenMP;
+//     // creates a detached OpenMP task that runs the alltoall after the tasks
+//     // with depend(out: *in), before those with depend(in: *out) (kOpenMP only)
+//     void alltoall_task(const Cplx* send, Cplx* recv, std::size_t count, char* in, char* out);
+//     void tasks_check();  // throws the first failure of alltoall_task's collectives
 //   };
 //
 // Decompositions (C order, last index fastest) on a P1 x P2 process grid,
@@ -51,6 +57,14 @@
 //   then:      (strata only) as pipelined, but each chunk is unpacked and
 //              transformed in a Future::then continuation once its whole
 //              alltoall completed (the variant before on_block existed).
+//   openmp:    (--runtime openmp, strata with strata::openmp) chunks as in
+//              overlap, every step an OpenMP task: per chunk, a task runs the
+//              stage-1 FFTs and packs, a detached task (strata/openmp.hpp)
+//              runs the alltoall, a task unpacks (and runs the stage-2 FFTs
+//              when x survives the transpose); the other stage-2 FFTs run as
+//              tasks once every chunk is unpacked. The tasks of all chunks
+//              are created at once inside a taskgroup, so chunk c+1's FFTs
+//              overlap chunk c's alltoall on the OpenMP threads.
 // In the pencil decomposition the middle FFT (along i2) is the stage-2 of the
 // first transpose in pipelined/then modes and the stage-1 of the second in
 // blocking/overlap modes, so it always sits where it can overlap.
@@ -83,7 +97,8 @@ using std::size_t;
 
 struct Options {
   int n1 = 64, n2 = 64, n3 = 64;
-  std::string mode = "all";  // blocking | overlap | pipelined | then | all
+  std::string mode = "all";     // blocking | overlap | pipelined | then | all
+  std::string runtime = "tbb";  // tbb (the modes above) | openmp (the openmp mode only)
   std::string decomp = "slab";
   int pg1 = 0, pg2 = 0;  // --pgrid P1xP2; 0 = automatic
   int chunks = 4;
@@ -145,6 +160,10 @@ inline std::string parse(int argc, char** argv, Options& o, std::string& help) {
           "P1xP2"));
   app.add_option("--mode", o.mode, "blocking, overlap, pipelined, then or all (= blocking, overlap, pipelined)")
       ->check(strata::cli::one_of({"blocking", "overlap", "pipelined", "then", "all"}));
+  app.add_option("--runtime", o.runtime,
+                 "tbb (default: the --mode variants) or openmp (transposes as detached OpenMP tasks overlapping "
+                 "the FFT tasks; strata built with strata::openmp only; ignores --mode)")
+      ->check(strata::cli::one_of({"tbb", "openmp"}));
   app.add_option("--chunks", o.chunks, "chunks of the pipelined and overlapped transposes (default 4)")
       ->check(strata::cli::positive_integer());
   app.add_option("--iters", o.iters, "forward + inverse transforms timed (default 3)")
@@ -229,7 +248,7 @@ struct Times {
   double node_pack() const { return static_cast<double>(node_pack_ns.load()) * 1e-9; }
 };
 
-enum class Mode { blocking, overlap, pipelined, then };
+enum class Mode { blocking, overlap, pipelined, then, openmp };
 inline const char* name(Mode m) {
   switch (m) {
     case Mode::blocking:
@@ -240,6 +259,8 @@ inline const char* name(Mode m) {
       return "pipelined";
     case Mode::then:
       return "then";
+    case Mode::openmp:
+      return "openmp";
   }
   return "?";
 }
@@ -503,6 +524,12 @@ class Fft3d {
       return t.stage2_on_x ? std::make_pair(c.x0, c.x1) : std::make_pair(c.y0, c.y1);
     };
     const int rows2 = t.stage2_on_x ? t.nx : t.ny;
+    if constexpr (B::kOpenMP) {
+      if (m == Mode::openmp) {
+        run_tasks(t, comm, cs, tm);
+        return;
+      }
+    }
     if (late && t.stage1) {
       const auto tc = Clock::now();
       t.stage1(0, t.nx);
@@ -596,6 +623,74 @@ class Fft3d {
     }
   }
 
+  // Mode::openmp: the transpose as OpenMP tasks (see the file comment). Task
+  // work is counted in node_* (like the continuations of Mode::then), the
+  // time in the taskgroup as waiting.
+  void run_tasks(const Transpose& t, B& comm, const std::vector<Chunk>& cs, Times& tm) {
+#ifdef _OPENMP
+    const int p = comm.size();
+    const int n = static_cast<int>(cs.size());
+    // Dependence objects: packed[i] (stage 1 + pack done), landed[i] (alltoall done), unpacked[i].
+    std::vector<char> deps(3 * cs.size(), 0);
+    [[maybe_unused]] char* packed = deps.data();  // used in depend clauses only
+    [[maybe_unused]] char* landed = packed + n;
+    [[maybe_unused]] char* unpacked = landed + n;
+    const Transpose* tp = &t;
+    const Chunk* cp = cs.data();
+    Times* tmp = &tm;
+    const int rows2 = t.stage2_on_x ? t.nx : t.ny;
+    const auto tw = Clock::now();
+#pragma omp parallel firstprivate(tp, cp, tmp, p, n, packed, landed, unpacked, rows2) shared(comm)
+#pragma omp single
+#pragma omp taskgroup  // waits for the detached alltoall tasks too (GCC 12: see strata/openmp.hpp)
+    {
+      for (int i = 0; i < n; ++i) {
+#pragma omp task depend(out : packed[i]) firstprivate(i)
+        {
+          const Chunk& c = cp[i];
+          auto tn = Clock::now();
+          if (tp->stage1) tp->stage1(c.x0, c.x1);
+          tmp->node_fft_ns += ns_since(tn);
+          tn = Clock::now();
+          for (int peer = 0; peer < p; ++peer) copy_block(*tp, c, peer, true);
+          tmp->node_pack_ns += ns_since(tn);
+        }
+        comm.alltoall_task(send_.p + cp[i].offset, recv_.p + cp[i].offset, cp[i].count, &packed[i], &landed[i]);
+#pragma omp task depend(in : landed[i]) depend(out : unpacked[i]) firstprivate(i)
+        {
+          const Chunk& c = cp[i];
+          auto tn = Clock::now();
+          for (int peer = 0; peer < p; ++peer) copy_block(*tp, c, peer, false);
+          tmp->node_pack_ns += ns_since(tn);
+          if (tp->stage2_on_x && tp->stage2) {
+            tn = Clock::now();
+            tp->stage2(c.x0, c.x1);
+            tmp->node_fft_ns += ns_since(tn);
+          }
+        }
+      }
+      if (!t.stage2_on_x && t.stage2) {
+        // Stage 2 over destination rows needs every chunk: after the unpacks, as n tasks.
+#pragma omp taskwait
+        for (const std::pair<int, int>& r : ranges(rows2, n)) {
+          const int a = r.first, e = r.second;
+#pragma omp task firstprivate(a, e)
+          {
+            const auto tn = Clock::now();
+            tp->stage2(a, e);
+            tmp->node_fft_ns += ns_since(tn);
+          }
+        }
+      }
+    }
+    tm.wait += since(tw);
+    comm.tasks_check();
+#else
+    (void)t, (void)comm, (void)cs, (void)tm;
+    throw std::logic_error("fft3d: Mode::openmp without OpenMP");
+#endif
+  }
+
   B& world_;
   std::unique_ptr<B> row_, col_;
   bool pencil_;
@@ -655,11 +750,22 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
                    "the MPI twin's pipelined mode handles whole chunks in MPI_Waitany order\n");
     return 2;
   }
+  if (!Bk::kOpenMP && o.runtime == "openmp") {
+    if (me == 0)
+      std::fprintf(stderr,
+                   "fft3d: error: --runtime openmp needs the strata backend built with strata::openmp "
+                   "(strata/openmp.hpp; CMake found no OpenMP)\n");
+    return 2;
+  }
   std::vector<Mode> modes;
-  if (o.mode == "blocking" || o.mode == "all") modes.push_back(Mode::blocking);
-  if (o.mode == "overlap" || o.mode == "all") modes.push_back(Mode::overlap);
-  if (o.mode == "pipelined" || o.mode == "all") modes.push_back(Mode::pipelined);
-  if (o.mode == "then") modes.push_back(Mode::then);
+  if (o.runtime == "openmp") {
+    modes.push_back(Mode::openmp);
+  } else {
+    if (o.mode == "blocking" || o.mode == "all") modes.push_back(Mode::blocking);
+    if (o.mode == "overlap" || o.mode == "all") modes.push_back(Mode::overlap);
+    if (o.mode == "pipelined" || o.mode == "all") modes.push_back(Mode::pipelined);
+    if (o.mode == "then") modes.push_back(Mode::then);
+  }
 
   Fft3d<Bk> s(b, o, p1, p2);
   const int r1 = me / p2, r2 = me % p2;
@@ -784,6 +890,8 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
         std::printf("   (in_comm: unpack+FFT in the alltoalls' on_block compute nodes)");
       else if (m == Mode::then)
         std::printf("   (in_comm: unpack+FFT in Future::then continuations)");
+      else if (m == Mode::openmp)
+        std::printf("   (in_comm: FFT+pack+unpack in OpenMP tasks)");
       std::printf("\n");
       std::fflush(stdout);
     }

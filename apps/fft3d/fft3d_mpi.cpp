@@ -23,6 +23,9 @@ class MpiBackend {
  public:
   using Request = MPI_Request;
   static constexpr bool kExecutorWork = false;
+  static constexpr bool kOpenMP = false;  // --runtime openmp: strata only
+  void alltoall_task(const fft3d::Cplx*, fft3d::Cplx*, std::size_t, char*, char*) {}
+  void tasks_check() {}
   explicit MpiBackend(MPI_Comm comm = MPI_COMM_WORLD, bool owned = false) : comm_(comm), owned_(owned) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);

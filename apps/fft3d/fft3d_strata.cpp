@@ -4,9 +4,15 @@
 #include <cstdlib>
 #include <string>
 
+#include <deque>
+#include <memory>
+
 #include "../common/strata_app_main.hpp"
 #include "fft3d_core.hpp"
 #include "strata/strata.hpp"
+#ifdef _OPENMP
+#include "strata/openmp.hpp"
+#endif
 
 namespace {
 
@@ -14,7 +20,38 @@ class StrataBackend {
  public:
   using Request = strata::Future<void>;
   static constexpr bool kExecutorWork = true;
+#ifdef _OPENMP
+  static constexpr bool kOpenMP = true;
+  explicit StrataBackend(strata::Communicator comm)
+      : comm_(std::move(comm)), omp_(std::make_shared<Omp>(strata::openmp::Queue(comm_))) {}
+  // --runtime openmp: the alltoall as a detached OpenMP task (strata/openmp.hpp), after the tasks with
+  // depend(out: *in), before those with depend(in: *out); called by the thread creating the tasks.
+  void alltoall_task(const fft3d::Cplx* send, fft3d::Cplx* recv, std::size_t count, [[maybe_unused]] char* in,
+                     [[maybe_unused]] char* out) {  // in, out: used in depend clauses only
+    const strata::openmp::Queue::Ticket t = omp_->queue.ticket();
+    Omp* o = omp_.get();
+    strata::Status* st = &o->status.emplace_back();  // here: only this thread appends
+    omp_event_handle_t ev;
+#pragma omp task depend(in : in[0]) depend(out : out[0]) detach(ev) firstprivate(t, o, st, send, recv, count)
+    o->queue.start(
+        t, ev,
+        [send, recv, count](strata::Communicator& c) {
+          return c.alltoall(send, recv, 2 * count, strata::Datatype::float64);
+        },
+        st);
+  }
+  // Throws the first failure of the alltoall tasks since the last check (after their taskgroup).
+  void tasks_check() {
+    std::deque<strata::Status> done;
+    done.swap(omp_->status);
+    for (const strata::Status& st : done) strata::throw_if_error(st);
+  }
+#else
+  static constexpr bool kOpenMP = false;
   explicit StrataBackend(strata::Communicator comm) : comm_(std::move(comm)) {}
+  void alltoall_task(const fft3d::Cplx*, fft3d::Cplx*, std::size_t, char*, char*) {}
+  void tasks_check() {}
+#endif
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
   StrataBackend split(int color, int key) const { return StrataBackend(comm_.split(color, key)); }
@@ -47,6 +84,16 @@ class StrataBackend {
     return out;
   }
   strata::Communicator comm_;
+#ifdef _OPENMP
+  struct Omp {
+    explicit Omp(strata::openmp::Queue q) : queue(std::move(q)) {}
+    strata::openmp::Queue queue;  // one per communicator (world, row, column)
+    // One outcome per alltoall task since the last tasks_check(), written before its task completes
+    // (appended only by the thread creating the tasks; a deque keeps the addresses).
+    std::deque<strata::Status> status;
+  };
+  std::shared_ptr<Omp> omp_;
+#endif
 };
 
 }  // namespace

@@ -29,7 +29,7 @@ case $kind in
     grep -q '^fft3d: check OK' <<<"$out" || fail "no 'fft3d: check OK'"
     modes=blocking,overlap,pipelined
     [ "$kind" != fft3d ] && modes=${kind#fft3d:}
-    lines=$(grep -E '^fft3d: check (blocking|overlap|pipelined|then) *:' <<<"$out")
+    lines=$(grep -E '^fft3d: check (blocking|overlap|pipelined|then|openmp) *:' <<<"$out")
     [ "$(wc -l <<<"$lines")" -eq "$(tr ',' '\n' <<<"$modes" | wc -l)" ] || fail "expected check lines for $modes"
     for m in ${modes//,/ }; do
       grep -Eq "^fft3d: check $m *:" <<<"$lines" || fail "no check line for mode $m"

@@ -36,6 +36,19 @@ check halo 2 '^halo: 2 ranks, 20 exchanges, ghosts verified: OK$'
 check halo 3 '^halo: 3 ranks, 20 exchanges, ghosts verified: OK$'
 check flow_graph 2 '^flow_graph: 8 allreduces as async nodes, in order: OK$'
 check survive 3 '^survive: rank 0 done: 60 iterations verified, 3 members, 0 shrink\(s\)$'
+# The runtime adapters' examples: required when strata installed the adapter (its header is there).
+if [[ -f "$work/prefix/include/strata/starpu.hpp" ]]; then
+  # fast_unwind_on_malloc=0: see tests/runtimes/test_runtimes.cpp (StarPU's hwloc plugin under LeakSanitizer).
+  STARPU_SILENT=1 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" check starpu 2 '^starpu: 2 ranks, 4 allreduces between StarPU tasks, sums verified: OK$'
+else
+  echo "starpu: strata::starpu not installed (StarPU 1.3 not found at configure time), not run"
+fi
+if [[ -f "$work/prefix/include/strata/openmp.hpp" ]]; then
+  check openmp 2 '^openmp: 2 ranks, 8 allreduces as detached tasks, sums verified: OK$'
+  check openmp 3 '^openmp: 3 ranks, 8 allreduces as detached tasks, sums verified: OK$'
+else
+  echo "openmp: strata::openmp not installed (no OpenMP at configure time), not run"
+fi
 # strata inside an MPI program, under the MPI's own launcher (not under sanitizers: Open MPI's
 # plugins are not LeakSanitizer-clean, see .ci/run).
 if [[ -x "$work/examples/mpi_interop/mpi_interop" && -z "$flags" ]] && command -v mpirun >/dev/null &&
