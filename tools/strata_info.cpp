@@ -7,6 +7,7 @@
 // every decision; docs/tuning.md) and the STRATA_* settings in effect.
 //
 //   strata-info [--json] [--version] [-c|--config] [--env-markdown]
+//               [--algorithms [--markdown]] [--plan COLL --bytes B --ranks N --hosts H [--algo A]]
 #include <rdma/fabric.h>
 
 #include <CLI/CLI.hpp>
@@ -17,12 +18,15 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include "strata/collectives/compile.hpp"
+#include "strata/collectives/registry.hpp"
+#include "strata/collectives/select.hpp"
 #include "strata/collectives/tuning.hpp"
 #include "strata/detail/build_config.hpp"
 
@@ -289,6 +293,60 @@ void print_version() {
                                                                  : names.c_str());
 }
 
+// --plan: one call on a synthetic world (ranks split evenly over hosts, one NUMA region each).
+struct PlanQuery {
+  std::string coll;
+  std::uint64_t bytes = 1024;
+  int ranks = 4;
+  int hosts = 1;
+  std::string algo;
+};
+
+// The algorithm registry (strata/collectives/registry.hpp).
+void print_algorithms(bool markdown) {
+  if (markdown) {
+    std::fputs(strata::coll::algorithm_table_markdown().c_str(), stdout);
+    return;
+  }
+  for (const strata::coll::AlgorithmRow& r : strata::coll::algorithm_table())
+    std::printf("%-22s %-14s %s\n", strata::coll::to_string(r.kind), r.name.c_str(),
+                r.chosen.empty() ? "(when named)" : r.chosen.c_str());
+}
+
+// Prints "<coll> <bytes> B on <ranks> ranks, <hosts> hosts: <algorithm>" (the
+// registry's row compile() runs for the engine's selection of the call).
+int print_plan(const PlanQuery& q) {
+  namespace coll = strata::coll;
+  try {
+    int k = 0;
+    while (k <= static_cast<int>(coll::Kind::reduce_scatter_block) &&
+           q.coll != coll::to_string(static_cast<coll::Kind>(k)))
+      ++k;
+    if (k > static_cast<int>(coll::Kind::reduce_scatter_block) || q.ranks < 1 || q.hosts < 1 || q.hosts > q.ranks)
+      throw std::invalid_argument("--plan '" + q.coll + "' with --ranks " + std::to_string(q.ranks) + " --hosts " +
+                                  std::to_string(q.hosts) + ": not a collective or not a world");
+    coll::Group g;
+    g.world_size = q.ranks;
+    g.slot_bytes = std::size_t{1} << 20;
+    g.credits = 4;
+    for (int r = 0; r < q.ranks; ++r) {
+      g.world.push_back(r);
+      g.host.push_back(static_cast<int>(static_cast<long long>(r) * q.hosts / q.ranks));
+      g.numa.push_back(0);
+    }
+    coll::Options o;
+    o.algorithm = q.algo;
+    const coll::Call c = coll::planning_call(g, static_cast<coll::Kind>(k), q.bytes, o);
+    const coll::AlgorithmRow* row = coll::planned_algorithm(g, c);
+    std::printf("%s %llu B on %d ranks, %d hosts: %s\n", q.coll.c_str(), static_cast<unsigned long long>(q.bytes),
+                q.ranks, q.hosts, row != nullptr ? row->name.c_str() : "(none)");
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata-info: %s\n", e.what());
+    return 2;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -306,6 +364,18 @@ int main(int argc, char** argv) {
   app.add_flag("-c,--config", config,
                "every STRATA_* variable: name, type, default, current value if set, description; then exit");
   app.add_flag("--env-markdown", env_markdown, "docs/environment.md (generated from the registry), then exit");
+  bool algorithms = false;
+  bool markdown = false;
+  PlanQuery plan;
+  app.add_flag("--algorithms", algorithms, "the algorithm registry (one row per collective x algorithm), then exit");
+  app.add_flag("--markdown", markdown, "with --algorithms: the table of docs/algorithms.md");
+  app.add_option("--plan", plan.coll,
+                 "the algorithm the engine runs for one call of COLL (with --bytes, --ranks, "
+                 "--hosts, --algo), then exit");
+  app.add_option("--bytes", plan.bytes, "with --plan: bytes per rank (default 1024)");
+  app.add_option("--ranks", plan.ranks, "with --plan: ranks (default 4)");
+  app.add_option("--hosts", plan.hosts, "with --plan: hosts, ranks split evenly (default 1)");
+  app.add_option("--algo", plan.algo, "with --plan: CollOptions::algorithm (default automatic)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -322,6 +392,11 @@ int main(int argc, char** argv) {
     std::fputs(strata::detail::env::markdown().c_str(), stdout);
     return 0;
   }
+  if (algorithms) {
+    print_algorithms(markdown);
+    return 0;
+  }
+  if (!plan.coll.empty()) return print_plan(plan);
   if (config) {
     std::fputs(strata::detail::env::describe().c_str(), stdout);
     return 0;

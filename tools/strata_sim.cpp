@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "select.hpp"  // the engine's algorithm resolution (choose, parse_shape), so options mean the same
+#include "strata/collectives/registry.hpp"
+#include "strata/collectives/select.hpp"  // the engine's selection, so options mean the same
+#include "strata/detail/env.hpp"
+#include "strata/engine.hpp"
 #include "strata/sim/sim.hpp"
 #include "strata_cli.hpp"
 
@@ -60,49 +63,14 @@ bool reduces(coll::Kind k) {
   return k == coll::Kind::reduce || k == coll::Kind::allreduce || k == coll::Kind::reduce_scatter_block;
 }
 
-// The engine's resolution of CollOptions into a coll::Algorithm
-// (engine/src/api_*.cpp), for the collectives the tool simulates.
+// The engine's resolution of CollOptions into a coll::Algorithm: the public
+// selection (strata/collectives/select.hpp) under this process's STRATA_* variables.
 coll::Algorithm resolve(coll::Kind kind, const strata::CollOptions& o, const coll::Group& g, std::uint64_t bytes) {
-  using strata::detail::choose_uncached;
-  const std::string& name = o.algorithm;
-  switch (kind) {
-    case coll::Kind::barrier:
-    case coll::Kind::broadcast:
-    case coll::Kind::reduce:
-      return choose_uncached(kind, o, -1);
-    case coll::Kind::gather:
-    case coll::Kind::scatter: {
-      if (name == "flat" || name == "ring") {
-        strata::CollOptions t = o;
-        t.algorithm = "tree";
-        coll::Algorithm a = choose_uncached(kind, t, -1);
-        a.name = name;
-        return a;
-      }
-      return choose_uncached(kind, o, -1);
-    }
-    case coll::Kind::allreduce: {
-      std::string n = name;
-      if (n.empty() || n == "auto") {
-        n = coll::allreduce_auto(g, bytes, false);
-        if (n == "tree") n.clear();
-      }
-      const bool tree = n.empty() || n == "tree" || n == "hierarchical" || n == "single" || n == "flat-tree";
-      strata::CollOptions t = o;
-      t.algorithm = tree && !n.empty() ? n : "tree";
-      coll::Algorithm a = choose_uncached(kind, t, -1);
-      if (!tree) a.name = n == "recursive-doubling" ? "rd" : n;
-      return a;
-    }
-    default: {
-      strata::CollOptions t = o;
-      t.algorithm = "tree";
-      t.tree.clear();
-      coll::Algorithm a = choose_uncached(kind, t, -1);
-      a.name = name.empty() || name == "tree" || name == "auto" ? "auto" : name;
-      return a;
-    }
-  }
+  coll::Request r;
+  r.kind = kind;
+  r.options = {o.algorithm, o.tree, o.fragment, o.direction};
+  r.bytes = bytes;
+  return coll::select_algorithm(r, g, coll::Environment::process());
 }
 
 const std::vector<std::pair<std::string, std::string>> kCostFlags = {{"--nic-gbit", "nic_gbit"},
@@ -299,13 +267,17 @@ int run(int argc, char** argv) {
   c.entry_all = opts.sync.entry == strata::SyncMode::all;
   c.exit_all = opts.sync.exit == strata::SyncMode::all;
   c.algo = resolve(kind, opts, g, bytes);
+  // As the engine (apply_sync): an automatic, loose call may run a memory-protocol plan.
+  c.fast_ok = coll::automatic_call(kind, {opts.algorithm, opts.tree, opts.fragment, opts.direction}, c.entry_all,
+                                   coll::Environment::process());
+  const coll::AlgorithmRow* planned = coll::planned_algorithm(g, c);
 
   const sim::Result res = sim::simulate(g, c, places, cost, static_cast<std::size_t>(critical), stream);
   const double us = 1e6;
-  std::printf("strata-sim: %s %llu B on %d ranks (%d hosts x '%s', %d per host), algorithm %s%s, %s%s\n",
+  std::printf("strata-sim: %s %llu B on %d ranks (%d hosts x '%s', %d per host), algorithm %s, %s%s\n",
               kind_name.c_str(), static_cast<unsigned long long>(bytes), n, m.hosts, m.topology.c_str(), n / m.hosts,
-              c.algo.name.c_str(), c.algo.name == "tree" && !c.algo.hierarchical ? " (single)" : "",
-              c.entry_all ? "strict" : "loose", tuning_file.empty() ? "" : (", tuning " + tuning_file).c_str());
+              planned != nullptr ? planned->name.c_str() : c.algo.name.c_str(), c.entry_all ? "strict" : "loose",
+              tuning_file.empty() ? "" : (", tuning " + tuning_file).c_str());
   std::printf("completion us: min %.2f median %.2f max %.2f\n", res.min_finish() * us, res.median_finish() * us,
               res.max_finish() * us);
   if (stream.instances > 1)

@@ -2,6 +2,9 @@
 // protocol and docs/algorithms.md for each algorithm's cost.
 #include "strata/collectives/compile.hpp"
 
+#include "strata/collectives/registry.hpp"
+#include "strata/collectives/select.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -602,13 +605,20 @@ std::shared_ptr<const dag::Plan> compile_allreduce_tree(const Group& g, const Ca
 
 }  // namespace
 
-namespace {
-std::string single_copy_unavailable() {
-  return "algorithm 'single-copy' needs a communicator whose members share this host, window flags and a CMA path "
-         "to every member (process_vm_readv; not under STRATA_SINGLE_COPY=off), and no on_block callback or "
-         "persistent plan";
+namespace cc {
+std::shared_ptr<const dag::Plan> barrier_plan(const Group& g, const Call& c, int slot) {
+  return compile_barrier(g, c, slot);
 }
-}  // namespace
+std::shared_ptr<const dag::Plan> broadcast_plan(const Group& g, const Call& c, int slot) {
+  return compile_broadcast(g, c, slot);
+}
+std::shared_ptr<const dag::Plan> reduce_plan(const Group& g, const Call& c, int slot) {
+  return compile_reduce(g, c, slot);
+}
+std::shared_ptr<const dag::Plan> allreduce_tree_plan(const Group& g, const Call& c, int slot) {
+  return compile_allreduce_tree(g, c, slot);
+}
+}  // namespace cc
 
 std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int slot) {
   // Tree shapes / directions left to the tuning table: resolve them on a copy.
@@ -621,8 +631,7 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
   check_common(g, c);
   if (c.algo.any_pull() && !c.direct) {
     const bool scatter = c.kind == Kind::scatter || c.kind == Kind::scatterv;
-    const bool tree = c.algo.name != "flat" && c.algo.name != "ring";
-    if (!(c.kind == Kind::broadcast || (scatter && tree)))
+    if (!(c.kind == Kind::broadcast || (scatter && uses_tree(c.kind, c.algo))))
       fail(Errc::invalid_argument, g, c,
            std::string("argument 'direction': pull applies to broadcast and to scatter / scatterv with the tree "
                        "algorithms (tree | single); ") +
@@ -631,63 +640,14 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
   }
   if (slot < 0 || slot >= g.credits)
     throw Error(Errc::invalid_argument, "compile: slot " + std::to_string(slot) + " outside [0, credits)");
-  if (c.algo.name == "mapped" || mapped_plan(g, c)) return compile_mapped(g, c, slot);  // explains what it needs
-  switch (c.kind) {
-    case Kind::barrier:
-      return compile_barrier(g, c, slot);
-    case Kind::broadcast:
-      if (single_copy(g, c, c.count * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype))))
-        return compile_broadcast_single(g, c, slot);
-      if (c.algo.name == "single-copy") fail(Errc::unsupported, g, c, single_copy_unavailable());
-      return compile_broadcast(g, c, slot);
-    case Kind::reduce:
-      return compile_reduce(g, c, slot);
-    case Kind::allreduce:
-      if (single_copy_allreduce(g, c)) return compile_allreduce_single(g, c, slot);
-      if (c.algo.name == "single-copy") fail(Errc::unsupported, g, c, single_copy_unavailable());
-      return allreduce_is_tree(c) ? compile_allreduce_tree(g, c, slot) : compile_allreduce(g, c, slot);
-    case Kind::gather:
-    case Kind::gatherv:
-      if (c.kind == Kind::gather && shared_single_copy(g, c)) return compile_gather_single(g, c, slot);
-      return compile_gather(g, c, slot);
-    case Kind::scatter:
-    case Kind::scatterv:
-      if (c.kind == Kind::scatter && shared_single_copy(g, c)) return compile_scatter_single(g, c, slot);
-      return compile_scatter(g, c, slot);
-    case Kind::allgather:
-    case Kind::allgatherv: {
-      std::uint64_t total = 0;  // the mean block decides (allgatherv's blocks may differ)
-      const std::size_t es = dag::datatype_size(c.dtype);
-      if (c.kind == Kind::allgatherv && c.counts.size() == static_cast<std::size_t>(g.size()) &&
-          c.displs.size() == c.counts.size()) {
-        for (std::size_t cnt : c.counts) total += cnt * es;
-      } else {
-        total = c.count * es * static_cast<std::uint64_t>(g.size());
-      }
-      if (single_copy(g, c, total / static_cast<std::uint64_t>(std::max(1, g.size()))))
-        return compile_allgather_single(g, c, slot);
-      if (c.algo.name == "single-copy") fail(Errc::unsupported, g, c, single_copy_unavailable());
-      return compile_allgather(g, c, slot);
-    }
-    case Kind::alltoall:
-    case Kind::alltoallv:
-      if (c.kind == Kind::alltoall && !c.in_place && single_copy(g, c, c.count * dag::datatype_size(c.dtype)))
-        return compile_alltoall_single(g, c, slot);
-      if (c.algo.name == "single-copy") {
-        if (g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
-        return compile_alltoall_single(g, c, slot);  // explains what it needs
-      }
-      return compile_alltoall(g, c, slot);
-    case Kind::reduce_scatter:
-    case Kind::reduce_scatter_block:
-      if (single_copy_reduce_scatter(g, c)) return compile_reduce_scatter_single(g, c, slot);
-      if (c.algo.name == "single-copy") {
-        if (g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
-        return compile_reduce_scatter_single(g, c, slot);  // explains what it needs
-      }
-      return compile_reduce_scatter(g, c, slot);
-  }
-  fail(Errc::internal, g, c, "unknown collective kind");
+  // The registry's row (a memory-protocol plan that applies, the named
+  // algorithm, or the automatic choice); its compile function explains what
+  // it needs when it cannot run the call.
+  const AlgorithmRow* row = planned_algorithm(g, c);
+  if (row == nullptr)
+    fail(Errc::invalid_argument, g, c,
+         "algorithm '" + c.algo.name + "' unknown (" + algorithm_names(c.kind) + "); see docs/algorithms.md");
+  return row->compile(g, c, slot);
 }
 
 std::shared_ptr<const dag::Plan> compile_skipped(const Group& g, Kind kind, int slot) {

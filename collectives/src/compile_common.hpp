@@ -398,6 +398,12 @@ inline void finish(Ctx& x) {
   x.barrier(kExitBarrier, all.empty() ? std::vector<NodeId>{} : std::vector<NodeId>{x.b().nop(all)});
 }
 
+// compile.cpp: the tree collectives (rows of the registry, registry.cpp).
+std::shared_ptr<const dag::Plan> barrier_plan(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> broadcast_plan(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> reduce_plan(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> allreduce_tree_plan(const Group& g, const Call& c, int slot);
+
 // Mapped plans (compile_mapped.cpp): whether @p c on @p g runs as one, and the plan.
 bool mapped_plan(const Group& g, const Call& c);
 std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, int slot);

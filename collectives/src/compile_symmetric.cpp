@@ -40,6 +40,7 @@
 #include "compile_common.hpp"
 #include "compile_steps.hpp"
 #include "patterns/schedule.hpp"
+#include "strata/collectives/registry.hpp"
 
 namespace strata::coll::cc {
 
@@ -111,16 +112,6 @@ class AllgatherKind : public StepKind {
   int me_;
   bool in_place_;
 };
-
-// ---------------------------------------------------------------- allgather decision table
-// Automatic selection (empty name, "auto", or a tree name): Bruck for small
-// results (log2 n messages), the ring otherwise and for n <= 2
-// (allgather_bruck_max_bytes: the tuning table, compile_common.hpp).
-
-std::string allgather_algorithm(const Group& g, const Call& c, std::uint64_t recv_total) {
-  if (!automatic(c.algo.name)) return c.algo.name;
-  return g.size() <= 2 || recv_total > tuning(g).allgather_bruck_max_bytes ? "ring" : "bruck";
-}
 
 // Adds blocks `ranks` (ascending) to the send or receive side of the last step, merging runs.
 void add_blocks(patterns::Schedule& s, const std::vector<int>& ranks, bool send) {
@@ -274,7 +265,7 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
   if (!c.in_place) x.b().input(0, bytes[me]);
   x.b().output(0, recv_total);
 
-  const std::string name = allgather_algorithm(g, c, recv_total);
+  const std::string name = planned_algorithm(g, c)->name;  // the registry's rule (registry.cpp)
   x.b().algorithm(name);
   std::function<void(int, patterns::Schedule&)> build;
   if (name == "ring") {
@@ -318,18 +309,6 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
 namespace {
 
 // ---------------------------------------------------------------- alltoall(v)
-// Automatic selection: Bruck for small blocks and more than 4 ranks (log2 n
-// messages instead of n - 1), else the rotated pairwise exchange (push)
-// (thresholds: the tuning table, compile_common.hpp).
-
-std::string alltoall_algorithm(const Group& g, const Call& c, std::uint64_t block_bytes) {
-  if (!automatic(c.algo.name)) return c.algo.name;
-  const bool bruck = c.kind == Kind::alltoall &&
-                     static_cast<std::uint64_t>(g.size()) >= tuning(g).alltoall_bruck_min_ranks &&
-                     block_bytes <= tuning(g).alltoall_bruck_max_block;
-  return bruck ? "bruck" : "pairwise";
-}
-
 // The send side of an alltoall(v): the user's send buffer, or (in place) the
 // copy of the receive buffer taken at the start (scratch 1).
 Region send_region(bool in_place, std::uint64_t off, std::uint64_t len) {
@@ -506,7 +485,7 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
   x.b().output(0, out_total);
 
   const std::uint64_t bb = c.count * es;
-  const std::string name = alltoall_algorithm(g, c, bb);
+  const std::string name = planned_algorithm(g, c)->name;  // the registry's rule (registry.cpp)
   x.b().algorithm(name);
   if (name == "bruck") {
     if (v) fail(Errc::unsupported, g, c, "algorithm 'bruck' needs equal block sizes (use 'pairwise' for alltoallv)");
@@ -578,13 +557,6 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
 namespace {
 
 // ---------------------------------------------------------------- reduce-scatter
-// Automatic selection: the ring for commutative ops, the rank-ordered
-// pairwise exchange for non-commutative ones.
-std::string reduce_scatter_algorithm(const Call& c, bool ordered) {
-  if (!automatic(c.algo.name)) return c.algo.name;
-  return ordered ? "pairwise" : "ring";
-}
-
 // Partials of block b accumulate in scratch at the block's input offset; the
 // last reception of this rank's own block reduces straight into recv.
 class RsKind : public StepKind {
@@ -724,7 +696,7 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Ca
   const std::string& name = c.algo.name;
   const bool ordered = !x.commutative();
   void (*build)(int, int, patterns::Schedule&) = nullptr;
-  const std::string algo = reduce_scatter_algorithm(c, ordered);
+  const std::string algo = planned_algorithm(g, c)->name;  // the registry's rule (registry.cpp)
   x.b().algorithm(algo);
   if (algo == "ring")
     build = patterns::ring_reduce_scatter;

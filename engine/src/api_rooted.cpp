@@ -1,5 +1,5 @@
 // Communicator::gather / gatherv / scatter / scatterv: argument checks,
-// algorithm choice ("tree" | "single" | "flat" | "ring") and submission
+// algorithm choice (the registry's, strata/collectives/select.hpp) and submission
 // (docs/algorithms.md, "Gather and scatter").
 #include <algorithm>
 #include <cstdint>
@@ -22,40 +22,18 @@ using namespace detail;  // NOLINT: argument checks and algorithm choice (checks
 bool is_v(coll::Kind k) { return k == coll::Kind::gatherv || k == coll::Kind::scatterv; }
 bool is_gather(coll::Kind k) { return k == coll::Kind::gather || k == coll::Kind::gatherv; }
 
-// Algorithm of one rooted call: per-call options, then STRATA_ALGO_<COLL>, then
-// the default (tree for gather / scatter; flat for the v-variants, whose tree
-// needs the counts on every rank first). choose() parses tree shapes,
-// fragmentation and direction; it does not know flat / ring, so the name is
-// resolved here (and pull, which needs the tree, refused for them).
+// Algorithm of one rooted call (the public selection, strata/collectives/select.hpp):
+// per-call options, then STRATA_ALGO_<COLL>, then the registry's default (tree
+// for gather / scatter; flat for the v-variants, whose tree needs the counts
+// on every rank first).
 coll::Algorithm rooted_algorithm_uncached(const CommImpl& impl, coll::Kind kind, const CollOptions& o) {
-  const std::string cname = upper(coll::to_string(kind));
-  std::string algo = env_or(o.algorithm, "STRATA_ALGO_" + cname);
-  const bool automatic = algo.empty() || algo == "auto";
-  if (automatic) algo = is_v(kind) ? "flat" : "tree";
-  CollOptions rest = o;
-  bool direct = algo == "flat" || algo == "ring" || algo == "mapped";
-  if (!direct && algo != "tree" && algo != "hierarchical" && algo != "single" && algo != "flat-tree")
-    bad(coll::to_string(kind), impl,
-        "argument 'algorithm' = '" + algo +
-            "': unknown (tree | single | flat | ring | mapped); see docs/algorithms.md");
-  rest.algorithm = direct ? "tree" : algo;
-  coll::Algorithm a = choose(kind, rest, impl.rank());
-  // Pull needs the tree: an automatic choice (flat for scatterv) becomes the tree.
-  if (automatic && direct && a.any_pull()) direct = false;
-  if (direct) a.name = algo;
-  if (direct && a.any_pull())
-    bad(coll::to_string(kind), impl,
-        "argument 'direction': pull needs a tree algorithm (tree | single), not '" + algo +
-            "' (the root of flat / ring pushes every block)");
-  return a;
+  return select_uncached(kind, o, impl.rank(), " (comm " + std::to_string(impl.id) + ")");
 }
 
 // rooted_algorithm_uncached() through the per-thread memo.
 coll::Algorithm rooted_algorithm(const CommImpl& impl, coll::Kind kind, const CollOptions& o) {
   return memo_algorithm(kind, o, impl.rank(), [&] { return rooted_algorithm_uncached(impl, kind, o); });
 }
-
-bool uses_tree(const coll::Algorithm& a) { return a.name != "flat" && a.name != "ring"; }
 
 // One-shot submission (the plan-cache key of CommImpl::submit covers the v-variant counts).
 Future<void> submit_rooted(CommImpl& impl, const coll::Call& c, const void* send, void* recv) {
@@ -179,7 +157,7 @@ Future<void> rooted(Communicator& comm, const std::shared_ptr<CommImpl>& impl, c
   } else {
     check_buffer(n, *impl, gather ? "send" : "recv", gather ? a.send : static_cast<const void*>(a.recv), mine);
   }
-  if (v && uses_tree(c.algo)) share_layout(comm, *impl, c, a.root, n);
+  if (v && coll::uses_tree(c.kind, c.algo)) share_layout(comm, *impl, c, a.root, n);
   const void* send = gather ? (inplace ? nullptr : a.send) : (root ? a.send : nullptr);
   void* recv = gather ? (root ? a.recv : nullptr) : (inplace ? nullptr : a.recv);
   return submit_rooted(*impl, c, send, recv);

@@ -1,10 +1,8 @@
 // Communicator::allgather / allgatherv / alltoall / alltoallv /
 // reduce_scatter_block / reduce_scatter: argument checks (before anything
-// moves), algorithm selection ("ring", "rd", "bruck", "hier", "numa-ring",
-// "pairwise", "pull", "rh"), then submit (compilers in
-// collectives/src/compile_symmetric.cpp). Also the allreduce algorithm names
-// (resolve_allreduce, called by engine.cpp's prep_reduce; compilers in
-// collectives/src/compile.cpp and compile_allreduce.cpp).
+// moves), algorithm selection (the registry's, strata/collectives/select.hpp),
+// then submit. Also the allreduce selection (resolve_allreduce, called by
+// engine.cpp's prep_reduce).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -25,82 +23,10 @@ namespace {
 
 using namespace detail;  // NOLINT: argument checks and algorithm choice (checks.hpp, select.hpp)
 
-// Algorithm names per collective family; "" = automatic (the compiler decides).
-const char* algo_names(coll::Kind k) {
-  switch (k) {
-    case coll::Kind::allgather:
-    case coll::Kind::allgatherv:
-      return "ring | rd | bruck | hier | numa-ring | single-copy | mapped";
-    case coll::Kind::alltoall:
-      return "pairwise | bruck | pull | single-copy | mapped";
-    case coll::Kind::alltoallv:
-      return "pairwise | pull";
-    case coll::Kind::reduce_scatter_block:
-      return "ring | rh | pairwise | single-copy | mapped";
-    default:
-      return "ring | rh | pairwise | mapped";
-  }
-}
-
-bool known_algo(coll::Kind k, const std::string& a) {
-  switch (k) {
-    case coll::Kind::allgather:
-    case coll::Kind::allgatherv:
-      return a == "ring" || a == "rd" || a == "bruck" || a == "hier" || a == "numa-ring" || a == "single-copy" ||
-             a == "mapped";
-    case coll::Kind::alltoall:
-      return a == "pairwise" || a == "bruck" || a == "pull" || a == "single-copy" || a == "mapped";
-    case coll::Kind::alltoallv:
-      return a == "pairwise" || a == "pull";
-    case coll::Kind::reduce_scatter_block:
-      return a == "ring" || a == "rh" || a == "rd" || a == "halving" || a == "pairwise" || a == "single-copy" ||
-             a == "mapped";
-    default:
-      return a == "ring" || a == "rh" || a == "rd" || a == "halving" || a == "pairwise" || a == "mapped";
-  }
-}
-
-// The family name without the v / _block suffix (STRATA_ALGO_ALLGATHER also covers allgatherv).
-const char* family(coll::Kind k) {
-  switch (k) {
-    case coll::Kind::allgatherv:
-      return "allgather";
-    case coll::Kind::alltoallv:
-      return "alltoall";
-    case coll::Kind::reduce_scatter_block:
-      return "reduce_scatter";
-    default:
-      return coll::to_string(k);
-  }
-}
-
-// Resolves the algorithm: CollOptions::algorithm, STRATA_ALGO_<COLL>, STRATA_ALGO_<FAMILY>.
-// Tree names ("tree", "single", "hierarchical", "auto") mean automatic (options are often
-// shared between calls). Fragmentation options go through choose().
+// The algorithm of a step-schedule collective (the public selection,
+// strata/collectives/select.hpp; "auto" = the compiler decides by the registry's rules).
 coll::Algorithm resolve_uncached(coll::Kind kind, const CollOptions& o, const CommImpl& impl) {
-  std::string name = env_or(o.algorithm, "STRATA_ALGO_" + upper(coll::to_string(kind)));
-  name = env_or(name, "STRATA_ALGO_" + upper(family(kind)));
-  if (name == "tree" || name == "single" || name == "hierarchical" || name == "auto") name.clear();
-  if (!name.empty() && !known_algo(kind, name))
-    throw Error(Errc::invalid_argument, std::string(coll::to_string(kind)) + " on rank " + std::to_string(impl.rank()) +
-                                            ": argument 'algorithm' = '" + name + "': unknown (" + algo_names(kind) +
-                                            ")");
-  // Step schedules have no tree: a tree shape asked for this call is an error,
-  // not silently ignored (the global STRATA_TREE only reaches tree collectives).
-  const std::string tree = env_or(o.tree, "STRATA_TREE_" + upper(coll::to_string(kind)));
-  if (!tree.empty())
-    throw Error(Errc::invalid_argument,
-                std::string(coll::to_string(kind)) + " on rank " + std::to_string(impl.rank()) +
-                    ": argument 'tree' = '" + tree + "' does not apply: " + family(kind) +
-                    " runs a step schedule (ring, Bruck, recursive doubling, pairwise), not a tree; choose one with "
-                    "'algorithm' (" +
-                    algo_names(kind) + ")");
-  CollOptions tree_opts = o;
-  tree_opts.tree.clear();
-  tree_opts.algorithm = "tree";  // choose() knows tree names only; it still parses fragment options
-  coll::Algorithm a = choose(kind, tree_opts, impl.rank());
-  a.name = name.empty() ? "auto" : name;
-  return a;
+  return select_uncached(kind, o, impl.rank());
 }
 
 // resolve_uncached() through the per-thread memo (the communicator's rank is part of the key).
@@ -112,7 +38,8 @@ coll::Algorithm resolve(coll::Kind kind, const CollOptions& o, const CommImpl& i
 // alltoall(v) keeps in flight per rank; default 128 (Chaimov et al.). Read once.
 std::size_t alltoall_max_outstanding() {
   static const std::size_t v = [] {
-    const std::string s = env_or("", "STRATA_ALLTOALL_MAX_OUTSTANDING");
+    const std::string* set = coll::Environment::process().find("STRATA_ALLTOALL_MAX_OUTSTANDING");
+    const std::string s = set == nullptr ? std::string() : *set;
     if (s.empty()) return std::size_t{128};
     char* end = nullptr;
     const long long k = std::strtoll(s.c_str(), &end, 10);
@@ -211,10 +138,7 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
   call.in_place = inplace;
   apply_sync(call, opts);
   call.algo = resolve(kind, opts, c);
-  if (call.user_op && !call.user_op->commutative && call.algo.name != "auto" && call.algo.name != "pairwise")
-    throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(c.rank()) + ": algorithm '" +
-                                       call.algo.name +
-                                       "' does not keep rank order; a non-commutative op needs algorithm 'pairwise'");
+  if (call.user_op && !call.user_op->commutative) coll::check_rank_order(kind, call.algo, c.rank());
   return submit_v(*impl, call, inplace ? nullptr : send, recv);
 }
 
@@ -222,8 +146,7 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
 
 namespace detail {
 
-// Allreduce names: tree names go to choose() (tree shapes, fragmentation);
-// the schedule algorithms keep choose()'s fragment options under their own name.
+// Allreduce: the public selection (the tuning table's crossovers when automatic).
 namespace {
 coll::Algorithm resolve_allreduce_uncached(const CollOptions& o, const CommImpl& impl, const dag::UserReduce* user_op,
                                            std::uint64_t bytes);
@@ -260,34 +183,7 @@ coll::Algorithm resolve_allreduce(const CollOptions& o, const CommImpl& impl, co
 namespace {
 coll::Algorithm resolve_allreduce_uncached(const CollOptions& o, const CommImpl& impl, const dag::UserReduce* user_op,
                                            std::uint64_t bytes) {
-  static const std::string env_algo = env_or(std::string(), "STRATA_ALGO_ALLREDUCE");  // environment: read once
-  std::string name = o.algorithm.empty() ? env_algo : o.algorithm;
-  if (name.empty() || name == "auto") {
-    // The measured decision table (coll::allreduce_auto); the tree stays the
-    // choice for a communicator of one rank and large non-commutative reductions.
-    name = coll::allreduce_auto(impl.group, bytes, user_op != nullptr && !user_op->commutative);
-    if (name == "tree") name.clear();
-  }
-  const bool tree = name.empty() || name == "auto" || name == "tree" || name == "hierarchical" || name == "single" ||
-                    name == "flat-tree";
-  CollOptions topts = o;
-  topts.algorithm = tree && !name.empty() && name != "auto" ? name : "tree";
-  if (tree) return choose(coll::Kind::allreduce, topts, impl.rank());
-  const bool hier = name == "hier" || name == "hier:rd" || name == "hier:rabenseifner" || name == "hier:ring";
-  if (name == "recursive-doubling") name = "rd";
-  if (name != "rd" && name != "rabenseifner" && name != "ring" && name != "mapped" && name != "single-copy" && !hier)
-    throw Error(Errc::invalid_argument,
-                "allreduce on rank " + std::to_string(impl.rank()) + ": argument 'algorithm' = '" + name +
-                    "': unknown (tree | single | rd | rabenseifner | ring | hier | hier:rd | hier:rabenseifner | "
-                    "hier:ring | mapped | single-copy)");
-  if (user_op && !user_op->commutative &&
-      (name == "rabenseifner" || name == "ring" || name == "hier:rabenseifner" || name == "hier:ring"))
-    throw Error(Errc::unsupported, "allreduce on rank " + std::to_string(impl.rank()) + ": algorithm '" + name +
-                                       "' does not keep rank order; the non-commutative op '" + user_op->name +
-                                       "' needs 'tree', 'single', 'rd' or 'hier'");
-  coll::Algorithm a = choose(coll::Kind::allreduce, topts, impl.rank());
-  a.name = name;
-  return a;
+  return select_uncached(coll::Kind::allreduce, o, impl.rank(), std::string(), impl.group, bytes, user_op);
 }
 }  // namespace
 

@@ -14,11 +14,29 @@
 #include <utility>
 #include <vector>
 
+#include "strata/collectives/registry.hpp"
 #include "strata/transport/topology.hpp"
 
 namespace strata::sim {
 
 namespace {
+
+// The allreduce rows the crossovers (allreduce_rd_max_bytes,
+// allreduce_ring_min_bytes) choose between, in the registry's order: below
+// the first, between the two, from the second (rd, rabenseifner, ring).
+std::vector<std::string> crossover_algorithms() {
+  std::vector<std::string> out;
+  for (const coll::AlgorithmRow* r : coll::algorithms_of(coll::Kind::allreduce)) {
+    const auto& k = r->tuning_keys;
+    if (std::find(k.begin(), k.end(), "allreduce_rd_max_bytes") != k.end() ||
+        std::find(k.begin(), k.end(), "allreduce_ring_min_bytes") != k.end())
+      out.push_back(r->name);
+  }
+  if (out.size() != 3)
+    throw Error(Errc::internal, "strata-tune: the registry has " + std::to_string(out.size()) +
+                                    " allreduce rows keyed by the crossovers, the search expects 3");
+  return out;
+}
 
 using coll::Kind;
 using coll::Tuning;
@@ -189,7 +207,7 @@ class Tuner {
   // (time / best algorithm's time) over the sizes (the current pair on a tie).
   void crossovers(const std::vector<std::uint64_t>& sizes, Value* searches) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<std::string> algos = {"rd", "rabenseifner", "ring"};
+    const std::vector<std::string> algos = crossover_algorithms();
     std::vector<std::vector<double>> t(algos.size(), std::vector<double>(sizes.size()));
     for (std::size_t a = 0; a < algos.size(); ++a)
       for (std::size_t j = 0; j < sizes.size(); ++j)
@@ -418,7 +436,7 @@ coll::Call automatic_call(const coll::Group& g, coll::Kind kind, std::uint64_t b
   c.algo.direction_from_table = true;
   if (kind == Kind::allreduce) {
     const std::string n = coll::allreduce_auto(g, bytes, false);
-    if (n != "tree") c.algo.name = n;
+    if (coll::find_algorithm(kind, n) != coll::default_algorithm(kind)) c.algo.name = n;
   }
   return c;
 }

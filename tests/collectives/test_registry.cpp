@@ -1,0 +1,162 @@
+// The algorithm registry (strata/collectives/registry.hpp): its rows are
+// consistent, compile() runs the row the registry plans for every call of a
+// grid of collectives, sizes, worlds and named algorithms, strata-info --plan
+// and strata-sim report that same row, and docs/algorithms.md holds the
+// current generated table.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../common/launch.hpp"
+#include "strata/collectives/registry.hpp"
+#include "strata/collectives/select.hpp"
+
+namespace {
+
+namespace coll = strata::coll;
+using coll::Kind;
+
+constexpr int kKinds = static_cast<int>(Kind::reduce_scatter_block) + 1;
+
+coll::Group world(int ranks, int hosts) {
+  coll::Group g;
+  g.world_size = ranks;
+  g.slot_bytes = std::size_t{1} << 20;
+  g.credits = 4;
+  for (int r = 0; r < ranks; ++r) {
+    g.world.push_back(r);
+    g.host.push_back(static_cast<int>(static_cast<long long>(r) * hosts / ranks));
+    g.numa.push_back(0);
+  }
+  return g;
+}
+
+// The plan's recorded algorithm belongs to @p row (tree rows record "tree (...)").
+bool label_matches(const coll::AlgorithmRow& row, const std::string& label) {
+  if (row.tree) return label.rfind("tree", 0) == 0;
+  return label.rfind(row.name, 0) == 0;
+}
+
+TEST(Registry, EveryCollectiveHasRowsWithUniqueNamesAndCompilers) {
+  for (int k = 0; k < kKinds; ++k) {
+    const auto kind = static_cast<Kind>(k);
+    const auto rows = coll::algorithms_of(kind);
+    ASSERT_FALSE(rows.empty()) << coll::to_string(kind);
+    std::set<std::string> names;
+    for (const coll::AlgorithmRow* r : rows) {
+      EXPECT_NE(r->compile, nullptr) << r->name;
+      EXPECT_FALSE(r->schedule.empty()) << r->name;
+      EXPECT_FALSE(r->cost.empty()) << r->name;
+      EXPECT_TRUE(names.insert(r->name).second) << coll::to_string(kind) << " " << r->name;
+      for (const std::string& a : r->aliases) EXPECT_TRUE(names.insert(a).second) << a;
+      EXPECT_EQ(coll::find_algorithm(kind, r->name), r);
+    }
+    EXPECT_EQ(coll::find_algorithm(kind, "no-such-algorithm"), nullptr);
+  }
+  EXPECT_EQ(coll::default_algorithm(Kind::broadcast)->name, "tree");
+  EXPECT_EQ(coll::default_algorithm(Kind::gatherv)->name, "flat");
+  EXPECT_EQ(coll::default_algorithm(Kind::allgather), nullptr);
+}
+
+// For every call of the grid that the selection accepts, compile() runs the
+// planned row (the plan records its algorithm) on every rank.
+TEST(Registry, CompileRunsThePlannedRow) {
+  int checked = 0;
+  for (int k = 0; k < kKinds; ++k) {
+    const auto kind = static_cast<Kind>(k);
+    std::vector<std::string> algos = {""};
+    for (const coll::AlgorithmRow* r : coll::algorithms_of(kind))
+      if (r->selectable && r->name != "mapped" && r->name != "single-copy") algos.push_back(r->name);
+    for (const auto& [ranks, hosts] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {4, 1}, {8, 2}, {6, 3}})
+      for (const std::uint64_t bytes : {std::uint64_t{64}, std::uint64_t{4096}, std::uint64_t{256} << 10})
+        for (const std::string& a : algos) {
+          coll::Group g = world(ranks, hosts);
+          coll::Options o;
+          o.algorithm = a;
+          coll::Call c;
+          try {
+            c = coll::planning_call(g, kind, bytes, o, coll::Environment());
+          } catch (const strata::Error&) {
+            continue;  // refused by the selection (e.g. pull-less names the tree needs)
+          }
+          const coll::AlgorithmRow* row = coll::planned_algorithm(g, c);
+          ASSERT_NE(row, nullptr) << coll::to_string(kind) << " '" << a << "'";
+          if (!a.empty() && !coll::means_automatic(kind, a)) {
+            EXPECT_TRUE(row->named(a)) << row->name << " for " << a;
+          }
+          for (int r = 0; r < ranks; ++r) {
+            g.rank = r;
+            std::shared_ptr<const strata::dag::Plan> p;
+            try {
+              p = coll::compile(g, c, 0);
+            } catch (const strata::Error& e) {
+              ADD_FAILURE() << coll::to_string(kind) << " " << bytes << " B '" << a << "' on " << ranks << "/" << hosts
+                            << ": " << e.what();
+              break;
+            }
+            EXPECT_TRUE(label_matches(*row, p->algorithm()))
+                << coll::to_string(kind) << " " << bytes << " B '" << a << "': planned " << row->name << ", compiled "
+                << p->algorithm();
+          }
+          ++checked;
+        }
+  }
+  EXPECT_GT(checked, 300);
+}
+
+// The tools of this build (STRATA_BIN from CTest, else the build tree's bin/).
+std::string bin(const char* tool) {
+  const char* b = std::getenv("STRATA_BIN");
+  return (b != nullptr ? std::string(b) : std::string(STRATA_BINARY_DIR) + "/bin") + "/" + tool;
+}
+
+// strata-info --plan and strata-sim report the row the registry plans.
+TEST(Registry, StrataInfoAndStrataSimAgreeWithTheRegistry) {
+  struct Case {
+    Kind kind;
+    std::uint64_t bytes;
+    const char* algo;
+  };
+  for (const Case& k :
+       {Case{Kind::allreduce, 1024, ""}, Case{Kind::allreduce, 256 << 10, ""}, Case{Kind::allreduce, 8 << 20, ""},
+        Case{Kind::allgather, 64, ""}, Case{Kind::allgather, 1 << 20, ""}, Case{Kind::alltoall, 64, ""},
+        Case{Kind::broadcast, 4096, ""}, Case{Kind::reduce_scatter_block, 4096, ""}, Case{Kind::gather, 4096, "ring"},
+        Case{Kind::allgather, 4096, "numa-ring"}}) {
+    const coll::Group g = world(8, 2);
+    coll::Options o;
+    o.algorithm = k.algo;
+    const coll::AlgorithmRow* row = coll::planned_algorithm(g, coll::planning_call(g, k.kind, k.bytes, o));
+    ASSERT_NE(row, nullptr);
+    const std::string name = coll::to_string(k.kind);
+    const std::string algo = *k.algo != '\0' ? std::string(" --algo ") + k.algo : std::string();
+    const launch::ProcessResult info = launch::run_command(bin("strata-info") + " --plan " + name + " --bytes " +
+                                                           std::to_string(k.bytes) + " --ranks 8 --hosts 2" + algo);
+    ASSERT_EQ(info.status, 0) << info.out;
+    EXPECT_NE(info.out.find(": " + row->name + "\n"), std::string::npos) << info.out << " vs " << row->name;
+    const launch::ProcessResult sim =
+        launch::run_command(bin("strata-sim") + " --hosts 2 --topology 'package:1 numa:1 core:4 pu:1' --coll " + name +
+                            " --bytes " + std::to_string(k.bytes) + " --quiet" + algo);
+    ASSERT_EQ(sim.status, 0) << sim.out;
+    EXPECT_NE(sim.out.find("algorithm " + row->name + ","), std::string::npos) << sim.out << " vs " << row->name;
+  }
+}
+
+// docs/algorithms.md holds the current generated table (strata-info --algorithms --markdown).
+TEST(Registry, DocsHoldTheGeneratedTable) {
+  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/docs/algorithms.md");
+  ASSERT_TRUE(in) << "docs/algorithms.md";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string table = coll::algorithm_table_markdown();
+  EXPECT_NE(ss.str().find(table), std::string::npos)
+      << "docs/algorithms.md is out of date: replace its algorithm table with the output of "
+         "strata-info --algorithms --markdown";
+  EXPECT_NE(ss.str().find("## Adding an algorithm"), std::string::npos);
+}
+
+}  // namespace
