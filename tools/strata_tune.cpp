@@ -41,7 +41,6 @@
 #include <utility>
 #include <vector>
 
-#include "strata/collectives/json.hpp"
 #include "strata/collectives/tuning.hpp"
 #include "strata/error.hpp"
 #include "strata/sim/autotune.hpp"
@@ -54,7 +53,7 @@ namespace {
 
 using strata::coll::Tuning;
 using strata::coll::TuningField;
-using strata::json::Value;
+using Value = nlohmann::ordered_json;  // the measurements (TuningFile::measurements holds their text)
 
 enum class Mode { smoke, quick, full };
 
@@ -149,24 +148,26 @@ class Tuner {
     const auto t0 = std::chrono::steady_clock::now();
     file_.machine = here_;
     file_.tool = std::string("strata-tune ") + mode_name() + " (strata " + STRATA_VERSION_STRING + ")";
-    Value& m = file_.measurements;
-    m.set("mode", Value::string(mode_name()));
-    m.set("ranks", Value::integer(static_cast<std::uint64_t>(o_.ranks)));
-    m.set("note", Value::string("medians in microseconds; searched fields list every candidate's time per "
-                                "(collective, bytes) and its score (geometric mean of time over the best time)"));
+    Value m = Value::object();
+    m["mode"] = Value(mode_name());
+    m["ranks"] = Value(static_cast<std::uint64_t>(o_.ranks));
+    m["note"] = Value(
+        "medians in microseconds; searched fields list every candidate's time per "
+        "(collective, bytes) and its score (geometric mean of time over the best time)");
     step("memcpy bandwidth (hot, off-cache)");
-    m.set("memcpy", memcpy_bw());
+    m["memcpy"] = memcpy_bw();
     step("same-host data paths");
-    m.set("paths", paths());
+    m["paths"] = paths();
     if (o_.mode != Mode::smoke) {
       step("executor cost");
-      m.set("executor", executor());
+      m["executor"] = executor();
     }
     step("crossovers");
-    m.set("searches", searches());
-    m.set("not_measured", not_measured());
+    m["searches"] = searches();
+    m["not_measured"] = not_measured();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    m.set("duration_s", Value::number(secs));
+    m["duration_s"] = Value(secs);
+    file_.measurements = m.dump();
     file_.created = now_utc();
     strata::coll::write_tuning_file(out_path(), file_);
     // Read back what was written: a file the engines refuse must not be left behind silently.
@@ -287,14 +288,14 @@ class Tuner {
     Value hot = Value::array(), cold = Value::array();
     for (const Record& r : recs) {
       Value e = Value::object();
-      e.set("bytes", Value::integer(r.bytes));
-      e.set("GBps", Value::number(r.mbps / 1000.0));
-      e.set("median_us", Value::number(r.median_us));
-      (r.variant == "hot" ? hot : cold).push(std::move(e));
+      e["bytes"] = Value(r.bytes);
+      e["GBps"] = Value(r.mbps / 1000.0);
+      e["median_us"] = Value(r.median_us);
+      (r.variant == "hot" ? hot : cold).push_back(std::move(e));
     }
     Value m = Value::object();
-    m.set("hot", std::move(hot));
-    m.set("off_cache", std::move(cold));
+    m["hot"] = std::move(hot);
+    m["off_cache"] = std::move(cold);
     return m;
   }
 
@@ -325,17 +326,17 @@ class Tuner {
       try {
         for (const Record& r : bench(2, args, p.env)) {
           Value e = Value::object();
-          e.set("op", Value::string(r.collective));
-          e.set("variant", Value::string(r.variant));
-          e.set("bytes", Value::integer(r.bytes));
-          e.set("median_us", Value::number(r.median_us));
-          e.set("MBps", Value::number(r.mbps));
-          rows.push(std::move(e));
+          e["op"] = Value(r.collective);
+          e["variant"] = Value(r.variant);
+          e["bytes"] = Value(r.bytes);
+          e["median_us"] = Value(r.median_us);
+          e["MBps"] = Value(r.mbps);
+          rows.push_back(std::move(e));
         }
       } catch (const std::exception& e) {
-        rows = Value::string(std::string("not measured: ") + e.what());
+        rows = Value(std::string("not measured: ") + e.what());
       }
-      out.set(p.name, std::move(rows));
+      out[p.name] = std::move(rows);
     }
     return out;
   }
@@ -350,22 +351,22 @@ class Tuner {
       if (r.collective.rfind("engine-", 0) != 0) continue;
       const std::string what = r.collective.substr(7);
       if (r.variant == "call-to-ready") {
-        call.set(what, Value::number(r.median_us));
+        call[what] = Value(r.median_us);
       } else if (r.library == "strata") {
-        ns.set(what, Value::number(r.median_us * 1000.0));
+        ns[what] = Value(r.median_us * 1000.0);
       }
     }
     for (const Record& r : bench(2, {"--engine"}, {"STRATA_PROGRESS_THREADS=0"})) {
       if (r.collective.rfind("engine-", 0) != 0 || r.variant != "call-to-ready") continue;
       const std::string what = r.collective.substr(7);
-      inl.set(what, Value::number(r.median_us));
-      if (const Value* srv = call.find(what)) handoff.set(what, Value::number(srv->as_double() - r.median_us));
+      inl[what] = Value(r.median_us);
+      if (const auto srv = call.find(what); srv != call.end()) handoff[what] = Value(srv->get<double>() - r.median_us);
     }
     Value m = Value::object();
-    m.set("ns_per_node", std::move(ns));
-    m.set("tiny_call_to_ready_us", std::move(call));
-    m.set("tiny_call_to_ready_us_inline_progress", std::move(inl));
-    m.set("server_minus_inline_us", std::move(handoff));
+    m["ns_per_node"] = std::move(ns);
+    m["tiny_call_to_ready_us"] = std::move(call);
+    m["tiny_call_to_ready_us_inline_progress"] = std::move(inl);
+    m["server_minus_inline_us"] = std::move(handoff);
     return m;
   }
 
@@ -762,11 +763,11 @@ class Tuner {
           probed = true;
         } catch (const std::exception& e) {
           Value r = Value::object();
-          r.set("what", Value::string(s.why));
-          r.set("default", Value::integer(dv));
-          r.set("chosen", Value::integer(file_.table.*field->member));
-          r.set("reason", Value::string(std::string("not measured (default kept): ") + e.what()));
-          all.set(s.field, std::move(r));
+          r["what"] = Value(s.why);
+          r["default"] = Value(dv);
+          r["chosen"] = Value(file_.table.*field->member);
+          r["reason"] = Value(std::string("not measured (default kept): ") + e.what());
+          all[s.field] = std::move(r);
           std::fprintf(stderr, "strata-tune: %s not measured (default kept): %s\n", s.field, e.what());
           continue;
         }
@@ -893,51 +894,51 @@ class Tuner {
         Value per = Value::array();
         for (const auto& [k, us] : times[i]) {
           Value e = Value::object();
-          e.set("collective", Value::string(k.first));
-          e.set("bytes", Value::integer(k.second));
-          e.set("median_us", Value::number(us));
-          per.push(std::move(e));
+          e["collective"] = Value(k.first);
+          e["bytes"] = Value(k.second);
+          e["median_us"] = Value(us);
+          per.push_back(std::move(e));
         }
         Value c = Value::object();
-        c.set("value", Value::integer(cand[i]));
-        c.set("score", Value::number(score[i]));
-        c.set("worst_vs_default", Value::number(worst[i]));
-        c.set("runs", Value::integer(static_cast<std::uint64_t>(runs[i])));
-        c.set("times", std::move(per));
-        cands.push(std::move(c));
+        c["value"] = Value(cand[i]);
+        c["score"] = Value(score[i]);
+        c["worst_vs_default"] = Value(worst[i]);
+        c["runs"] = Value(static_cast<std::uint64_t>(runs[i]));
+        c["times"] = std::move(per);
+        cands.push_back(std::move(c));
       }
       file_.table.*field->member = cand[ibest];
       Value r = Value::object();
-      r.set("what", Value::string(s.why));
+      r["what"] = Value(s.why);
       std::string cl;
       for (const auto& c : s.colls) cl += (cl.empty() ? "" : ",") + c;
-      r.set("collectives", Value::string(cl));
+      r["collectives"] = Value(cl);
       Value sz = Value::array();
-      for (std::uint64_t b : s.sizes) sz.push(Value::integer(b));
-      r.set("bytes", std::move(sz));
-      r.set("ranks", Value::integer(static_cast<std::uint64_t>(o_.ranks)));
+      for (std::uint64_t b : s.sizes) sz.push_back(Value(b));
+      r["bytes"] = std::move(sz);
+      r["ranks"] = Value(static_cast<std::uint64_t>(o_.ranks));
       if (!s.launch.empty()) {
         std::string la;
         for (const auto& a : s.launch) la += (la.empty() ? "" : " ") + a;
-        r.set("launcher_args", Value::string(la));
+        r["launcher_args"] = Value(la);
       }
-      r.set("rounds", Value::integer(static_cast<std::uint64_t>(rounds)));
-      r.set("default", Value::integer(dv));
-      r.set("chosen", Value::integer(cand[ibest]));
-      r.set("reason", Value::string(reason));
-      r.set("candidates", std::move(cands));
+      r["rounds"] = Value(static_cast<std::uint64_t>(rounds));
+      r["default"] = Value(dv);
+      r["chosen"] = Value(cand[ibest]);
+      r["reason"] = Value(reason);
+      r["candidates"] = std::move(cands);
       if (!probes_.empty()) {
         Value pl = Value::object();
-        pl.set("reference_us", Value::number(ref_probe_));
+        pl["reference_us"] = Value(ref_probe_);
         Value all_probes = Value::array();
-        for (double v : probes_) all_probes.push(Value::number(v));
-        pl.set("probes_us", std::move(all_probes));
-        pl.set("remeasured", Value::integer(static_cast<std::uint64_t>(remeasured_)));
-        pl.set("unstable", Value::integer(static_cast<std::uint64_t>(unstable_)));
-        pl.set("restarted", Value::boolean(restarted));
-        r.set("placement", std::move(pl));
+        for (double v : probes_) all_probes.push_back(Value(v));
+        pl["probes_us"] = std::move(all_probes);
+        pl["remeasured"] = Value(static_cast<std::uint64_t>(remeasured_));
+        pl["unstable"] = Value(static_cast<std::uint64_t>(unstable_));
+        pl["restarted"] = Value(restarted);
+        r["placement"] = std::move(pl);
       }
-      all.set(s.field, std::move(r));
+      all[s.field] = std::move(r);
       if (o_.verbose)
         std::fprintf(stderr, "  %s: %llu (%s)\n", s.field, static_cast<unsigned long long>(cand[ibest]),
                      reason.c_str());
@@ -962,8 +963,7 @@ class Tuner {
       return "searched only in full mode: default kept";
     };
     for (const TuningField& f : strata::coll::tuning_fields())
-      if (std::find(searched.begin(), searched.end(), f.name) == searched.end())
-        m.set(f.name, Value::string(why(f.name)));
+      if (std::find(searched.begin(), searched.end(), f.name) == searched.end()) m[f.name] = Value(why(f.name));
     return m;
   }
 

@@ -18,6 +18,7 @@
 #include <system_error>
 #include <vector>
 
+#include "json_codec.hpp"
 #include "strata/error.hpp"
 
 namespace strata::coll {
@@ -248,28 +249,40 @@ std::string Fingerprint::difference(const Fingerprint& h) const {
   return {};
 }
 
-json::Value Fingerprint::to_json() const {
-  json::Value m = json::Value::object();
-  m.set("cpu_model", json::Value::string(cpu_model));
-  m.set("cores", json::Value::integer(cores));
-  m.set("numa_nodes", json::Value::integer(numa_nodes));
-  m.set("memory_bytes", json::Value::integer(memory_bytes));
-  m.set("kernel", json::Value::string(kernel));
-  return m;
+namespace {
+
+using detail::Json;
+
+Json machine_json(const Fingerprint& m) {
+  Json o = Json::object();
+  o["cpu_model"] = m.cpu_model;
+  o["cores"] = m.cores;
+  o["numa_nodes"] = m.numa_nodes;
+  o["memory_bytes"] = m.memory_bytes;
+  o["kernel"] = m.kernel;
+  return o;
 }
 
+}  // namespace
+
+std::string Fingerprint::to_json() const { return detail::dump_pretty(machine_json(*this)); }
+
 // ---------------------------------------------------------------- file
-json::Value TuningFile::to_json() const {
-  json::Value doc = json::Value::object();
-  doc.set("strata_tuning", json::Value::integer(kTuningVersion));
-  doc.set("created", json::Value::string(created));
-  doc.set("tool", json::Value::string(tool));
-  doc.set("machine", machine.to_json());
-  json::Value d = json::Value::object();
-  for (const TuningField& f : tuning_fields()) d.set(f.name, json::Value::integer(table.*f.member));
-  doc.set("decisions", std::move(d));
-  doc.set("measurements", measurements);
-  return doc;
+std::string TuningFile::to_json() const {
+  Json doc = Json::object();
+  doc["strata_tuning"] = kTuningVersion;
+  doc["created"] = created;
+  doc["tool"] = tool;
+  doc["machine"] = machine_json(machine);
+  Json d = Json::object();
+  for (const TuningField& f : tuning_fields()) d[f.name] = table.*f.member;
+  doc["decisions"] = std::move(d);
+  Json meas = detail::parse_strict(measurements.empty() ? std::string("{}") : measurements, "tuning measurements");
+  if (!meas.is_object())
+    throw Error(Errc::invalid_argument,
+                std::string("tuning measurements: expected an object, got ") + detail::type_name(meas));
+  doc["measurements"] = std::move(meas);
+  return detail::dump_pretty(doc);
 }
 
 namespace {
@@ -278,79 +291,103 @@ namespace {
   throw Error(Errc::invalid_argument, "tuning file " + where + ": field '" + path + "': " + what);
 }
 
-const json::Value& need(const json::Value& obj, const char* key, json::Value::Type t, const std::string& where,
-                        const std::string& prefix) {
-  const std::string path = prefix.empty() ? key : prefix + "." + key;
-  const json::Value* v = obj.find(key);
-  if (v == nullptr) bad(where, path, "missing");
-  if (v->type() != t)
-    bad(where, path,
-        std::string("expected ") + json::Value::type_name(t) + ", got " + json::Value::type_name(v->type()));
-  return *v;
-}
+/// What a type check expects: the JSON type names of the files' messages.
+enum class Want { object, string, number };
 
-std::uint64_t need_uint(const json::Value& obj, const char* key, const std::string& where, const std::string& prefix) {
-  const json::Value& v = need(obj, key, json::Value::Type::number, where, prefix);
-  if (!v.is_uint())
-    bad(where, prefix.empty() ? key : prefix + "." + key,
-        "expected an unsigned integer, got " + v.as_string());  // as_string: the number's text
-  return v.as_uint();
-}
-
-}  // namespace
-
-TuningFile parse_tuning(const std::string& text, const std::string& where) {
-  const json::Value doc = json::parse(text, "tuning file " + where);
-  if (doc.type() != json::Value::Type::object)
-    bad(where, "$", std::string("expected an object, got ") + json::Value::type_name(doc.type()));
-  const std::uint64_t version = need_uint(doc, "strata_tuning", where, "");
-  if (version != kTuningVersion)
-    bad(where, "strata_tuning",
-        "version " + std::to_string(version) + " is not supported (this build reads version " +
-            std::to_string(kTuningVersion) + "; run strata-tune again)");
-  TuningFile f;
-  for (const auto& m : doc.members()) {
-    const std::string& k = m.first;
-    if (k != "strata_tuning" && k != "created" && k != "tool" && k != "machine" && k != "decisions" &&
-        k != "measurements")
-      bad(where, k, "unknown field (expected strata_tuning, created, tool, machine, decisions, measurements)");
+bool is(const Json& v, Want t) {
+  switch (t) {
+    case Want::object:
+      return v.is_object();
+    case Want::string:
+      return v.is_string();
+    case Want::number:
+      return v.is_number();
   }
-  if (doc.find("created") != nullptr)
-    f.created = need(doc, "created", json::Value::Type::string, where, "").as_string();
-  if (doc.find("tool") != nullptr) f.tool = need(doc, "tool", json::Value::Type::string, where, "").as_string();
-  const json::Value& mach = need(doc, "machine", json::Value::Type::object, where, "");
-  f.machine.cpu_model = need(mach, "cpu_model", json::Value::Type::string, where, "machine").as_string();
-  f.machine.cores = need_uint(mach, "cores", where, "machine");
-  f.machine.numa_nodes = need_uint(mach, "numa_nodes", where, "machine");
-  f.machine.memory_bytes = need_uint(mach, "memory_bytes", where, "machine");
-  f.machine.kernel = need(mach, "kernel", json::Value::Type::string, where, "machine").as_string();
-  const json::Value& dec = need(doc, "decisions", json::Value::Type::object, where, "");
-  for (const auto& m : dec.members()) {
-    const TuningField* field = nullptr;
-    for (const TuningField& tf : tuning_fields())
-      if (m.first == tf.name) field = &tf;
-    const std::string path = "decisions." + m.first;
+  return false;
+}
+
+const char* name(Want t) { return t == Want::object ? "object" : t == Want::string ? "string" : "number"; }
+
+const Json& need(const Json& obj, const char* key, Want t, const std::string& where, const std::string& prefix) {
+  const std::string path = prefix.empty() ? key : prefix + "." + key;
+  const auto it = obj.find(key);
+  if (it == obj.end()) bad(where, path, "missing");
+  if (!is(*it, t)) bad(where, path, std::string("expected ") + name(t) + ", got " + detail::type_name(*it));
+  return *it;
+}
+
+/// The number's text, for messages ("expected an unsigned integer, got 65536.5").
+std::string number_text(const Json& v) {
+  std::string s = detail::dump_pretty(v);
+  s.pop_back();  // the trailing newline
+  return s;
+}
+
+std::uint64_t need_uint(const Json& obj, const char* key, const std::string& where, const std::string& prefix) {
+  const Json& v = need(obj, key, Want::number, where, prefix);
+  if (!v.is_number_unsigned())
+    bad(where, prefix.empty() ? key : prefix + "." + key, "expected an unsigned integer, got " + number_text(v));
+  return v.get<std::uint64_t>();
+}
+
+void parse_machine(const Json& doc, const std::string& where, Fingerprint* m) {
+  const Json& mach = need(doc, "machine", Want::object, where, "");
+  m->cpu_model = need(mach, "cpu_model", Want::string, where, "machine").get<std::string>();
+  m->cores = need_uint(mach, "cores", where, "machine");
+  m->numa_nodes = need_uint(mach, "numa_nodes", where, "machine");
+  m->memory_bytes = need_uint(mach, "memory_bytes", where, "machine");
+  m->kernel = need(mach, "kernel", Want::string, where, "machine").get<std::string>();
+}
+
+void parse_decisions(const Json& doc, const std::string& where, Tuning* table) {
+  const Json& dec = need(doc, "decisions", Want::object, where, "");
+  for (const auto& m : dec.items()) {
+    const TuningField* field = tuning_field(m.key());
+    const std::string path = "decisions." + m.key();
     // Retired decisions of older tables: accepted, without effect (fastpath_bytes:
     // the small-message fast path, replaced by plans in 0.18; docs/tuning.md).
-    const bool retired = field == nullptr && m.first == "fastpath_bytes";
+    const bool retired = field == nullptr && m.key() == "fastpath_bytes";
     if (field == nullptr && !retired) bad(where, path, "unknown decision (docs/tuning.md lists them)");
-    if (m.second.type() != json::Value::Type::number)
-      bad(where, path, std::string("expected an unsigned integer, got ") + json::Value::type_name(m.second.type()));
-    if (!m.second.is_uint()) bad(where, path, "expected an unsigned integer, got " + m.second.as_string());
+    if (!m.value().is_number())
+      bad(where, path, std::string("expected an unsigned integer, got ") + detail::type_name(m.value()));
+    if (!m.value().is_number_unsigned())
+      bad(where, path, "expected an unsigned integer, got " + number_text(m.value()));
     if (retired) continue;
-    const std::uint64_t v = m.second.as_uint();
+    const auto v = m.value().get<std::uint64_t>();
     if (v < field->lo || v > field->hi)
       bad(where, path,
           std::to_string(v) + " is out of range [" + std::to_string(field->lo) + ", " + std::to_string(field->hi) +
               "]");
     if (v % field->multiple != 0)
       bad(where, path, std::to_string(v) + " is not a multiple of " + std::to_string(field->multiple));
-    f.table.*field->member = v;
+    table->*field->member = v;
   }
-  if (const json::Value* meas = doc.find("measurements")) {
-    if (meas->type() != json::Value::Type::object)
-      bad(where, "measurements", std::string("expected object, got ") + json::Value::type_name(meas->type()));
-    f.measurements = *meas;
+}
+
+}  // namespace
+
+TuningFile parse_tuning(const std::string& text, const std::string& where) {
+  const Json doc = detail::parse_strict(text, "tuning file " + where);
+  if (!doc.is_object()) bad(where, "$", std::string("expected an object, got ") + detail::type_name(doc));
+  const std::uint64_t version = need_uint(doc, "strata_tuning", where, "");
+  if (version != kTuningVersion)
+    bad(where, "strata_tuning",
+        "version " + std::to_string(version) + " is not supported (this build reads version " +
+            std::to_string(kTuningVersion) + "; run strata-tune again)");
+  TuningFile f;
+  for (const auto& m : doc.items()) {
+    const std::string& k = m.key();
+    if (k != "strata_tuning" && k != "created" && k != "tool" && k != "machine" && k != "decisions" &&
+        k != "measurements")
+      bad(where, k, "unknown field (expected strata_tuning, created, tool, machine, decisions, measurements)");
+  }
+  if (doc.contains("created")) f.created = need(doc, "created", Want::string, where, "").get<std::string>();
+  if (doc.contains("tool")) f.tool = need(doc, "tool", Want::string, where, "").get<std::string>();
+  parse_machine(doc, where, &f.machine);
+  parse_decisions(doc, where, &f.table);
+  if (const auto meas = doc.find("measurements"); meas != doc.end()) {
+    if (!meas->is_object()) bad(where, "measurements", std::string("expected object, got ") + detail::type_name(*meas));
+    f.measurements = meas->dump();
   }
   return f;
 }
@@ -382,11 +419,12 @@ void write_tuning_file(const std::string& path, const TuningFile& f) {
   std::error_code ec;
   const fs::path p(path);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  const std::string text = f.to_json();  // throws for bad measurements, before any file exists
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(Errc::invalid_argument, "tuning file " + path + ": cannot write " + tmp);
-    out << f.to_json().dump();
+    out << text;
     out.flush();
     if (!out) throw Error(Errc::invalid_argument, "tuning file " + path + ": write to " + tmp + " failed");
   }

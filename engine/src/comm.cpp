@@ -8,6 +8,8 @@
 #include <exception>
 #include <string_view>
 
+#include "cache_key.hpp"
+
 namespace strata::detail {
 
 std::atomic<void (*)(CommImpl&)> CommImpl::after_compile_hook{nullptr};
@@ -570,58 +572,12 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   if (c.tag >= 0 && !lane) return submit_tagged(c, send, recv, std::move(peer_keys));
   // STRATA_CHECK: not for tagged calls (the check is an untagged allreduce).
   if (core->opts.check && !internal && c.tag < 0) check_signature(c);
-  // Binary key: the call's fields as raw bytes, gathered in a stack buffer
-  // and appended once to a per-thread string (no allocation per call; ten
-  // appends into a fresh string cost ~1,500 instructions: callgrind). The
-  // slot is not in it: each window slot remembers its last plan (memos),
-  // and the cache's key adds the window slot.
-  // On the stack when it fits (no v-collective counts, a short algorithm
-  // name: the loop case), else in a per-thread string; a std::string is made
-  // only for a memo miss (an assign and an append cost ~100 instructions).
-  std::array<char, 192> fixed;
-  std::size_t nfixed = 0;
-  thread_local std::string long_key;
-  std::string_view key;
-  if (!c.user_op && !c.on_block) {
-    auto put = [&fixed, &nfixed](auto v) {
-      static_assert(sizeof v <= 16, "key field");
-      std::memcpy(fixed.data() + nfixed, &v, sizeof v);
-      nfixed += sizeof v;
-    };
-    put(c.kind);
-    put(c.count);
-    put(c.dtype);
-    put(c.op);
-    put(c.root);
-    put(static_cast<std::uint8_t>(c.in_place | c.entry_all << 1 | c.exit_all << 2 | c.direct << 3 |
-                                  c.algo.hierarchical << 4 | c.fast_ok << 5 | c.algo.tree_from_table << 6 |
-                                  c.algo.direction_from_table << 7));
-    put(static_cast<std::uint8_t>(c.shared_buffers));  // single-copy plans read through the mappings
-    for (const coll::Shape& sh : {c.algo.host, c.algo.numa, c.algo.core, c.algo.single}) {
-      put(sh.kind);
-      put(sh.radix);
-    }
-    put(c.algo.fragment);
-    put(c.algo.halves_threshold);
-    put(static_cast<std::uint8_t>(static_cast<unsigned>(c.algo.dir_host) | static_cast<unsigned>(c.algo.dir_numa) << 1 |
-                                  static_cast<unsigned>(c.algo.dir_core) << 2 |
-                                  static_cast<unsigned>(c.algo.dir_single) << 3));
-    bool vectors = false;
-    for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls}) {
-      put(v->size());
-      vectors = vectors || !v->empty();
-    }
-    if (!vectors && nfixed + c.algo.name.size() <= fixed.size()) {
-      std::memcpy(fixed.data() + nfixed, c.algo.name.data(), c.algo.name.size());
-      key = std::string_view(fixed.data(), nfixed + c.algo.name.size());
-    } else {
-      long_key.assign(fixed.data(), nfixed);
-      for (const auto* v : {&c.counts, &c.displs, &c.rcounts, &c.rdispls})
-        if (!v->empty()) long_key.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(std::size_t));
-      long_key += c.algo.name;
-      key = long_key;
-    }
-  }
+  // The plan-cache key (cache_key.hpp): every field of the call that changes
+  // the plan, as raw bytes, without allocating. The slot is not in it: each
+  // window slot remembers its last plan (memos), and the cache's key adds the
+  // window slot.
+  CacheKeyBuffer key_buf;
+  const std::string_view key = cache_key(c, key_buf);
   std::shared_ptr<const dag::Plan> plan;
   std::uint32_t seq = 0;
   std::size_t slot = 0;   // the queue

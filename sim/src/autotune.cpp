@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/collectives/registry.hpp"
 #include "strata/transport/topology.hpp"
 
@@ -41,7 +43,7 @@ std::vector<std::string> crossover_algorithms() {
 using coll::Kind;
 using coll::Tuning;
 using coll::TuningField;
-using json::Value;
+using Value = nlohmann::ordered_json;
 
 std::string size_name(std::uint64_t b) {
   if (b >= (std::uint64_t{1} << 20) && b % (std::uint64_t{1} << 20) == 0) return std::to_string(b >> 20) + "M";
@@ -50,7 +52,7 @@ std::string size_name(std::uint64_t b) {
 }
 
 // A JSON number, or "infeasible" for an infinite time / score (JSON has no infinity).
-Value num(double x) { return std::isfinite(x) ? Value::number(x) : Value::string("infeasible"); }
+Value num(double x) { return std::isfinite(x) ? Value(x) : Value("infeasible"); }
 
 // t / ref, with infeasible (infinite) times: inf / inf and x / 0 count as 1
 // (no candidate can do better there), x / inf as 0, inf / x as inf.
@@ -175,30 +177,30 @@ class Tuner {
     say(line);
     // measurements.searches.<field>: the last search of the field wins.
     Value r = Value::object();
-    r.set("default", Value::integer(dflt));
-    r.set("previous", Value::integer(cur));
-    r.set("chosen", Value::integer(cand[ibest]));
+    r["default"] = Value(dflt);
+    r["previous"] = Value(cur);
+    r["chosen"] = Value(cand[ibest]);
     Value pv = Value::array();
     for (const Point& p : pts) {
       Value e = Value::object();
-      e.set("collective", Value::string(point_name(p)));
-      e.set("bytes", Value::integer(p.bytes));
-      pv.push(std::move(e));
+      e["collective"] = Value(point_name(p));
+      e["bytes"] = Value(p.bytes);
+      pv.push_back(std::move(e));
     }
-    r.set("points", std::move(pv));
+    r["points"] = std::move(pv);
     Value cs = Value::array();
     for (std::size_t i = 0; i < cand.size(); ++i) {
       Value c = Value::object();
-      c.set("value", Value::integer(cand[i]));
-      c.set("score", num(score[i]));
-      c.set("worst_vs_previous", num(worst[i]));
+      c["value"] = Value(cand[i]);
+      c["score"] = num(score[i]);
+      c["worst_vs_previous"] = num(worst[i]);
       Value us = Value::array();
-      for (double s : times[i]) us.push(num(s * 1e6));
-      c.set("us", std::move(us));
-      cs.push(std::move(c));
+      for (double s : times[i]) us.push_back(num(s * 1e6));
+      c["us"] = std::move(us);
+      cs.push_back(std::move(c));
     }
-    r.set("candidates", std::move(cs));
-    searches->set(field_name, std::move(r));
+    r["candidates"] = std::move(cs);
+    (*searches)[field_name] = std::move(r);
     return cand[ibest] != cur;
   }
 
@@ -256,21 +258,21 @@ class Tuner {
                   static_cast<unsigned long long>(rd), static_cast<unsigned long long>(ring), sbest, s0, secs);
     say(line);
     Value r = Value::object();
-    r.set("rd_max_bytes", Value::integer(rd));
-    r.set("ring_min_bytes", Value::integer(ring));
-    r.set("score", num(sbest));
-    r.set("previous_score", num(s0));
-    r.set("hosts", Value::integer(static_cast<std::uint64_t>(small_m_.hosts)));
-    r.set("ranks", Value::integer(static_cast<std::uint64_t>(small_.size())));
+    r["rd_max_bytes"] = Value(rd);
+    r["ring_min_bytes"] = Value(ring);
+    r["score"] = num(sbest);
+    r["previous_score"] = num(s0);
+    r["hosts"] = Value(static_cast<std::uint64_t>(small_m_.hosts));
+    r["ranks"] = Value(static_cast<std::uint64_t>(small_.size()));
     Value per = Value::array();
     for (std::size_t j = 0; j < sizes.size(); ++j) {
       Value e = Value::object();
-      e.set("bytes", Value::integer(sizes[j]));
-      for (std::size_t a = 0; a < algos.size(); ++a) e.set(algos[a] + "_us", num(t[a][j] * 1e6));
-      per.push(std::move(e));
+      e["bytes"] = Value(sizes[j]);
+      for (std::size_t a = 0; a < algos.size(); ++a) e[algos[a] + "_us"] = num(t[a][j] * 1e6);
+      per.push_back(std::move(e));
     }
-    r.set("per_size", std::move(per));
-    searches->set("allreduce_crossovers", std::move(r));
+    r["per_size"] = std::move(per);
+    (*searches)["allreduce_crossovers"] = std::move(r);
   }
 
   AutotuneResult run() {
@@ -358,11 +360,11 @@ class Tuner {
     Value cv = Value::array();
     for (const AutotunePoint& p : res.compare) {
       Value e = Value::object();
-      e.set("collective", Value::string(p.collective));
-      e.set("bytes", Value::integer(p.bytes));
-      e.set("default_us", num(p.default_us));
-      e.set("tuned_us", num(p.tuned_us));
-      cv.push(std::move(e));
+      e["collective"] = Value(p.collective);
+      e["bytes"] = Value(p.bytes);
+      e["default_us"] = num(p.default_us);
+      e["tuned_us"] = num(p.tuned_us);
+      cv.push_back(std::move(e));
     }
 
     coll::TuningFile& f = res.file;
@@ -384,27 +386,28 @@ class Tuner {
     f.machine.memory_bytes = 0;
     f.machine.kernel = "simulated";
     Value mach = Value::object();
-    mach.set("file", Value::string(o_.machine_name));
-    mach.set("hosts", Value::integer(static_cast<std::uint64_t>(m_.hosts)));
-    mach.set("topology", Value::string(m_.topology));
-    mach.set("ranks", Value::integer(static_cast<std::uint64_t>(base_.size())));
-    mach.set("cost_model", Value::string(cost_.describe()));
+    mach["file"] = Value(o_.machine_name);
+    mach["hosts"] = Value(static_cast<std::uint64_t>(m_.hosts));
+    mach["topology"] = Value(m_.topology);
+    mach["ranks"] = Value(static_cast<std::uint64_t>(base_.size()));
+    mach["cost_model"] = Value(cost_.describe());
     Value meas = Value::object();
-    meas.set("simulated", std::move(mach));
-    meas.set("score", Value::string("per field: every candidate simulated at every (collective, size); score = "
-                                    "geometric mean over the points of time / best candidate's time; lowest score "
-                                    "among the candidates nowhere more than max_loss slower than the previous "
-                                    "value wins, the previous value on a tie"));
-    meas.set("max_loss", num(o_.max_loss));
-    meas.set("searches", std::move(searches));
-    meas.set("comparison", std::move(cv));
+    meas["simulated"] = std::move(mach);
+    meas["score"] = Value(
+        "per field: every candidate simulated at every (collective, size); score = "
+        "geometric mean over the points of time / best candidate's time; lowest score "
+        "among the candidates nowhere more than max_loss slower than the previous "
+        "value wins, the previous value on a tie");
+    meas["max_loss"] = num(o_.max_loss);
+    meas["searches"] = std::move(searches);
+    meas["comparison"] = std::move(cv);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    meas.set("seconds", num(secs));
-    meas.set("simulations", Value::integer(sims_));
+    meas["seconds"] = num(secs);
+    meas["simulations"] = Value(sims_);
     Value fails = Value::array();
-    for (const std::string& e : failures_) fails.push(Value::string(e));
-    meas.set("infeasible", std::move(fails));
-    f.measurements = std::move(meas);
+    for (const std::string& e : failures_) fails.push_back(Value(e));
+    meas["infeasible"] = std::move(fails);
+    f.measurements = meas.dump();
     res.simulations = sims_;
     return res;
   }

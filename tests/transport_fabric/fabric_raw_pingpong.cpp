@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
 
   Raw r;
   // The backend's hints: the richest capability tier and ordering the
-  // provider accepts (transport/src/fabric/fabric_backend.cpp, open()), so the
+  // provider accepts (transport/src/fabric/fabric_setup.cpp, open()), so the
   // provider runs in the same configuration. RAW_PLAIN=1: minimal hints
   // (FI_MSG | FI_RMA, the provider's default ordering) instead.
   const bool plain = std::getenv("RAW_PLAIN") != nullptr;

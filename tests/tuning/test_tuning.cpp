@@ -13,8 +13,8 @@
 #include <string>
 
 #include "../common/fake_ranks.hpp"
+#include "json_codec.hpp"  // collectives/src: the private codec of the tuning files
 #include "strata/collectives/compile.hpp"
-#include "strata/collectives/json.hpp"
 #include "strata/collectives/tuning.hpp"
 #include "strata/error.hpp"
 
@@ -23,7 +23,7 @@ namespace {
 using strata::coll::Fingerprint;
 using strata::coll::Tuning;
 using strata::coll::TuningFile;
-namespace json = strata::json;
+namespace json = strata::coll::detail;
 
 // The message of the Error thrown by f (empty when nothing is thrown).
 template <class F>
@@ -40,7 +40,7 @@ std::string valid_doc(const std::string& decisions = "\"pipeline_fragment\": 655
                       const Fingerprint& m = Fingerprint::here(), const std::string& version = "1") {
   TuningFile f;
   f.machine = m;
-  std::string machine = f.machine.to_json().dump();
+  std::string machine = f.machine.to_json();
   machine.pop_back();  // trailing newline
   return "{\"strata_tuning\": " + version + ", \"machine\": " + machine + ", \"decisions\": {" + decisions + "}}";
 }
@@ -87,20 +87,20 @@ struct ScopedEnv {
 
 // ---------------------------------------------------------------- JSON
 TEST(Json, ParsesEveryTypeAndKeepsOrder) {
-  const json::Value v = json::parse(
+  const json::Json v = json::parse_strict(
       R"({"b": true, "n": null, "u": 18446744073709551615, "d": -1.5e3, "s": "a\"\\\u00e9\ud83d\ude00", "a": [1, {}]})",
       "t");
-  ASSERT_EQ(v.type(), json::Value::Type::object);
-  ASSERT_EQ(v.members().size(), 6u);
-  EXPECT_EQ(v.members()[0].first, "b");
-  EXPECT_TRUE(v.find("b")->as_bool());
-  EXPECT_EQ(v.find("n")->type(), json::Value::Type::null);
-  EXPECT_TRUE(v.find("u")->is_uint());
-  EXPECT_EQ(v.find("u")->as_uint(), 18446744073709551615ull);
-  EXPECT_FALSE(v.find("d")->is_uint());
-  EXPECT_DOUBLE_EQ(v.find("d")->as_double(), -1500.0);
-  EXPECT_EQ(v.find("s")->as_string(), "a\"\\\xc3\xa9\xf0\x9f\x98\x80");
-  EXPECT_EQ(v.find("a")->items().size(), 2u);
+  ASSERT_TRUE(v.is_object());
+  ASSERT_EQ(v.size(), 6u);
+  EXPECT_EQ(v.begin().key(), "b");
+  EXPECT_TRUE(v.at("b").get<bool>());
+  EXPECT_TRUE(v.at("n").is_null());
+  EXPECT_TRUE(v.at("u").is_number_unsigned());
+  EXPECT_EQ(v.at("u").get<std::uint64_t>(), 18446744073709551615ull);
+  EXPECT_FALSE(v.at("d").is_number_unsigned());
+  EXPECT_DOUBLE_EQ(v.at("d").get<double>(), -1500.0);
+  EXPECT_EQ(v.at("s").get<std::string>(), "a\"\\\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(v.at("a").size(), 2u);
 }
 
 TEST(Json, RefusesWhatRfc8259Refuses) {
@@ -124,32 +124,71 @@ TEST(Json, RefusesWhatRfc8259Refuses) {
                           "tru",
                           "[1 2]",
                           "1e"}) {
-    const std::string e = error_of([&] { (void)json::parse(bad, "doc"); });
-    EXPECT_NE(e.find("doc: line"), std::string::npos) << "accepted: " << bad;
+    const std::string e = error_of([&] { (void)json::parse_strict(bad, "doc"); });
+    EXPECT_EQ(e.rfind("doc: ", 0), 0u) << "accepted: " << bad;
     EXPECT_NE(e.find("malformed JSON"), std::string::npos) << e;
+    // Syntax errors name the line and column (a duplicate key has no position).
+    if (std::string(bad).find("\"a\": 2") == std::string::npos) {
+      EXPECT_NE(e.find("doc: line"), std::string::npos) << e;
+    }
   }
+  // Values nested in more than 64 containers are refused.
+  std::string deep(66, '[');
+  deep += std::string(66, ']');
+  EXPECT_NE(error_of([&] { (void)json::parse_strict(deep, "doc"); }).find("nesting deeper than 64"), std::string::npos);
+  EXPECT_NO_THROW((void)json::parse_strict(std::string(65, '[') + std::string(65, ']'), "doc"));
+  EXPECT_NE(error_of([] { (void)json::parse_strict("[1e400]", "doc"); }).find("number out of range"),
+            std::string::npos);
 }
 
-TEST(Json, ErrorNamesLineColumnAndPath) {
-  const std::string e = error_of([] { (void)json::parse("{\n  \"a\": {\"b\": [1, 2, x]}\n}", "f.json"); });
-  EXPECT_NE(e.find("f.json: line 2, column 21"), std::string::npos) << e;
-  EXPECT_NE(e.find("$.a.b[2]"), std::string::npos) << e;
+TEST(Json, ErrorNamesLineAndColumn) {
+  const std::string e = error_of([] { (void)json::parse_strict("{\n  \"a\": {\"b\": [1, 2, x]}\n}", "f.json"); });
+  EXPECT_NE(e.find("f.json: line 2, column 21: malformed JSON"), std::string::npos) << e;
 }
 
 TEST(Json, DumpParsesBackToTheSameValues) {
-  json::Value v = json::Value::object();
-  v.set("x", json::Value::integer(12345678901234ull));
-  v.set("s", json::Value::string("tab\there \"q\" \x01"));
-  json::Value& a = v.set("a", json::Value::array());
-  a.push(json::Value::number(2.5));
-  json::Value rec = json::Value::object();
-  rec.set("k", json::Value::boolean(false));
-  a.push(std::move(rec));
-  const json::Value w = json::parse(v.dump(), "dump");
-  EXPECT_EQ(w.find("x")->as_uint(), 12345678901234ull);
-  EXPECT_EQ(w.find("s")->as_string(), "tab\there \"q\" \x01");
-  EXPECT_DOUBLE_EQ(w.find("a")->items()[0].as_double(), 2.5);
-  EXPECT_FALSE(w.find("a")->items()[1].find("k")->as_bool());
+  json::Json v = json::Json::object();
+  v["x"] = 12345678901234ull;
+  v["s"] = "tab\there \"q\" \x01";
+  json::Json& a = v["a"] = json::Json::array();
+  a.push_back(2.5);
+  a.push_back(json::Json{{"k", false}});
+  const json::Json w = json::parse_strict(json::dump_pretty(v), "dump");
+  EXPECT_EQ(w.at("x").get<std::uint64_t>(), 12345678901234ull);
+  EXPECT_EQ(w.at("s").get<std::string>(), "tab\there \"q\" \x01");
+  EXPECT_DOUBLE_EQ(w.at("a")[0].get<double>(), 2.5);
+  EXPECT_FALSE(w.at("a")[1].at("k").get<bool>());
+}
+
+// The layout of the files written before the codec moved to nlohmann-json
+// (strata's own writer): members one per line, scalar arrays and flat records
+// in arrays on one line, floats with 6 significant digits. Such a file is
+// written back byte for byte.
+TEST(Json, KeepsTheLayoutOfEarlierFiles) {
+  const std::string before =
+      "{\n"
+      "  \"strata_tuning\": 1,\n"
+      "  \"empty\": {},\n"
+      "  \"none\": [],\n"
+      "  \"m\": {\n"
+      "    \"us\": [1.5, 2, 0.333333, 1e-07, \"infeasible\"],\n"
+      "    \"points\": [\n"
+      "      {\"collective\": \"broadcast\", \"bytes\": 8},\n"
+      "      {\n"
+      "        \"nested\": [1]\n"
+      "      },\n"
+      "      [1, 2]\n"
+      "    ],\n"
+      "    \"s\": \"q\\\"\\\\\\n\\t\\r\\u0001\",\n"
+      "    \"b\": true,\n"
+      "    \"n\": null,\n"
+      "    \"neg\": -3\n"
+      "  }\n"
+      "}\n";
+  EXPECT_EQ(json::dump_pretty(json::parse_strict(before, "before")), before);
+  // Floating-point values are written with 6 significant digits, as before.
+  EXPECT_EQ(json::dump_pretty(json::Json(1.0 / 3.0)), "0.333333\n");
+  EXPECT_EQ(json::dump_pretty(json::Json(5.0)), "5\n");
 }
 
 // ---------------------------------------------------------------- the file
@@ -238,8 +277,7 @@ TEST(TuningFile, WriteThenReadRoundTrips) {
   for (const auto& field : strata::coll::tuning_fields())
     f.table.*field.member = field.lo + (field.multiple - field.lo % field.multiple) % field.multiple;
   f.table.pipeline_fragment = 3 * 65536;
-  json::Value& s = f.measurements.set("searches", json::Value::object());
-  s.set("pipeline_fragment", json::Value::number(1.25));
+  f.measurements = R"({"searches": {"pipeline_fragment": 1.25}})";
   const std::string path = (d.p / "sub" / "dir" / "t.json").string();  // parents are created
   strata::coll::write_tuning_file(path, f);
   const TuningFile g = strata::coll::read_tuning_file(path);
@@ -249,7 +287,10 @@ TEST(TuningFile, WriteThenReadRoundTrips) {
   EXPECT_TRUE(g.machine.difference(f.machine).empty());
   EXPECT_EQ(g.created, f.created);
   EXPECT_EQ(g.tool, "test");
-  EXPECT_DOUBLE_EQ(g.measurements.find("searches")->find("pipeline_fragment")->as_double(), 1.25);
+  EXPECT_DOUBLE_EQ(json::parse_strict(g.measurements, "m").at("searches").at("pipeline_fragment").get<double>(), 1.25);
+  // Measurements that are not a JSON object are refused when written.
+  f.measurements = "[1]";
+  EXPECT_THROW(strata::coll::write_tuning_file(path, f), strata::Error);
 }
 
 // ---------------------------------------------------------------- resolution

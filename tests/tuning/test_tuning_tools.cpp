@@ -13,6 +13,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/collectives/tuning.hpp"
 
 #include "../common/launch.hpp"
@@ -67,17 +69,18 @@ TEST_F(TuningTools, SmokeRunWritesAFileThatEnginesLoadAndStrataInfoShows) {
   EXPECT_NE(t.out.find("strata-tune: wrote " + path), std::string::npos) << t.out;
   const strata::coll::TuningFile f = strata::coll::read_tuning_file(path);
   EXPECT_TRUE(f.machine.difference(strata::coll::Fingerprint::here()).empty());
-  ASSERT_NE(f.measurements.find("searches"), nullptr);
-  const strata::json::Value* pf = f.measurements.find("searches")->find("pipeline_fragment");
-  ASSERT_NE(pf, nullptr);
-  EXPECT_EQ(pf->find("candidates")->items().size(), 2u);  // 64 KiB and the default, each measured
+  const auto meas = nlohmann::json::parse(f.measurements);
+  ASSERT_TRUE(meas.contains("searches"));
+  ASSERT_TRUE(meas["searches"].contains("pipeline_fragment"));
+  const nlohmann::json& pf = meas["searches"]["pipeline_fragment"];
+  EXPECT_EQ(pf["candidates"].size(), 2u);  // 64 KiB and the default, each measured
   // Placement control: every measurement bracketed by strata-handoff-probe (two probes each).
-  const strata::json::Value* pl = pf->find("placement");
-  ASSERT_NE(pl, nullptr) << "no placement record in the search";
-  ASSERT_NE(pl->find("probes_us"), nullptr);
-  EXPECT_GE(pl->find("probes_us")->items().size(), 4u);
-  for (const strata::json::Value& v : pl->find("probes_us")->items()) EXPECT_GT(v.as_double(), 0.0);
-  EXPECT_NE(f.measurements.find("memcpy")->find("hot"), nullptr);
+  ASSERT_TRUE(pf.contains("placement")) << "no placement record in the search";
+  const nlohmann::json& pl = pf["placement"];
+  ASSERT_TRUE(pl.contains("probes_us"));
+  EXPECT_GE(pl["probes_us"].size(), 4u);
+  for (const nlohmann::json& v : pl["probes_us"]) EXPECT_GT(v.get<double>(), 0.0);
+  EXPECT_TRUE(meas["memcpy"].contains("hot"));
 
   const ProcessResult r = run_command(ranks(2, path));
   ASSERT_EQ(r.status, 0) << r.out;
@@ -153,7 +156,7 @@ TEST_F(TuningTools, MalformedFileStopsTheEngineNamingTheField) {
   {
     strata::coll::TuningFile f;
     f.machine = strata::coll::Fingerprint::here();
-    text = f.to_json().dump();
+    text = f.to_json();
   }
   const std::string key = "\"mapped_max_bytes\": 4096";
   ASSERT_NE(text.find(key), std::string::npos);

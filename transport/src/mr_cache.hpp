@@ -3,7 +3,7 @@
 // buffer twice is free and a sub-range of a registered range reuses it.
 //
 // Generic over the backend through two callbacks. Example (the libfabric
-// backend, transport/src/fabric/fabric_backend.cpp, does this):
+// backend, transport/src/fabric/fabric_memory.cpp, does this):
 // @code
 //   MrCache cache(opts.mr_cache_entries,
 //       [&](void* addr, std::size_t len, std::uint64_t* handle) -> Status {

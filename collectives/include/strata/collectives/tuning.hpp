@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "strata/collectives/json.hpp"
-
 namespace strata::coll {
 
 /// @brief Every machine-dependent threshold the compilers and the engine
@@ -180,8 +178,9 @@ struct Fingerprint {
   static Fingerprint here();
   /// @brief Empty when equal, else "FIELD: 'file value' here 'this value'" for the first difference.
   [[nodiscard]] std::string difference(const Fingerprint& here) const;
-  /// @brief As a JSON object (the file's "machine").
-  [[nodiscard]] json::Value to_json() const;
+  /// @brief As JSON text: the file's "machine" object (two-space indentation,
+  /// a trailing newline).
+  [[nodiscard]] std::string to_json() const;
 };
 
 /// @brief The file version this build reads and writes ("strata_tuning").
@@ -191,11 +190,17 @@ inline constexpr std::uint64_t kTuningVersion = 1;
 struct TuningFile {
   Fingerprint machine;
   Tuning table;
-  std::string created;                               ///< UTC time of writing (ISO 8601)
-  std::string tool;                                  ///< what wrote it ("strata-tune --quick", ...)
-  json::Value measurements = json::Value::object();  ///< free-form: the measurements behind each decision
-  /// @brief The whole document.
-  [[nodiscard]] json::Value to_json() const;
+  std::string created;  ///< UTC time of writing (ISO 8601)
+  std::string tool;     ///< what wrote it ("strata-tune --quick", ...)
+  /// @brief Free-form measurements behind each decision, as the JSON text of
+  /// one object ("{}": none). Any JSON library reads and writes it; to_json()
+  /// embeds it re-indented (numbers with up to 6 significant digits) and
+  /// throws strata::Error (invalid_argument) when it is not an object;
+  /// parse_tuning() fills it with the file's "measurements" (compact).
+  std::string measurements = "{}";
+  /// @brief The whole document as JSON text, as write_tuning_file() writes it
+  /// (two-space indentation, a trailing newline).
+  [[nodiscard]] std::string to_json() const;
 };
 
 /// @brief Parses a tuning file's text. Throws strata::Error (invalid_argument)
