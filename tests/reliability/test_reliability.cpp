@@ -191,7 +191,7 @@ TEST(Tags, CallsMatchByTagWhateverTheOrderOnEachRank) {
 }
 TEST(Tags, UntaggedControlFails) {
   std::string out;
-  const int rc = run("REL_TAGS_OFF=1 STRATA_TIMEOUT=3000", "-n 3", "--tags 80", &out, 30);
+  const int rc = run("REL_TAGS_OFF=1 STRATA_TIMEOUT=3000", "-n 3", "--tags 80", &out, 10);
   EXPECT_NE(rc, 0) << out;
   EXPECT_EQ(count(out, "rel_rank: tags OK"), 0) << out;
 }
