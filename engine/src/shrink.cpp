@@ -130,6 +130,13 @@ void send(const CommImpl& c, int r, std::uint64_t payload) {
   (void)c.core->transport->signal(c.group.world[static_cast<std::size_t>(r)], payload, nudge_context());
 }
 
+// A report or decision to member @p r: @p bits in chunks, then @p last.
+void send_bitmap(const CommImpl& c, int r, Msg type, const std::vector<bool>& bits, std::uint32_t last) {
+  const std::uint32_t k = bitmap_chunks(bits.size());
+  for (std::uint32_t i = 0; i < k; ++i) send(c, r, encode(c.id, type, i, bitmap_chunk(bits, i)));
+  send(c, r, encode(c.id, type, k, last));
+}
+
 // Fails what is queued or in flight here with @p why, once; false when the
 // communicator was revoked already.
 bool revoke_here(CommImpl& c, const Status& why) {
@@ -158,7 +165,6 @@ void send_report(CommImpl& c, ShrinkState& st, int coordinator) {
   const auto n = static_cast<std::size_t>(c.size());
   std::vector<bool> dead(n, false);
   for (int r = 0; r < c.size(); ++r) dead[static_cast<std::size_t>(r)] = !member_alive(c, r);
-  const std::uint32_t k = bitmap_chunks(n);
   bool decided = false;
   std::vector<bool> excluded;
   std::uint32_t id = 0;
@@ -171,16 +177,13 @@ void send_report(CommImpl& c, ShrinkState& st, int coordinator) {
     base = st.base;
   }
   if (decided) {  // the coordinator adopts it
-    for (std::uint32_t i = 0; i < k; ++i)
-      send(c, coordinator, encode(c.id, Msg::decision, i, bitmap_chunk(excluded, i)));
-    send(c, coordinator, encode(c.id, Msg::decision, k, id));
+    send_bitmap(c, coordinator, Msg::decision, excluded, id);
     return;
   }
   std::uint32_t free_bits = 0;
   for (std::uint32_t b = 0; b < kChunkBits; ++b)
     if (c.core->comm_ids.is_free(base + b)) free_bits |= 1u << b;
-  for (std::uint32_t i = 0; i < k; ++i) send(c, coordinator, encode(c.id, Msg::report, i, bitmap_chunk(dead, i)));
-  send(c, coordinator, encode(c.id, Msg::report, k, free_bits));
+  send_bitmap(c, coordinator, Msg::report, dead, free_bits);
 }
 
 // Coordinator: a complete decision (adopted or computed) goes to every survivor.
@@ -192,12 +195,8 @@ void announce(CommImpl& c, ShrinkState& st) {
     excluded = st.excluded;
     id = st.new_id;
   }
-  const std::uint32_t k = bitmap_chunks(excluded.size());
-  for (int r = 0; r < c.size(); ++r) {
-    if (excluded[static_cast<std::size_t>(r)]) continue;
-    for (std::uint32_t i = 0; i < k; ++i) send(c, r, encode(c.id, Msg::decision, i, bitmap_chunk(excluded, i)));
-    send(c, r, encode(c.id, Msg::decision, k, id));
-  }
+  for (int r = 0; r < c.size(); ++r)
+    if (!excluded[static_cast<std::size_t>(r)]) send_bitmap(c, r, Msg::decision, excluded, id);
 }
 
 // A decision chunk arrived (from the coordinator, or a member's adopted one).
