@@ -11,6 +11,7 @@
 
 #include "common/bench_cli.hpp"
 #include "common/bench_util.hpp"
+#include "strata/strata.hpp"
 
 namespace strata::bench {
 
@@ -49,6 +50,23 @@ int run_transport(const Options& o, std::vector<Record>& out);
 int run_idle(const Options& o, std::vector<Record>& out);
 /// --coll: collectives OSU-style (latency, --overlap, --stream K) beside the memcpy ceiling.
 int run_coll(const Options& o, std::vector<Record>& out);
+
+/// The CPU time a minimal transfer of a collective's bytes costs a rank's core
+/// (overlap_floor.cpp): the overlap reachable on this machine is
+/// 1 - cpu_us() / t_pure.
+struct OverlapFloor {
+  bool measured = false;
+  std::string why;      // when not measured
+  double t_raw_us = 0;  // one raw transfer (blocking TCP sockets), wall time
+  double user_us = 0;   // per transfer: process user time (all threads)
+  double sys_us = 0;    // process system time
+  double irq_us = 0;    // irq + softirq time of the rank's core
+  int reps = 0;
+  [[nodiscard]] double cpu_us() const { return user_us + sys_us + irq_us; }
+};
+/// Collective over @p world (2 ranks; allreduce, alltoall, bcast; else
+/// measured = false with the reason). @p t_pure_us sizes the repetitions.
+OverlapFloor overlap_floor(Communicator& world, const std::string& coll, std::size_t bytes, double t_pure_us);
 /// --engine: executor ns per node vs bare oneTBB, tiny collectives call to ready.
 int run_engine(const Options& o, std::vector<Record>& out);
 /// --memcpy: the single-process memcpy ceiling alone (no launcher needed).

@@ -357,6 +357,18 @@ int run_coll(const Options& o, std::vector<Record>& out) {
                          "(rank 0; min over ranks %.1f%%); inside the call %.2f us\n",
                          coll.c_str(), bytes, t_pure, t_cpu, t_ovl, overlap, -worst, median(in_call));
           out.push_back(r);
+          // The reachable overlap of this machine for these bytes (overlap_floor.cpp).
+          const OverlapFloor fl = overlap_floor(world, coll, bytes, t_pure);
+          const double cpu_max = ranks.max(fl.cpu_us());
+          if (root && fl.measured)
+            std::fprintf(stdout,
+                         "# floor %s %zu B: raw TCP transfer %.2f us, CPU on the rank's core per transfer %.2f us "
+                         "(max over ranks; rank 0: user %.2f sys %.2f irq+softirq %.2f, %d reps) -> reachable "
+                         "overlap %.1f%% of t_pure %.2f us\n",
+                         coll.c_str(), bytes, fl.t_raw_us, cpu_max, fl.user_us, fl.sys_us, fl.irq_us, fl.reps,
+                         100.0 * std::max(0.0, 1.0 - cpu_max / t_pure), t_pure);
+          else if (root)
+            std::fprintf(stdout, "# floor %s %zu B: not measured (%s)\n", coll.c_str(), bytes, fl.why.c_str());
         } else {  // stream
           const int k = o.stream;
           bench.prepare(coll, bytes, std::min<std::size_t>(static_cast<std::size_t>(k), 64), false);

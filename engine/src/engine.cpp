@@ -866,6 +866,15 @@ bool Engine::progress() {
       },
       false);
 }
+Engine::ProgressStats Engine::progress_stats() const noexcept {
+  ProgressStats out;
+  if (core_->progress == nullptr) return out;
+  const transport::ProgressServer::Stats s = core_->progress->stats();
+  out.loops = s.polls;
+  out.sleeps = s.blocks;
+  out.events = s.events;
+  return out;
+}
 int Engine::size() const noexcept { return core_->boot->size(); }
 Communicator& Engine::world() noexcept { return world_; }
 const Hierarchy& Engine::hierarchy() const noexcept { return core_->hier; }

@@ -66,6 +66,22 @@
 //                 bound; run with a long STRATA_PROGRESS_MAX_BLOCK so that a
 //                 server that nobody nudges stays asleep). Prints the latency
 //                 and "rel_rank: then OK".
+//   --late-peer BYTES
+//                 event-driven progress (Overlap issue): rank 0 posts a
+//                 nonblocking allreduce of BYTES on A with a then()
+//                 continuation, joins a barrier on B and then waits on a
+//                 std::future only (no strata call); every other rank joins
+//                 B, stays silent for 500 ms (a stalled peer, not a
+//                 synchronization) and then posts. The continuation must run
+//                 (10 s bound), and while rank 0's call was pending its
+//                 progress servers must sleep: between the barrier and the
+//                 continuation at most REL_MAX_SLEEPS (default 40) wake-ups
+//                 (a server polling every millisecond has ~500), and at
+//                 most 400 loop iterations per wake-up or event (a server
+//                 spins at most spin_polls + yield_polls = 320 times after
+//                 each before it sleeps; one that never sleeps has
+//                 thousands). Prints "LATE rank 0: loops L sleeps S events
+//                 E" and "rel_rank: late-peer OK".
 //   --ids N       creates and frees N communicators (dup) and N windows
 //                 (0 bytes), each used once; ids are 16 bits, so N > 65,534
 //                 needs their reuse. Prints "rel_rank: ids OK".
@@ -188,6 +204,55 @@ int then_mode(strata::Engine& engine) {
   EXPECT(sum == n * (n + 1) / 2, "sum %d, want %d", sum, n * (n + 1) / 2);
   engine.world().barrier().get();
   if (failures == 0) std::printf("rel_rank: then OK (rank %d)\n", me);
+  return failures == 0 ? 0 : 1;
+}
+
+int late_peer_mode(strata::Engine& engine, long bytes) {
+  strata::Communicator a = engine.world().dup();
+  strata::Communicator b = engine.world().dup();
+  const std::size_t count = static_cast<std::size_t>(std::max(1L, bytes / 4));
+  std::vector<std::int32_t> x(count, me + 1), sum(count, 0);
+  const int n = a.size();
+  if (me == 0) {
+    const char* cap = std::getenv("REL_MAX_SLEEPS");
+    const std::uint64_t max_sleeps = cap != nullptr ? std::strtoull(cap, nullptr, 10) : 40;
+    std::promise<void> ran;
+    std::future<void> ran_f = ran.get_future();
+    strata::Future<void> fa = a.allreduce(x.data(), sum.data(), count, strata::Datatype::int32, strata::Op::sum);
+    strata::Future<void> cont = std::move(fa).then([&ran] { ran.set_value(); });
+    b.barrier().get();  // the others stall from here on
+    const strata::Engine::ProgressStats s0 = engine.progress_stats();
+    if (ran_f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      std::printf("rank 0: FAILED: the call of a late peer did not complete within 10 s without a strata call\n");
+      std::fflush(stdout);
+      _exit(1);
+    }
+    const strata::Engine::ProgressStats s1 = engine.progress_stats();
+    const std::uint64_t loops = s1.loops - s0.loops, sleeps = s1.sleeps - s0.sleeps, events = s1.events - s0.events;
+    std::printf("LATE rank 0: loops %llu sleeps %llu events %llu (%s)\n", static_cast<unsigned long long>(loops),
+                static_cast<unsigned long long>(sleeps), static_cast<unsigned long long>(events),
+                engine.transport_name().c_str());
+    std::fflush(stdout);
+    EXPECT(sleeps <= max_sleeps, "progress servers woke %llu times while the call waited (at most %llu): polling",
+           static_cast<unsigned long long>(sleeps), static_cast<unsigned long long>(max_sleeps));
+    EXPECT(loops <= 400 * (sleeps + events + 1),
+           "progress servers looped %llu times for %llu wake-ups and %llu events: "
+           "spinning",
+           static_cast<unsigned long long>(loops), static_cast<unsigned long long>(sleeps),
+           static_cast<unsigned long long>(events));
+    cont.get();
+  } else {
+    b.barrier().get();
+    // A stalled peer (not synchronization): rank 0's call waits meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    a.allreduce(x.data(), sum.data(), count, strata::Datatype::int32, strata::Op::sum).get();
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    EXPECT(sum[i] == n * (n + 1) / 2, "element %zu: sum %d, want %d", i, sum[i], n * (n + 1) / 2);
+    if (sum[i] != n * (n + 1) / 2) break;
+  }
+  engine.world().barrier().get();
+  if (failures == 0) std::printf("rel_rank: late-peer OK (rank %d)\n", me);
   return failures == 0 ? 0 : 1;
 }
 
@@ -809,6 +874,7 @@ int main(int argc, char** argv) {
     if (mode == "--dag-death") return dag_death_mode(engine);
     if (mode == "--soak" && argc > 2) return soak_mode(engine, std::atol(argv[2]));
     if (mode == "--ids" && argc > 2) return ids_mode(engine, std::atol(argv[2]));
+    if (mode == "--late-peer" && argc > 2) return late_peer_mode(engine, std::atol(argv[2]));
     std::fprintf(stderr, "rel_rank: unknown mode '%s'\n", mode.c_str());
     return 2;
   } catch (const std::exception& e) {

@@ -279,6 +279,27 @@ TEST(Then, ContinuationRunsWithoutAWaiter) {
   }
 }
 
+// Event-driven progress (Overlap issue): a call whose peer posts 500 ms late
+// completes while no thread of the caller's rank calls strata, and the rank's
+// progress servers sleep meanwhile instead of polling or spinning: their
+// wake-ups and loop iterations (Engine::progress_stats) between the barrier
+// and the completion stay under bounds that a server polling every
+// millisecond, or one that never sleeps, exceeds many times (rel_rank.cpp,
+// --late-peer). On one host (shared memory) and across 2 virtual hosts
+// (libfabric, the default provider), a small and a 1 MiB call.
+TEST(EventProgress, LatePeerCompletesWithoutACallerAndServersSleep) {
+  for (const char* launcher : {"-n 2", "-n 2 --hosts 2"}) {
+    for (const char* bytes : {"8", "1048576"}) {
+      std::string out;
+      EXPECT_EQ(run("", launcher, std::string("--late-peer ") + bytes, &out, 60), 0) << launcher << " " << bytes << "\n"
+                                                                                     << out;
+      EXPECT_EQ(count(out, "rel_rank: late-peer OK"), 2) << launcher << " " << bytes << "\n" << out;
+      std::printf("%s %s B: %s", launcher, bytes,
+                  out.substr(out.find("LATE") == std::string::npos ? 0 : out.find("LATE")).c_str());
+    }
+  }
+}
+
 // A rank SIGKILLed in the middle of DAG collectives (above the mapped plans'
 // size): every survivor's pending futures fail with peer_dead or timeout
 // naming the rank within STRATA_TIMEOUT + 1 s, on one host and across two

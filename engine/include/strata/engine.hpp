@@ -381,6 +381,17 @@ class Engine {
   /// progress threads it only polls the flag waits (the threads drive the
   /// transport). Returns true when it handled something. Never blocks.
   bool progress();
+  /// @brief Counters of this rank's progress servers since start-up (for
+  /// tests and tools; docs/architecture.md, "Progress"): a server that sleeps
+  /// while nothing can move adds one `sleeps` and about one `loops` per
+  /// wake-up; a polling one adds a `loops` per poll. All zero in inline mode.
+  struct ProgressStats {
+    std::uint64_t loops = 0;   ///< transport polls by the servers (one per loop iteration)
+    std::uint64_t sleeps = 0;  ///< times a server blocked on its wait object
+    std::uint64_t events = 0;  ///< transport events the servers handled
+  };
+  /// @brief This rank's ProgressStats. Never blocks.
+  [[nodiscard]] ProgressStats progress_stats() const noexcept;
 
  private:
   std::shared_ptr<detail::EngineCore> core_;

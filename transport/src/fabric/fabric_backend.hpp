@@ -339,9 +339,10 @@ class FabricBackend final : public Backend, public PollHint {
   void shutdown() override;
 
   // ------------------------------------------------------------ Backend
-  /// The CQ's fd when it is used (the net provider, or STRATA_FI_WAIT=fd), else
-  /// the doorbell socket (polled() stays true: it rings only after a pause).
-  [[nodiscard]] int wait_fd() const override { return cq_fd_ >= 0 ? cq_fd_ : bell_.fd(); }
+  /// When the CQ's fd is used (the net provider, or STRATA_FI_WAIT=fd): an
+  /// epoll set holding it edge-triggered (edge_fd_), else the doorbell socket
+  /// (polled() stays true: it rings only after a pause).
+  [[nodiscard]] int wait_fd() const override { return cq_fd_ >= 0 ? edge_fd_ : bell_.fd(); }
   [[nodiscard]] bool polled() const override { return cq_fd_ < 0; }
   void wait_fd_ready() override;
 
@@ -623,6 +624,13 @@ class FabricBackend final : public Backend, public PollHint {
   fid_ep* ep_ = nullptr;
   fid_cntr* wr_cntr_ = nullptr;  // the tcp;ofi_rxm inject guard (open())
   int cq_fd_ = -1;
+  // The CQ's fd, edge-triggered (docs/fabric.md "Progress, waiting"): with
+  // libfabric 1.17's net provider the fd stays readable once a completion
+  // was signalled (fi_cq_read does not clear it and fi_trywait does not
+  // either), so a level-triggered wait returned at once, forever: an idle
+  // rank spun at 21-27% of a core. An edge-triggered epoll entry on it still
+  // fires on every new socket event and completion signal under it.
+  int edge_fd_ = -1;
   int wake_fd_ = -1;
   // Doorbell (docs/fabric.md "Idle ranks"): a UDP socket at this rank's
   // endpoint address; a peer sends one byte to it before its first post

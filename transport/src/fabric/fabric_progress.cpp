@@ -2,6 +2,8 @@
 // dispatcher that runs user handlers, and the poll pacing (PollHint).
 #include "fabric/fabric_backend.hpp"
 
+#include <sys/epoll.h>
+
 namespace strata::transport::detail::fabric {
 
 std::size_t FabricBackend::progress() {
@@ -76,7 +78,7 @@ void FabricBackend::wait_for_event(std::chrono::microseconds timeout) {
   nfds_t nfds = 0;
   fds[nfds++] = pollfd{wake_fd_, POLLIN, 0};
   if (cq_fd_ >= 0 && prepare_wait()) {
-    fds[nfds++] = pollfd{cq_fd_, POLLIN, 0};
+    fds[nfds++] = pollfd{edge_fd_, POLLIN, 0};
   } else if (cq_fd_ >= 0) {
     return;  // work pending
   } else if (opened_) {
@@ -107,7 +109,12 @@ bool FabricBackend::prepare_wait() {
   if (!opened_ || cq_fd_ < 0) return true;
   if (!retry_.empty() || !events_.empty()) return false;
   fid* fids[1] = {&cq_->fid};
-  return fi_trywait(fabric_, fids, 1) == FI_SUCCESS;
+  if (fi_trywait(fabric_, fids, 1) != FI_SUCCESS) return false;
+  // Consume the edges since the last look: any means activity after our
+  // last progress() may be unhandled (poll again); none means the next one
+  // will wake the sleeper (the entry is edge-triggered, see edge_fd_).
+  epoll_event ev{};
+  return ::epoll_wait(edge_fd_, &ev, 1, 0) <= 0;
 }
 
 std::size_t FabricBackend::scan_mailboxes() {

@@ -2,6 +2,9 @@
 // start-up exchange of endpoint names and keys, the warm-up hellos.
 #include "fabric/fabric_backend.hpp"
 
+#include <sys/epoll.h>
+#include <unistd.h>
+
 namespace strata::transport::detail::fabric {
 
 namespace {
@@ -320,7 +323,17 @@ void FabricBackend::open_domain() {
   }
   if (cq_attr.wait_obj == FI_WAIT_FD) {
     int fd = -1;
-    if (fi_control(&cq_->fid, FI_GETWAIT, &fd) == 0) cq_fd_ = fd;
+    if (fi_control(&cq_->fid, FI_GETWAIT, &fd) == 0) {
+      edge_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLET;
+      if (edge_fd_ >= 0 && ::epoll_ctl(edge_fd_, EPOLL_CTL_ADD, fd, &ev) == 0) {
+        cq_fd_ = fd;
+      } else if (edge_fd_ >= 0) {
+        ::close(edge_fd_);  // polled with the doorbell, as without an fd
+        edge_fd_ = -1;
+      }
+    }
   }
 }
 
@@ -394,6 +407,8 @@ void FabricBackend::close_all() {
   if (cq_ != nullptr) fi_close(&cq_->fid);
   cq_ = nullptr;
   cq_fd_ = -1;
+  if (edge_fd_ >= 0) ::close(edge_fd_);
+  edge_fd_ = -1;
   if (domain_ != nullptr) fi_close(&domain_->fid);
   domain_ = nullptr;
   if (fabric_ != nullptr) fi_close(&fabric_->fid);

@@ -38,12 +38,13 @@ struct Tuning {
   std::uint64_t net_pipeline_fragment = std::uint64_t{512} << 10;
   // Ranks on several hosts, automatic provider choice (no STRATA_PROVIDER):
   // 1 = libfabric's `net` provider first where the machine has it, 0 = the
-  // usual order (`tcp;ofi_rxm` on socket networks). Measured on 2026-11-27
-  // (session 19), 2 virtual hosts over loopback: `net` 0.77-0.94x of
-  // tcp;ofi_rxm's time at 8 KiB, 1.04-1.6x at 1-4 MiB (reduce_scatter 1 MiB);
-  // on the 10 Gbit/s emulated links faster at most sizes. Machine-dependent,
-  // so strata-tune measures it; the default keeps the established provider.
-  std::uint64_t fabric_prefer_net = 0;
+  // usual order (`tcp;ofi_rxm` on socket networks). `net` is the default
+  // because its progress is event-driven: its CQ fd (edge-triggered, see
+  // docs/fabric.md "Progress, waiting") wakes a sleeping progress server
+  // when a socket becomes readable or writable, so a rank with calls in
+  // flight sleeps instead of polling; tcp;ofi_rxm's fd does not wake, so it
+  // is polled (20 us - 1 ms). Latency: docs/performance.md, "Providers".
+  std::uint64_t fabric_prefer_net = 1;
   std::uint64_t fallback_fragment = 32768;   ///< re-split of halves that exceed a window region
   std::uint64_t gather_token_bytes = 32768;  ///< ring gather/scatter: token hand-off split
   // ---- tree shapes and directions (docs/tuning.md "Tree decisions"): used when a call names no
