@@ -25,6 +25,7 @@
 //   strata-run -n 2 --hosts 2 --net 100mbit -- cholesky -size 3840 -nblocks 12
 //   ... --compute-only: the same tasks without any communication (the floor)
 #include <cblas.h>
+#include <dirent.h>
 #include <starpu.h>
 
 #include <algorithm>
@@ -332,6 +333,45 @@ Traffic traffic(const Grid& g, int nt, double tile_bytes, const std::vector<int>
   return t;
 }
 
+// CPU time of this process's threads from /proc/self/task/*/schedstat (ns on
+// the CPU): StarPU's CPU workers (named "CPU <n>") and every other thread
+// (the main thread, strata's progress server and executor, StarPU's helpers).
+struct ThreadCpu {
+  double worker_ms = 0;
+  double other_ms = 0;
+};
+
+std::string binding() {
+  const char* nobind = std::getenv("STARPU_WORKERS_NOBIND");
+  if (nobind != nullptr && std::atoi(nobind) != 0) return "none (STARPU_WORKERS_NOBIND: the rank's CPUs)";
+  if (const char* c = std::getenv("STARPU_WORKERS_CPUID")) return std::string("STARPU_WORKERS_CPUID=") + c;
+  if (const char* c = std::getenv("STARPU_WORKERS_COREID")) return std::string("STARPU_WORKERS_COREID=") + c;
+  return "StarPU's default";
+}
+
+ThreadCpu thread_cpu() {
+  ThreadCpu t;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return t;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string base = std::string("/proc/self/task/") + e->d_name;
+    char name[64] = {0};
+    unsigned long long ns = 0;
+    if (FILE* f = std::fopen((base + "/comm").c_str(), "r")) {
+      if (std::fgets(name, sizeof name, f) == nullptr) name[0] = '\0';
+      std::fclose(f);
+    }
+    if (FILE* f = std::fopen((base + "/schedstat").c_str(), "r")) {
+      if (std::fscanf(f, "%llu", &ns) != 1) ns = 0;
+      std::fclose(f);
+    }
+    (std::strncmp(name, "CPU ", 4) == 0 ? t.worker_ms : t.other_ms) += static_cast<double>(ns) / 1e6;
+  }
+  closedir(d);
+  return t;
+}
+
 int run(strata::Engine& engine, const Options& o) {
   const int me = engine.rank();
   const int np = engine.size();
@@ -454,6 +494,7 @@ int run(strata::Engine& engine, const Options& o) {
   };
 
   engine.world().barrier().get();
+  const ThreadCpu cpu0 = thread_cpu();
   const double t0 = starpu_timing_now();
   for (int k = 0; k < nt; ++k) {
     const int pk = prio(true, 2 * nt - 2 * k);
@@ -480,13 +521,14 @@ int run(strata::Engine& engine, const Options& o) {
   starpu_task_wait_for_all();
   engine.world().barrier().get();
   const double elapsed_us = starpu_timing_now() - t0;
+  const ThreadCpu cpu1 = thread_cpu();
   for (starpu_data_handle_t x : h)
     if (x != nullptr) starpu_data_unregister(x);
 
   // Statistics over the ranks: kernel time, idle time, pivots.
-  std::vector<double> sums = {static_cast<double>(ctx.busy_us.load()) / 1e3,
-                              elapsed_us / 1e3 - static_cast<double>(ctx.busy_us.load()) / 1e3,
-                              static_cast<double>(ctx.bad_pivots.load())};
+  std::vector<double> sums = {
+      static_cast<double>(ctx.busy_us.load()) / 1e3, elapsed_us / 1e3 - static_cast<double>(ctx.busy_us.load()) / 1e3,
+      static_cast<double>(ctx.bad_pivots.load()), cpu1.worker_ms - cpu0.worker_ms, cpu1.other_ms - cpu0.other_ms};
   std::vector<double> maxes = sums;
   engine.world()
       .allreduce(strata::in_place, sums.data(), sums.size(), strata::Datatype::float64, strata::Op::sum)
@@ -523,10 +565,10 @@ int run(strata::Engine& engine, const Options& o) {
         comm ? "strata broadcasts" : "compute-only (no communication)");
     std::printf(
         "%s: scheduler %s, priorities %s (range %d..%d%s), diagonal update %s, %d StarPU CPU worker(s), "
-        "%d tag(s)\n",
+        "%d tag(s), transport %s, StarPU worker binding: %s\n",
         kProg, pol != nullptr && pol->policy_name != nullptr ? pol->policy_name : "?", o.noprio ? "off" : "on", pmin,
         pmax, unbound ? ", unbounded: 2T-2k-m-n" : "", o.syrk ? "ssyrk" : "sgemm",
-        static_cast<int>(starpu_cpu_worker_get_count()), ntags);
+        static_cast<int>(starpu_cpu_worker_get_count()), ntags, engine.transport_name().c_str(), binding().c_str());
     std::printf("%s: broadcasts %ld of %.0f KiB, %.1f MB between hosts (busiest link direction %.1f MB)", kProg,
                 comm ? tr.broadcasts : 0L, tile_bytes / 1024.0, tr.bytes_cross / 1e6, worst / 1e6);
     if (bps > 0)
@@ -537,8 +579,12 @@ int run(strata::Engine& engine, const Options& o) {
         "%s: time %.1f ms, %.2f GFlop/s (N^3/3 + N^2/2 + N/6 flops, as mpi_cholesky); kernels %.1f ms mean "
         "(max %.1f), idle %.1f ms mean per rank\n",
         kProg, elapsed_us / 1e3, gflops, sums[0] / np, maxes[0], sums[1] / np);
-    std::printf("%s: result mode=%s time_ms=%.1f gflops=%.3f link_ms=%.1f\n", kProg, comm ? "strata" : "compute-only",
-                elapsed_us / 1e3, gflops, link_ms);
+    std::printf(
+        "%s: cpu per rank (mean): StarPU worker %.1f ms, other threads %.1f ms (main, strata's progress and "
+        "executor, StarPU's helpers)\n",
+        kProg, sums[3] / np, sums[4] / np);
+    std::printf("%s: result mode=%s time_ms=%.1f gflops=%.3f link_ms=%.1f kernels_ms=%.1f other_cpu_ms=%.1f\n", kProg,
+                comm ? "strata" : "compute-only", elapsed_us / 1e3, gflops, link_ms, sums[0] / np, sums[4] / np);
   }
 
   int rc = 0;
@@ -612,6 +658,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   setenv("STARPU_NCPU", "1", 0);  // one worker per rank unless told otherwise
+  // StarPU 1.3 binds its first worker to CPU 0 whatever CPU the launcher bound
+  // the rank to (seen: rank 1 of strata-run --bind core on CPU 1, its worker
+  // on CPU 0, as rank 0's): unless told where, leave the worker on the rank's CPUs.
+  if (std::getenv("STARPU_WORKERS_CPUID") == nullptr && std::getenv("STARPU_WORKERS_COREID") == nullptr)
+    setenv("STARPU_WORKERS_NOBIND", "1", 0);
   if (starpu_init(nullptr) != 0) {
     std::fprintf(stderr, "%s: error: starpu_init failed\n", kProg);
     return 1;
