@@ -11,6 +11,7 @@
 //   - trsm(m,k) done: (m,k) along the row communicator of process row m mod Y
 //     (to the gemm owners of row m), then from the rank in column m mod X of
 //     that row down its column communicator (to the gemm owners of column m).
+//   The last tile row's column broadcasts are left out: no rank below needs them.
 // Every broadcast is tagged (CollOptions::tag = m mod tags, the tile row): the
 // tiles of one tile row become final in the order k = 0, 1, ..., m, so each
 // tag's calls are in dependency order, while the calls of different tags
@@ -324,10 +325,10 @@ Traffic traffic(const Grid& g, int nt, double tile_bytes, const std::vector<int>
     return v;
   };
   for (int k = 0; k < nt; ++k) {
-    if (g.Y > 1) bcast(column(k % g.X), g.owner(k, k));
+    if (g.Y > 1 && k + 1 < nt) bcast(column(k % g.X), g.owner(k, k));
     for (int m = k + 1; m < nt; ++m) {
       if (g.X > 1) bcast(row(m % g.Y), g.owner(m, k));
-      if (g.Y > 1) bcast(column(m % g.X), g.rank_of(m % g.Y, m % g.X));
+      if (g.Y > 1 && m + 1 < nt) bcast(column(m % g.X), g.rank_of(m % g.Y, m % g.X));
     }
   }
   return t;
@@ -416,8 +417,8 @@ int run(strata::Engine& engine, const Options& o) {
   auto idx = [nt](int m, int n) { return static_cast<std::size_t>(m) * static_cast<std::size_t>(nt) + n; };
   auto present = [&](int m, int n) {
     if (g.owner(m, n) == me) return true;
-    if (m == n) return n % g.X == my_col;                                     // (k,k) down its column
-    return (g.X > 1 && m % g.Y == my_row) || (g.Y > 1 && m % g.X == my_col);  // row and column broadcasts
+    if (m == n) return n % g.X == my_col && m + 1 < nt;                                     // (k,k) down its column
+    return (g.X > 1 && m % g.Y == my_row) || (g.Y > 1 && m % g.X == my_col && m + 1 < nt);  // row, column
   };
   std::vector<float*> tile(static_cast<std::size_t>(nt) * nt, nullptr);
   std::vector<starpu_data_handle_t> h(tile.size(), nullptr);
@@ -499,14 +500,15 @@ int run(strata::Engine& engine, const Options& o) {
   for (int k = 0; k < nt; ++k) {
     const int pk = prio(true, 2 * nt - 2 * k);
     if (g.owner(k, k) == me) submit(&cl_potrf, {h[idx(k, k)]}, pk);
-    if (comm && g.Y > 1 && my_col == k % g.X) bcast(col_q[static_cast<std::size_t>(k % ntags)], k, k, k % g.Y, pk);
+    if (comm && g.Y > 1 && k + 1 < nt && my_col == k % g.X)
+      bcast(col_q[static_cast<std::size_t>(k % ntags)], k, k, k % g.Y, pk);
     for (int m = k + 1; m < nt; ++m) {
       const int pm = prio(m == k + 1, 2 * nt - 2 * k - m);
       if (g.owner(m, k) == me) submit(&cl_trsm, {h[idx(k, k)], h[idx(m, k)]}, pm);
       if (!comm) continue;
       const auto q = static_cast<std::size_t>(m % ntags);
-      if (g.X > 1 && my_row == m % g.Y) bcast(row_q[q], m, k, k % g.X, pm);  // along row m % Y
-      if (g.Y > 1 && my_col == m % g.X) bcast(col_q[q], m, k, m % g.Y, pm);  // down column m % X
+      if (g.X > 1 && my_row == m % g.Y) bcast(row_q[q], m, k, k % g.X, pm);                // along row m % Y
+      if (g.Y > 1 && m + 1 < nt && my_col == m % g.X) bcast(col_q[q], m, k, m % g.Y, pm);  // down column m % X
     }
     for (int n = k + 1; n < nt; ++n)
       for (int m = n; m < nt; ++m) {
