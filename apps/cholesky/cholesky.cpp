@@ -105,7 +105,7 @@ std::string parse(int argc, char** argv, Options& o, bool& help) {
   help = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.size() > 2 && a[0] == '-' && a[1] != '-') a = "-" + a;  // -size == --size
+    if (a.size() > 2 && a[0] == '-' && a[1] != '-') a.insert(0, "-");  // -size == --size
     auto value = [&](long& out, long lo, long hi) -> std::string {
       if (i + 1 >= argc) return a + " needs a value";
       long v = 0;
@@ -316,11 +316,13 @@ Traffic traffic(const Grid& g, int nt, double tile_bytes, const std::vector<int>
   };
   auto column = [&](int col) {
     std::vector<int> v;
+    v.reserve(static_cast<std::size_t>(g.Y));
     for (int r = 0; r < g.Y; ++r) v.push_back(g.rank_of(r, col));
     return v;
   };
   auto row = [&](int rw) {
     std::vector<int> v;
+    v.reserve(static_cast<std::size_t>(g.X));
     for (int c = 0; c < g.X; ++c) v.push_back(g.rank_of(rw, c));
     return v;
   };
