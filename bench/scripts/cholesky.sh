@@ -103,6 +103,7 @@ run_strata() { # run_strata NET NP X Y LOG [--compute-only]
 }
 run_peer() { # run_peer NET NP X Y LOG
   local net=$1 np=$2 x=$3 y=$4 out=$5
+  # shellcheck disable=SC2016  # expanded by the shell strata-net starts inside host 0
   "$BIN/strata-net" --hosts $HOSTS --rate "$net" --slots $(((np + HOSTS - 1) / HOSTS)) --timeout "$TIMEOUT" -- \
     sh -c 'exec mpirun.openmpi --allow-run-as-root --bind-to none --hostfile "$STRATA_NET_HOSTFILE" \
              --mca plm_rsh_agent "$STRATA_NET_RSH" --mca btl tcp,self --mca btl_tcp_if_include eth0 \
@@ -162,6 +163,7 @@ import statistics, sys
 rec, n, rounds = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 flops = n * n * n / 3 + n * n / 2 + n / 6
 rows, order = {}, []
+slow_floor = False
 for line in open(rec):
     net, np, grid, kind, _, gf, ms, link, mb = line.rstrip("\n").split("\t")
     key = (net, np, grid)
@@ -190,10 +192,16 @@ for key in order:
         floor_gf = flops / (max(comp_ms, link_ms) / 1e3) / 1e9
         floor = f"{floor_gf:.2f} ({comp_ms:.0f}, {link_ms:.0f})"
         for name, v in (("strata", s), ("peer", p)):
-            to[name] = f"{floor_gf / max(x[0] for x in v):.2f}x" if v else "-"
+            if v:
+                d = floor_gf / max(x[0] for x in v)
+                to[name] = f"{d:.2f}x" + (" (!)" if d < 0.95 else "")
+                slow_floor = slow_floor or d < 0.95
     ratio = f"{max(x[0] for x in s) / max(x[0] for x in p):.2f}" if s and p else "-"
     mb = lambda v: f"{statistics.median([x[3] for x in v]):.1f}" if v else "-"
     print(f"| {net} | {np} ({grid}) | {cell(s)} | {cell(p)} | {floor} | {to.get('strata', '-')} | {to.get('peer', '-')} "
           f"| {ratio} | {mb(s)} / {mb(p)} |")
+if slow_floor:
+    print()
+    print("(!) faster than the floor: that row's compute-only runs were slowed (machine load?); rerun it.")
 EOF
 log "logs and records in $OUT"
