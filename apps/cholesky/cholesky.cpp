@@ -458,10 +458,11 @@ int run(strata::Engine& engine, const Options& o) {
   starpu_codelet cl_syrk = make_codelet("syrk", &syrk_cpu, {STARPU_R, commute});
   starpu_codelet cl_gemm = make_codelet("gemm", &gemm_cpu, {STARPU_R, STARPU_R, commute});
 
-  // mpi_cholesky's priorities: with a bounded range (the usual schedulers)
-  // the critical path (potrf, the first trsm and the first update of each
-  // step) at the maximum, the rest at the default; with an unbounded range
-  // 2T - 2k - m - n; -no-prio: all at the default.
+  // mpi_cholesky's priorities: with an unbounded range (lws, StarPU 1.3's
+  // default) 2T - 2k - m - n (potrf: 2T - 2k, trsm: 2T - 2k - m); with a
+  // bounded one the critical path (potrf, the first trsm and the first update
+  // of each step) at the maximum, the rest at the default; -no-prio: all at
+  // the default.
   const int pmax = starpu_sched_get_max_priority(), pmin = starpu_sched_get_min_priority();
   const bool unbound = pmax == INT_MAX && pmin == INT_MIN;
   auto prio = [&](bool critical, int value) {
