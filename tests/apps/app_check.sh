@@ -4,6 +4,7 @@
 #   app_check.sh fft3d          -- COMMAND...  exit 0, "fft3d: check OK", every printed error < 1e-10,
 #                                              a check line for each of blocking, overlap, pipelined
 #   app_check.sh fft3d:M1,M2    -- COMMAND...  the same with check lines for exactly modes M1, M2
+#   app_check.sh cholesky[:XxY] -- COMMAND...  exit 0, "cholesky: check ...: OK", a result line (and grid XxY)
 #   app_check.sh 'error:REGEX'  -- COMMAND...  nonzero exit (not a timeout) and output matching REGEX
 # COMMAND carries its own timeout (strata-run --timeout, or timeout(1) for mpirun).
 set -u
@@ -40,6 +41,14 @@ case $kind in
     for e in $(grep -Eo '[0-9]\.[0-9]+e[-+][0-9]+' <<<"$lines"); do
       awk -v e="$e" 'BEGIN { exit !(e + 0 < 1e-10) }' || fail "error $e is not below 1e-10"
     done
+    ;;
+  cholesky | cholesky:*)
+    [ $rc -eq 0 ] || fail "exit status $rc"
+    grep -Eq '^cholesky: check .*: OK$' <<<"$out" || fail "no successful check line"
+    grep -Eq '^cholesky: result mode=strata time_ms=[0-9.]+ gflops=[0-9.]+' <<<"$out" || fail "no result line"
+    if [ "$kind" != cholesky ]; then
+      grep -Eq "^cholesky: .*, grid ${kind#cholesky:} " <<<"$out" || fail "not run on the grid ${kind#cholesky:}"
+    fi
     ;;
   error:*)
     [ $rc -ne 0 ] || fail "expected a failure, got exit status 0"
