@@ -6,6 +6,9 @@
 //
 // Phase 1: every rank sleeps SECONDS after a warm-up allreduce; printed: the
 // process CPU time (all threads, getrusage) over wall time, per rank.
+// Then, with calls pending on a stalled peer: rank 0 posts an allreduce and
+// sleeps (no strata call) or blocks in get() while the others stay silent
+// SECONDS; printed: rank 0's process CPU over wall time meanwhile.
 // Phase 2, ROUNDS times (default 5): rank 0 enters an allreduce at once and
 // blocks in get(); every other rank stays silent for SECONDS / ROUNDS (at
 // most 1 s), then reads the steady clock and enters too. The allreduce takes
@@ -107,6 +110,40 @@ int main(int argc, char** argv) {
       std::sort(all.begin(), all.end());
       std::printf("idle engine: %d ranks, %.1f s asleep: CPU/wall per rank min %.3f%% median %.3f%% max %.3f%%\n",
                   w.size(), wall, all.front(), all[all.size() / 2], all.back());
+    }
+
+    // Calls pending on a stalled peer: rank 0 posts an allreduce, then
+    // either sleeps without calling strata or blocks in get(); the other
+    // ranks stay silent for SECONDS before they post. Printed: rank 0's
+    // process CPU over the stall (target: at most 1% of a core).
+    if (w.size() >= 2) {
+      for (const bool in_get : {false, true}) {
+        w.barrier().get();
+        std::int64_t one = 1, sum = 0;
+        double stall_pct = 0;
+        if (rank == 0) {
+          const double c0 = strata::bench::process_cpu_seconds();
+          const auto s0 = Clock::now();
+          strata::Future<void> f = w.allreduce(&one, &sum, 1, strata::Datatype::int64, strata::Op::sum);
+          if (!in_get) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+          f.get();
+          const double sw = std::chrono::duration<double>(Clock::now() - s0).count();
+          stall_pct = (strata::bench::process_cpu_seconds() - c0) / sw * 100.0;
+          const strata::Engine::ProgressStats ps = engine.progress_stats();
+          std::printf("pending on a stalled peer (%s): %.1f s, rank 0 CPU/wall %.3f%% (servers so far: %llu loops, "
+                      "%llu sleeps)\n",
+                      in_get ? "caller blocked in get()" : "caller asleep, no strata call", sw, stall_pct,
+                      static_cast<unsigned long long>(ps.loops), static_cast<unsigned long long>(ps.sleeps));
+        } else {
+          std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+          w.allreduce(&one, &sum, 1, strata::Datatype::int64, strata::Op::sum).get();
+        }
+        if (sum != w.size()) {
+          std::fprintf(stderr, "strata-idle: rank %d: allreduce gave %lld, want %d\n", rank,
+                       static_cast<long long>(sum), w.size());
+          return 1;
+        }
+      }
     }
 
     if (w.size() >= 2) {

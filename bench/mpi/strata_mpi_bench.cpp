@@ -217,14 +217,14 @@ class Bench {
   std::vector<Buffers> bufs_;
 };
 
-// Busy compute for roughly @p us microseconds (calibrated loop, no syscalls).
-double compute_for(double us) {
-  const auto t0 = std::chrono::steady_clock::now();
-  volatile double x = 1.0;
-  while (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() < us) {
-    for (int i = 0; i < 64; ++i) x = x * 1.0000001 + 1e-9;
-  }
-  return x;
+// Busy compute of a fixed amount of work: as many busy_loops() steps as this
+// core does in @p us microseconds undisturbed (@p loops_per_us, calibrated
+// once), the same work strata-bench --overlap does. Not a wall-clock spin: a
+// spin that ends at a deadline does less work when a progress thread or the
+// kernel's network stack takes the core meanwhile, which hid their cost from
+// t_ovl and overstated the overlap.
+double compute_for(double us, double loops_per_us) {
+  return strata::bench::busy_loops(static_cast<std::uint64_t>(us * loops_per_us));
 }
 
 Record reduce_times(const Options& o, const std::string& coll, const std::string& variant, std::size_t bytes, int iters,
@@ -317,6 +317,7 @@ int main(int argc, char** argv) {
             reduce_times(o, coll, variant, bytes, iters, strata::bench::median(times), o.check, ok, rank, size));
       } else if (o.mode == "overlap") {
         // OSU-style: t_pure (coll alone), t_cpu ~= t_pure of compute, t_ovl (start, compute, wait).
+        const double loops_per_us = strata::bench::busy_loops_per_us();
         auto measure = [&](double compute_us, bool with_coll) {
           std::vector<double> ts;
           for (int it = -warm; it < iters; ++it) {
@@ -325,7 +326,7 @@ int main(int argc, char** argv) {
             const double t0 = MPI_Wtime();
             MPI_Request r = MPI_REQUEST_NULL;
             if (with_coll) r = bench.start_nonblocking(idx);
-            if (compute_us > 0) compute_for(compute_us);
+            if (compute_us > 0) compute_for(compute_us, loops_per_us);
             if (with_coll) MPI_Wait(&r, MPI_STATUS_IGNORE);
             if (it >= 0) ts.push_back((MPI_Wtime() - t0) * 1e6);
           }

@@ -75,8 +75,9 @@
 //                 synchronization) and then posts. The continuation must run
 //                 (10 s bound), and while rank 0's call was pending its
 //                 progress servers must sleep: between the barrier and the
-//                 continuation at most REL_MAX_SLEEPS (default 40) wake-ups
-//                 (a server polling every millisecond has ~500), and at
+//                 continuation at most 10 + one per 10 ms of that wait
+//                 wake-ups (REL_MAX_SLEEPS overrides; a server polling
+//                 every millisecond has ten times as many), and at
 //                 most 400 loop iterations per wake-up or event (a server
 //                 spins at most spin_polls + yield_polls = 320 times after
 //                 each before it sleeps; one that never sleeps has
@@ -215,21 +216,26 @@ int late_peer_mode(strata::Engine& engine, long bytes) {
   const int n = a.size();
   if (me == 0) {
     const char* cap = std::getenv("REL_MAX_SLEEPS");
-    const std::uint64_t max_sleeps = cap != nullptr ? std::strtoull(cap, nullptr, 10) : 40;
     std::promise<void> ran;
     std::future<void> ran_f = ran.get_future();
     strata::Future<void> fa = a.allreduce(x.data(), sum.data(), count, strata::Datatype::int32, strata::Op::sum);
     strata::Future<void> cont = std::move(fa).then([&ran] { ran.set_value(); });
     b.barrier().get();  // the others stall from here on
     const strata::Engine::ProgressStats s0 = engine.progress_stats();
+    const auto t0 = std::chrono::steady_clock::now();
     if (ran_f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
       std::printf("rank 0: FAILED: the call of a late peer did not complete within 10 s without a strata call\n");
       std::fflush(stdout);
       _exit(1);
     }
     const strata::Engine::ProgressStats s1 = engine.progress_stats();
+    // A loaded machine stretches the peer's stall: the bound follows the wait.
+    const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    const std::uint64_t max_sleeps =
+        cap != nullptr ? std::strtoull(cap, nullptr, 10) : 10 + static_cast<std::uint64_t>(waited_ms.count()) / 10;
     const std::uint64_t loops = s1.loops - s0.loops, sleeps = s1.sleeps - s0.sleeps, events = s1.events - s0.events;
-    std::printf("LATE rank 0: loops %llu sleeps %llu events %llu (%s)\n", static_cast<unsigned long long>(loops),
+    std::printf("LATE rank 0: waited %lld ms, loops %llu sleeps %llu events %llu (%s)\n",
+                static_cast<long long>(waited_ms.count()), static_cast<unsigned long long>(loops),
                 static_cast<unsigned long long>(sleeps), static_cast<unsigned long long>(events),
                 engine.transport_name().c_str());
     std::fflush(stdout);
