@@ -75,9 +75,9 @@
 //                 synchronization) and then posts. The continuation must run
 //                 (10 s bound), and while rank 0's call was pending its
 //                 progress servers must sleep: between the barrier and the
-//                 continuation at most 10 + one per 10 ms of that wait
+//                 continuation at most 10 + one per 20 ms of that wait
 //                 wake-ups (REL_MAX_SLEEPS overrides; a server polling
-//                 every millisecond has ten times as many), and at
+//                 every millisecond has 20 times as many), and at
 //                 most 400 loop iterations per wake-up or event (a server
 //                 spins at most spin_polls + yield_polls = 320 times after
 //                 each before it sleeps; one that never sleeps has
@@ -232,7 +232,7 @@ int late_peer_mode(strata::Engine& engine, long bytes) {
     // A loaded machine stretches the peer's stall: the bound follows the wait.
     const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
     const std::uint64_t max_sleeps =
-        cap != nullptr ? std::strtoull(cap, nullptr, 10) : 10 + static_cast<std::uint64_t>(waited_ms.count()) / 10;
+        cap != nullptr ? std::strtoull(cap, nullptr, 10) : 10 + static_cast<std::uint64_t>(waited_ms.count()) / 20;
     const std::uint64_t loops = s1.loops - s0.loops, sleeps = s1.sleeps - s0.sleeps, events = s1.events - s0.events;
     std::printf("LATE rank 0: waited %lld ms, loops %llu sleeps %llu events %llu (%s)\n",
                 static_cast<long long>(waited_ms.count()), static_cast<unsigned long long>(loops),
