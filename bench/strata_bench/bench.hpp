@@ -60,9 +60,9 @@ struct OverlapFloor {
   double t_raw_us = 0;  // one raw transfer (blocking TCP sockets), wall time
   double user_us = 0;   // per transfer: process user time (all threads)
   double sys_us = 0;    // process system time
-  double irq_us = 0;    // irq + softirq time of the rank's core
+  double core_us = 0;   // busy time of the rank's core (/proc/stat): the CPU the transfer cost it
   int reps = 0;
-  [[nodiscard]] double cpu_us() const { return user_us + sys_us + irq_us; }
+  [[nodiscard]] double cpu_us() const { return core_us; }
 };
 /// Collective over @p world (2 ranks; allreduce, alltoall, bcast; else
 /// measured = false with the reason). @p t_pure_us sizes the repetitions.

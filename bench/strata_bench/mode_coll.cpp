@@ -363,9 +363,9 @@ int run_coll(const Options& o, std::vector<Record>& out) {
           if (root && fl.measured)
             std::fprintf(stdout,
                          "# floor %s %zu B: raw TCP transfer %.2f us, CPU on the rank's core per transfer %.2f us "
-                         "(max over ranks; rank 0: user %.2f sys %.2f irq+softirq %.2f, %d reps) -> reachable "
-                         "overlap %.1f%% of t_pure %.2f us\n",
-                         coll.c_str(), bytes, fl.t_raw_us, cpu_max, fl.user_us, fl.sys_us, fl.irq_us, fl.reps,
+                         "(core busy, max over ranks; rank 0: core %.2f, process user %.2f sys %.2f, %d reps) -> "
+                         "reachable overlap %.1f%% of t_pure %.2f us\n",
+                         coll.c_str(), bytes, fl.t_raw_us, cpu_max, fl.core_us, fl.user_us, fl.sys_us, fl.reps,
                          100.0 * std::max(0.0, 1.0 - cpu_max / t_pure), t_pure);
           else if (root)
             std::fprintf(stdout, "# floor %s %zu B: not measured (%s)\n", coll.c_str(), bytes, fl.why.c_str());
