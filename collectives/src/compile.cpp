@@ -606,16 +606,16 @@ std::shared_ptr<const dag::Plan> compile_allreduce_tree(const Group& g, const Ca
 }  // namespace
 
 namespace cc {
-std::shared_ptr<const dag::Plan> barrier_plan(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> barrier_plan(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
   return compile_barrier(g, c, slot);
 }
-std::shared_ptr<const dag::Plan> broadcast_plan(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> broadcast_plan(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
   return compile_broadcast(g, c, slot);
 }
-std::shared_ptr<const dag::Plan> reduce_plan(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> reduce_plan(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
   return compile_reduce(g, c, slot);
 }
-std::shared_ptr<const dag::Plan> allreduce_tree_plan(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> allreduce_tree_plan(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
   return compile_allreduce_tree(g, c, slot);
 }
 }  // namespace cc
@@ -647,7 +647,7 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
   if (row == nullptr)
     fail(Errc::invalid_argument, g, c,
          "algorithm '" + c.algo.name + "' unknown (" + algorithm_names(c.kind) + "); see docs/algorithms.md");
-  return row->compile(g, c, slot);
+  return row->compile(g, c, slot, *row);
 }
 
 std::shared_ptr<const dag::Plan> compile_skipped(const Group& g, Kind kind, int slot) {

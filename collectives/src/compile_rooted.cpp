@@ -530,17 +530,18 @@ void emit_direct(Ctx& x, const Layout& l, bool ring, const std::vector<NodeId>& 
   }
 }
 
-std::shared_ptr<const dag::Plan> compile_rooted(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> compile_rooted(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
   check_group(g, c);
   Ctx x(g, c, slot);
   const Layout l = make_layout(g, c, x.esize());
   declare_buffers(x, l);
   const std::vector<NodeId> start = entry(x);
-  const std::string& a = c.algo.name;
-  if (a == "flat" || a == "ring")
-    emit_direct(x, l, a == "ring", start);
-  else
+  if (row.variant == Variant::flat || row.variant == Variant::ring) {
+    x.b().algorithm(row.name);
+    emit_direct(x, l, row.variant == Variant::ring, start);
+  } else {
     emit_tree(x, l, start);
+  }
   finish(x);
   if (x.b().size() == 0) x.b().nop();
   return x.build();
@@ -548,12 +549,12 @@ std::shared_ptr<const dag::Plan> compile_rooted(const Group& g, const Call& c, i
 
 }  // namespace
 
-std::shared_ptr<const dag::Plan> compile_gather(const Group& g, const Call& c, int slot) {
-  return compile_rooted(g, c, slot);
+std::shared_ptr<const dag::Plan> compile_gather(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
+  return compile_rooted(g, c, slot, row);
 }
 
-std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, int slot) {
-  return compile_rooted(g, c, slot);
+std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
+  return compile_rooted(g, c, slot, row);
 }
 
 }  // namespace strata::coll::cc
