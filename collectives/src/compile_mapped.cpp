@@ -311,3 +311,15 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
 }
 
 }  // namespace strata::coll::cc
+
+namespace strata::coll {
+
+std::size_t mapped_slot_bytes(std::uint64_t mapped_max_bytes, int members, std::size_t slot_bytes) {
+  if (members < 2) return 0;
+  // Room for the widest call (scatter, alltoall, reduce_scatter_block: one block per member).
+  const std::uint64_t block = std::max<std::uint64_t>(mapped_max_bytes, 4096);
+  const std::uint64_t want = block * static_cast<std::uint64_t>(members) + 64;  // + the record's line
+  return static_cast<std::size_t>((std::min<std::uint64_t>(want, slot_bytes) + 63) / 64 * 64);
+}
+
+}  // namespace strata::coll
