@@ -268,38 +268,4 @@ std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered) {
   return bytes < t.allreduce_ring_min_bytes ? "rabenseifner" : "ring";
 }
 
-std::vector<std::pair<std::string, std::string>> selection_rules() { return selection_rules(Tuning{}); }
-
-std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t) {
-  auto sz = [](std::uint64_t b) {
-    if (b >= (std::uint64_t{1} << 20) && b % (std::uint64_t{1} << 20) == 0) return std::to_string(b >> 20) + " MiB";
-    if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + " KiB";
-    return std::to_string(b) + " B";
-  };
-  return {
-      {"barrier", "dissemination"},
-      {"broadcast, reduce",
-       "tree: host:binomial, numa:binomial, core:flat (STRATA_TREE); push (STRATA_DIRECTION); whole message up to " +
-           sz(t.pipeline_fragment) + " if it fits the window region, else " + sz(t.pipeline_fragment) + " fragments (" +
-           sz(t.net_pipeline_fragment) + " when the members span hosts, every kind)"},
-      {"allreduce", "rd up to " + sz(t.allreduce_rd_max_bytes) + " (" + sz(t.allreduce_net_rd_max_bytes) +
-                        " when the members span hosts), rabenseifner below " + sz(t.allreduce_ring_min_bytes) +
-                        ", ring from there; non-commutative ops: rd, then tree"},
-      {"gather, scatter", "tree (alternatives: single, flat, ring; scatter can pull)"},
-      {"gatherv, scatterv", "flat (tree needs the counts broadcast first)"},
-      {"allgather(v)", "bruck if the result is <= " + sz(t.allgather_bruck_max_bytes) +
-                           " and n > 2, else ring (alternatives: rd, hier, numa-ring)"},
-      {"alltoall", "bruck if n >= " + std::to_string(t.alltoall_bruck_min_ranks) + " and blocks <= " +
-                       sz(t.alltoall_bruck_max_block) + ", else pairwise (alternative: pull; alltoallv: pairwise)"},
-      {"reduce_scatter(_block)", "ring; pairwise for non-commutative user ops (alternative: rh)"},
-      {"allgather(v), alltoall(v) large blocks",
-       "messages from " + sz(t.sym_large_message) + ": " + sz(t.sym_large_fragment) +
-           " fragments and the own block copied per fragment after the matching puts; copies into recv with "
-           "non-temporal stores when send + recv of a rank is at least " +
-           sz(t.sym_stream_min_bytes)},
-      {"one host, small calls", "mapped plans up to " + sz(t.mapped_max_bytes) + " per rank (shared buffers: up to " +
-                                    sz(t.shared_mapped_max_bytes) + ", then single copy through the mappings)"},
-  };
-}
-
 }  // namespace strata::coll

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compile_common.hpp"
 #include "strata/collectives/select.hpp"
+#include "strata/collectives/tuning.hpp"
 
 namespace strata::coll {
 
@@ -198,13 +200,13 @@ const AlgorithmRow& find_row(const std::vector<AlgorithmRow>& t, Kind k, const s
 void allreduce_rows(std::vector<AlgorithmRow>* t) {
   const Kind k = Kind::allreduce;
   t->push_back(mapped_row(k));
-  t->push_back(sc_row(k, "one host, not in place, allreduce_single_copy_min_bytes .. max_bytes",
+  t->push_back(sc_row(k, "one host, not in place, allreduce_single_copy_min_bytes .. allreduce_single_copy_max_bytes",
                       {"allreduce_single_copy_min_bytes", "allreduce_single_copy_max_bytes"}, allreduce_sc_applies,
                       allreduce_sc));
   tree_rows(t, k, "reduce to rank 0 + broadcast down the same tree, fragment-pipelined",
             "2h + ceil(m/f) - 1 fragment steps", automatic, cc::allreduce_tree_plan,
             {"allreduce_tree_host", "allreduce_tree_numa", "allreduce_tree_core", "pipeline_fragment"});
-  t->back().chosen = "one rank; non-commutative above allreduce_rd_max_bytes";
+  t->back().chosen = "one rank, or non-commutative operators above allreduce_rd_max_bytes";
   AlgorithmRow rd =
       row(k, "rd", "recursive doubling", "log2 n steps of m bytes",
           "up to allreduce_rd_max_bytes (allreduce_net_rd_max_bytes across hosts)",
@@ -238,9 +240,11 @@ void allreduce_rows(std::vector<AlgorithmRow>* t) {
 
 void allgather_rows(std::vector<AlgorithmRow>* t, Kind k) {
   t->push_back(mapped_row(k));
-  t->push_back(sc_row(k,
-                      "one host, loose, mean block in sym_single_copy_min_bytes .. max_bytes (any with shared buffers)",
-                      {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, allgather_sc_applies, allgather_sc));
+  t->push_back(
+      sc_row(k,
+             "one host, loose, mean block in sym_single_copy_min_bytes .. sym_single_copy_max_bytes (any with shared "
+             "buffers)",
+             {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, allgather_sc_applies, allgather_sc));
   const std::vector<std::string> large = {"sym_large_message", "sym_large_fragment", "sym_stream_min_bytes"};
   t->push_back(row(k, "ring", "ring allgather", "n - 1 steps of m bytes", "above allgather_bruck_max_bytes or n <= 2",
                    {"allgather_bruck_max_bytes"}, allgather_ring_applies, cc::compile_allgather, Variant::ring));
@@ -259,8 +263,9 @@ void alltoall_rows(std::vector<AlgorithmRow>* t, Kind k) {
   const bool v = k == Kind::alltoallv;
   if (!v) {
     t->push_back(mapped_row(k));
-    t->push_back(sc_row(k, "one host, not in place, loose, block in sym_single_copy_min_bytes .. max_bytes",
-                        {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, alltoall_sc_applies, alltoall_sc));
+    t->push_back(
+        sc_row(k, "one host, not in place, loose, block in sym_single_copy_min_bytes .. sym_single_copy_max_bytes",
+               {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, alltoall_sc_applies, alltoall_sc));
   }
   t->push_back(row(k, "pairwise", "rotated pairwise exchange (push)", "n - 1 steps of one block",
                    v ? "default" : "blocks above alltoall_bruck_max_block or n < alltoall_bruck_min_ranks",
@@ -278,7 +283,8 @@ void alltoall_rows(std::vector<AlgorithmRow>* t, Kind k) {
 void reduce_scatter_rows(std::vector<AlgorithmRow>* t, Kind k) {
   t->push_back(mapped_row(k));
   if (k == Kind::reduce_scatter_block)
-    t->push_back(sc_row(k, "one host, not in place, loose, vector in rs_single_copy_min_bytes .. max_bytes",
+    t->push_back(sc_row(k,
+                        "one host, not in place, loose, vector in rs_single_copy_min_bytes .. rs_single_copy_max_bytes",
                         {"rs_single_copy_min_bytes", "rs_single_copy_max_bytes"}, rs_sc_applies, rs_sc));
   t->push_back(row(k, "ring", "ring reduce-scatter", "n - 1 steps of one block", "commutative operators", {},
                    rs_ring_applies, cc::compile_reduce_scatter, Variant::ring));
@@ -302,7 +308,8 @@ std::vector<AlgorithmRow> build_table() {
   t.push_back(dis);
   t.push_back(mapped_row(Kind::broadcast));
   t.push_back(
-      sc_row(Kind::broadcast, "one host, loose, bcast_single_copy_min_bytes .. max_bytes (any with shared buffers)",
+      sc_row(Kind::broadcast,
+             "one host, loose, bcast_single_copy_min_bytes .. bcast_single_copy_max_bytes (any with shared buffers)",
              {"bcast_single_copy_min_bytes", "bcast_single_copy_max_bytes", "bcast_single_copy_split_min_bytes"},
              bcast_sc_applies, bcast_sc));
   tree_rows(&t, Kind::broadcast, "multilevel tree (host / NUMA / core), push or pull per level, fragment-pipelined",
@@ -389,6 +396,58 @@ const AlgorithmRow* planned_algorithm(const Group& g, const Call& c) {
   for (const AlgorithmRow* r : algorithms_of(c.kind))
     if (r->named(c.algo.name) || (r->applies != nullptr && r->applies(g, c))) return r;
   return nullptr;
+}
+
+namespace {
+
+// A tuning-table value in words: sizes in KiB / MiB / TiB where exact, counts as numbers.
+std::string value_text(const std::string& key, std::uint64_t v) {
+  const bool size = key.find("bytes") != std::string::npos || key.find("block") != std::string::npos ||
+                    key.find("fragment") != std::string::npos || key.find("message") != std::string::npos;
+  if (!size) return std::to_string(v);
+  if (v >= (std::uint64_t{1} << 40) && v % (std::uint64_t{1} << 40) == 0) return std::to_string(v >> 40) + " TiB";
+  if (v >= (std::uint64_t{1} << 20) && v % (std::uint64_t{1} << 20) == 0) return std::to_string(v >> 20) + " MiB";
+  if (v >= 1024 && v % 1024 == 0) return std::to_string(v >> 10) + " KiB";
+  return std::to_string(v) + " B";
+}
+
+// @p text with every tuning-table key in it replaced by its value in @p t.
+std::string with_values(const std::string& text, const Tuning& t) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto word = [&](std::size_t j) {
+      const char ch = text[j];
+      return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+    };
+    if (!word(i)) {
+      out += text[i++];
+      continue;
+    }
+    std::size_t j = i;
+    while (j < text.size() && word(j)) ++j;
+    const std::string token = text.substr(i, j - i);
+    const TuningField* f = tuning_field(token);
+    out += f != nullptr ? value_text(token, t.*(f->member)) : token;
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> selection_rules() { return selection_rules(Tuning{}); }
+
+std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int k = 0; k <= static_cast<int>(Kind::reduce_scatter_block); ++k) {
+    const auto kind = static_cast<Kind>(k);
+    std::string rule;
+    for (const AlgorithmRow* r : algorithms_of(kind))
+      if (!r->chosen.empty()) rule += (rule.empty() ? "" : "; ") + r->name + ": " + with_values(r->chosen, t);
+    out.emplace_back(to_string(kind), rule);
+  }
+  return out;
 }
 
 std::string algorithm_table_markdown() {

@@ -262,7 +262,8 @@ struct Call {
 std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered);
 
 /// @brief The automatic selection rules of the built-in defaults, one
-/// (collectives, rule) pair per family (selection_rules(const Tuning&) for a table).
+/// (collective, rule) pair per collective, from the algorithm registry
+/// (selection_rules(const Tuning&) for a table).
 std::vector<std::pair<std::string, std::string>> selection_rules();
 
 /// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot < credits).
