@@ -104,17 +104,6 @@ Layout make_layout(const Group& g, const Call& c, std::size_t es) {
   return l;
 }
 
-void check_group(const Group& g, const Call& c) {
-  const int n = g.size();
-  if (n < 1) fail(Errc::invalid_argument, g, c, "empty communicator");
-  if (g.rank < 0 || g.rank >= n) fail(Errc::invalid_argument, g, c, "rank outside the communicator");
-  if (g.host.size() != g.world.size() || g.numa.size() != g.world.size())
-    fail(Errc::invalid_argument, g, c, "group places do not match its members");
-  if (c.root < 0 || c.root >= n)
-    fail(Errc::invalid_argument, g, c,
-         "argument 'root' = " + std::to_string(c.root) + " outside [0, " + std::to_string(n) + ")");
-}
-
 // Declares the user buffers this rank touches.
 void declare_buffers(Ctx& x, const Layout& l) {
   const Call& c = x.c();
@@ -531,7 +520,7 @@ void emit_direct(Ctx& x, const Layout& l, bool ring, const std::vector<NodeId>& 
 }
 
 std::shared_ptr<const dag::Plan> compile_rooted(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
-  check_group(g, c);
+  // The group and the root were checked once, by compile() (check_common).
   Ctx x(g, c, slot);
   const Layout l = make_layout(g, c, x.esize());
   declare_buffers(x, l);
