@@ -342,6 +342,7 @@ int print_plan(const PlanQuery& q) {
 
 }  // namespace
 
+// Over ~80 lines: CLI11 option declarations and the dispatch to the modes.
 int main(int argc, char** argv) {
   CLI::App app{
       "Prints the machine, the rank hierarchy (host, package, NUMA, core), leaders, RMA providers, the tuning\n"

@@ -175,6 +175,7 @@ bool mapped_plan(const Group& g, const Call& c) {
   return slot_need(g, c, block) <= limit;
 }
 
+// Over ~80 lines: one switch with a short case per collective.
 std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
   if (!mapped_possible(g, c))
     fail(Errc::unsupported, g, c,

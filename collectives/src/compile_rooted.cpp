@@ -278,6 +278,7 @@ std::uint32_t gather_pieces(const PackedTree& pt, const Layout& l, const Cells& 
          static_cast<std::uint32_t>(!meet(below, cs.at(gi)).empty());
 }
 
+// Over ~80 lines: one loop over the tree's cells, whose gather and scatter sides share the cell's nodes.
 void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
   const Group& g = x.g();
   const Call& c = x.c();
@@ -423,6 +424,7 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
 
 // ---------------------------------------------------------------- flat and ring
 
+// Over ~80 lines: flat and ring share one loop over the blocks.
 void emit_direct(Ctx& x, const Layout& l, bool ring, const std::vector<NodeId>& start) {
   const Group& g = x.g();
   const Call& c = x.c();

@@ -333,6 +333,7 @@ PlanBuilder& PlanBuilder::require_output_coverage(bool on) {
   return *this;
 }
 
+// Over ~80 lines: the freeze of a plan: its derived tables are computed in one pass, in order.
 Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
   if (!plan_) return {Errc::invalid_argument, "PlanBuilder: build() already called"};
   Plan& p = *plan_;

@@ -58,6 +58,7 @@ Status check_source(const Plan& p, NodeId id, const Region& r, const char* role)
 }
 }  // namespace
 
+// Over ~80 lines: one switch of per-node-kind rules over the same local state (split, it would pass it all around).
 Status validate(const Plan& p, bool require_output_coverage) {
   if (p.nranks() < 1) return {Errc::invalid_argument, "plan '" + p.name() + "': nranks must be >= 1"};
   if (p.rank() < 0 || p.rank() >= p.nranks())
