@@ -293,7 +293,8 @@ void print_version() {
                                                                  : names.c_str());
 }
 
-// --plan: one call on a synthetic world (ranks split evenly over hosts, one NUMA region each).
+// --plan: one call on the engine's communicator of a synthetic world (coll::planning_group: ranks
+// split evenly over hosts, one NUMA region each; memory-protocol plans on one host).
 struct PlanQuery {
   std::string coll;
   std::uint64_t bytes = 1024;
@@ -325,15 +326,7 @@ int print_plan(const PlanQuery& q) {
     if (k > static_cast<int>(coll::Kind::reduce_scatter_block) || q.ranks < 1 || q.hosts < 1 || q.hosts > q.ranks)
       throw std::invalid_argument("--plan '" + q.coll + "' with --ranks " + std::to_string(q.ranks) + " --hosts " +
                                   std::to_string(q.hosts) + ": not a collective or not a world");
-    coll::Group g;
-    g.world_size = q.ranks;
-    g.slot_bytes = std::size_t{1} << 20;
-    g.credits = 4;
-    for (int r = 0; r < q.ranks; ++r) {
-      g.world.push_back(r);
-      g.host.push_back(static_cast<int>(static_cast<long long>(r) * q.hosts / q.ranks));
-      g.numa.push_back(0);
-    }
+    const coll::Group g = coll::planning_group(q.ranks, q.hosts);
     coll::Options o;
     o.algorithm = q.algo;
     const coll::Call c = coll::planning_call(g, static_cast<coll::Kind>(k), q.bytes, o);
@@ -349,6 +342,7 @@ int print_plan(const PlanQuery& q) {
 
 }  // namespace
 
+// Over ~80 lines: CLI11 option declarations and the dispatch to the modes.
 int main(int argc, char** argv) {
   CLI::App app{
       "Prints the machine, the rank hierarchy (host, package, NUMA, core), leaders, RMA providers, the tuning\n"

@@ -16,6 +16,7 @@
 // --simulate searches the table of a synthetic machine with the simulator
 // instead (strata::sim::autotune, in this process; docs/tuning.md "Tuning a
 // simulated machine").
+// Over ~800 lines: one program's search plan, measurement and output share the Tuner class.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -384,6 +385,7 @@ class Tuner {
     std::function<bool(const std::string&, std::uint64_t, const Tuning&)> scored = nullptr;
   };
 
+  // Over ~80 lines: the whole search plan is one table, read top to bottom.
   std::vector<Search> plan() const {
     constexpr std::uint64_t K = 1024, M = 1024 * 1024;
     if (o_.mode == Mode::smoke) return {{"pipeline_fragment", {64 * K}, {"bcast"}, {256 * K}, "smoke test"}};
@@ -716,6 +718,7 @@ class Tuner {
   }
   static bool same_state(double a, double b) { return a > 0 && b > 0 && std::max(a, b) / std::min(a, b) < 1.5; }
 
+  // Over ~80 lines: the searches run in one sequence, each deciding from the table the ones before wrote.
   Value searches() {
     Value all = Value::object();
     const Tuning def{};

@@ -32,6 +32,7 @@ inline bool is_rank0() {
 /// `mpiexec.hydra`), where dir is this binary's directory and ARGS the other
 /// arguments. One rank per core is bound when N fits the cores. Returns only
 /// on error (the exit code to return); returns -1 when argv asks for no MPI backend.
+// Over ~80 lines: (81) the argument scan and the exec in one sequence.
 inline int exec_mpi_twin(const char* name, int argc, char** argv) {
   // Only --backend and --np here (the app's own parser reads the rest, and reports any error).
   std::string backend, np_text;

@@ -68,6 +68,7 @@
 // In the pencil decomposition the middle FFT (along i2) is the stage-2 of the
 // first transpose in pipelined/then modes and the stage-1 of the second in
 // blocking/overlap modes, so it always sits where it can overlap.
+// Over ~800 lines: the app's header-only core (templates over the backend) reads as one unit.
 #pragma once
 
 #include <fftw3.h>
@@ -503,6 +504,7 @@ class Fft3d {
     if (first) std::rethrow_exception(first);
   }
 
+  // Over ~80 lines: the transpose's modes share one chunk loop.
   void run(const Transpose& t, B& comm, Mode m, int chunks, Times& tm) {
     const int p = comm.size();
     const bool late = m == Mode::pipelined || m == Mode::then;
@@ -734,6 +736,7 @@ inline Cplx direct_dft(const Options& o, const std::vector<Cplx>& x, int f1, int
 }
 
 /// The whole program on backend @p b: returns the exit status.
+// Over ~80 lines: the app's main as one sequence (grid, plans, runs, verification, report).
 template <class Bk>
 int main_with(Bk& b, const Options& o, const char* backend_name, const std::string& hosts) {
   const int me = b.rank(), p = b.size();

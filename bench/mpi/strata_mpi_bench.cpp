@@ -253,6 +253,7 @@ Record reduce_times(const Options& o, const std::string& coll, const std::string
 
 }  // namespace
 
+// Over ~80 lines: a straight benchmark script, not library code.
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;

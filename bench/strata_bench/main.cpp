@@ -31,6 +31,7 @@ bool is_rank0() {
 
 [[noreturn]] void usage_error(const std::string& msg) { strata::cli::fail("strata-bench", msg, is_rank0()); }
 
+// Over ~80 lines: CLI11 option declarations.
 Options parse(int argc, char** argv) {
   Options o;
   CLI::App app{

@@ -232,6 +232,7 @@ std::string variant_suffix(const Options& o) {
 
 }  // namespace
 
+// Over ~80 lines: a straight measurement script (set-up, rounds, records), not library code.
 int run_coll(const Options& o, std::vector<Record>& out) {
   if (!o.backend.empty()) setenv("STRATA_INTRA", o.backend.c_str(), 1);
   if (!o.provider.empty()) setenv("STRATA_PROVIDER", o.provider.c_str(), 1);

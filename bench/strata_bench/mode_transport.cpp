@@ -232,6 +232,7 @@ void TransportBench::put_bandwidth(std::size_t n, int reps, int warm, std::vecto
   }
 }
 
+// Over ~80 lines: a straight benchmark script, not library code.
 int TransportBench::run(std::vector<Record>& out) {
   const auto sizes = o_.sizes.empty() ? default_transport_sizes() : o_.sizes;
   const std::size_t max_size = *std::max_element(sizes.begin(), sizes.end());

@@ -131,6 +131,7 @@ std::uint32_t bcast_slots(std::size_t nfrag, bool pull) {
   return static_cast<std::uint32_t>((pull ? 3 : 2) * nfrag + 2);
 }
 
+// Over ~80 lines: one loop per fragment over push, pull and direct edges that share the fragment's nodes.
 void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>& fr, std::size_t region,
                     std::uint64_t area_off, std::size_t area, std::uint32_t base, const BcastIO& io,
                     const std::vector<NodeId>& start_deps) {
@@ -289,6 +290,7 @@ struct ReduceIO {
 
 // Returns per fragment: at the tree root, the node after which acc(f) holds the
 // result; elsewhere, the put that sent the partial of fragment f up.
+// Over ~80 lines: one loop per fragment; the fold order and the regions it frees share its state.
 std::vector<NodeId> emit_reduce(Ctx& x, const patterns::Tree& tree, const patterns::CombineOrder* order,
                                 const std::vector<patterns::Fragment>& fr, std::size_t region, std::uint64_t area_off,
                                 std::size_t area, std::uint32_t base, const ReduceIO& io,
@@ -606,16 +608,16 @@ std::shared_ptr<const dag::Plan> compile_allreduce_tree(const Group& g, const Ca
 }  // namespace
 
 namespace cc {
-std::shared_ptr<const dag::Plan> barrier_plan(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> barrier_plan(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
   return compile_barrier(g, c, slot);
 }
-std::shared_ptr<const dag::Plan> broadcast_plan(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> broadcast_plan(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
   return compile_broadcast(g, c, slot);
 }
-std::shared_ptr<const dag::Plan> reduce_plan(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> reduce_plan(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
   return compile_reduce(g, c, slot);
 }
-std::shared_ptr<const dag::Plan> allreduce_tree_plan(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> allreduce_tree_plan(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
   return compile_allreduce_tree(g, c, slot);
 }
 }  // namespace cc
@@ -647,7 +649,7 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
   if (row == nullptr)
     fail(Errc::invalid_argument, g, c,
          "algorithm '" + c.algo.name + "' unknown (" + algorithm_names(c.kind) + "); see docs/algorithms.md");
-  return row->compile(g, c, slot);
+  return row->compile(g, c, slot, *row);
 }
 
 std::shared_ptr<const dag::Plan> compile_skipped(const Group& g, Kind kind, int slot) {

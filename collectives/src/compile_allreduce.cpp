@@ -26,12 +26,11 @@ namespace {
 using namespace steps;  // NOLINT: the step emitter
 
 // The automatic choice is coll::allreduce_auto() (thresholds in
-// the tuning table, compile_common.hpp); "hier" named without a variant uses rd
+// the tuning table, compile_common.hpp); "hier" (Variant::hier) uses rd
 // among the leaders up to allreduce_hier_rd_max_bytes, else rabenseifner.
 
-bool tree_name(const std::string& n) {
-  return n.empty() || n == "auto" || n == "tree" || n == "single" || n == "hierarchical" || n == "flat-tree";
-}
+// The leaders' algorithm of the hierarchical allreduce.
+enum class Inter : std::uint8_t { none, rd, rabenseifner, ring };
 
 // The vector cut into `parts` blocks of near-equal element counts.
 void split(std::size_t count, std::size_t es, int parts, std::vector<std::uint64_t>* bytes,
@@ -129,7 +128,7 @@ void rs_ag(int me, int n, bool ring, patterns::Schedule& out, const std::functio
 // "hier[:inter]": binomial reduce to the host leader (local index 0), the
 // inter algorithm among the leaders, binomial broadcast back. Every rank gets
 // the same number of steps (idle ones where it has nothing to do).
-void hier_schedule(const Hosts& h, int rank, int n, const std::string& inter, patterns::Schedule& out) {
+void hier_schedule(const Hosts& h, int rank, int n, Inter inter, patterns::Schedule& out) {
   const int nl = h.leaders();
   out.reset(rank, n, nl, patterns::BlockSpace::rank_blocks, false);
   const auto& mem = h.members[static_cast<std::size_t>(h.host_of[static_cast<std::size_t>(rank)])];
@@ -155,12 +154,12 @@ void hier_schedule(const Hosts& h, int rank, int n, const std::string& inter, pa
   auto leader = [&h](int j) { return h.members[static_cast<std::size_t>(j)].front(); };
   auto build_inter = [&](int j, patterns::Schedule& o) {
     o.reset(j, nl, nl, patterns::BlockSpace::rank_blocks, false);
-    if (inter == "rd") {
+    if (inter == Inter::rd) {
       patterns::Schedule w;
       patterns::recursive_doubling_allreduce(j, nl, w);
       append_steps(o, w, leader, true);
     } else {
-      rs_ag(j, nl, inter == "ring", o, leader);
+      rs_ag(j, nl, inter == Inter::ring, o, leader);
     }
   };
   build_inter(0, probe);
@@ -195,9 +194,7 @@ void hier_schedule(const Hosts& h, int rank, int n, const std::string& inter, pa
 
 }  // namespace
 
-bool allreduce_is_tree(const Call& c) { return tree_name(c.algo.name); }
-
-std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
   Ctx x(g, c, slot);
   const int n = g.size();
   const std::size_t es = x.esize();
@@ -205,41 +202,43 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
   x.b().require_output_coverage(false);
   if (!c.in_place) x.b().input(0, bytes);
   x.b().output(0, bytes);
+  x.b().algorithm(row.name);
   const bool ordered = !x.commutative();
-  const std::string& name = c.algo.name;
+  const std::string& name = row.name;
 
-  std::string inter;  // hier: algorithm among the leaders
+  Inter inter = Inter::none;  // hier: algorithm among the leaders
   Hosts hosts;
   int parts = 1;  // blocks of the vector
-  if (name == "rd" || name == "recursive-doubling") {
-    parts = 1;
-  } else if (name == "rabenseifner" || name == "ring") {
-    if (ordered) refuse_order(g, c, name, "reduces blocks in ring / halving order, not rank order");
-    parts = n;
-  } else if (name == "hier" || name.rfind("hier:", 0) == 0) {
-    hosts = hosts_of(g);
-    inter = name == "hier" ? (ordered || bytes <= tuning(g).allreduce_hier_rd_max_bytes ? "rd" : "rabenseifner")
-                           : name.substr(5);
-    if (inter != "rd" && inter != "rabenseifner" && inter != "ring")
-      fail(Errc::invalid_argument, g, c,
-           "algorithm '" + name + "': inter-host part '" + inter + "' unknown (rd | rabenseifner | ring)");
-    if (ordered && inter != "rd") refuse_order(g, c, name, "reduces among the host leaders out of rank order");
-    if (ordered && !hosts.contiguous())
-      refuse_order(g, c, name, "needs every host's ranks to be consecutive to keep rank order");
-    parts = hosts.leaders();
-  } else {
-    fail(Errc::invalid_argument, g, c,
-         "algorithm '" + name + "' unknown (tree | single | rd | rabenseifner | ring | hier[:rd|:rabenseifner|:ring])");
+  switch (row.variant) {
+    case Variant::rd:
+      break;
+    case Variant::rabenseifner:
+    case Variant::ring:
+      if (ordered) refuse_order(g, c, name, "reduces blocks in ring / halving order, not rank order");
+      parts = n;
+      break;
+    default:  // Variant::hier, hier_rd, hier_rabenseifner, hier_ring
+      hosts = hosts_of(g);
+      inter = row.variant == Variant::hier_rd                             ? Inter::rd
+              : row.variant == Variant::hier_rabenseifner                 ? Inter::rabenseifner
+              : row.variant == Variant::hier_ring                         ? Inter::ring
+              : ordered || bytes <= tuning(g).allreduce_hier_rd_max_bytes ? Inter::rd
+                                                                          : Inter::rabenseifner;
+      if (ordered && inter != Inter::rd) refuse_order(g, c, name, "reduces among the host leaders out of rank order");
+      if (ordered && !hosts.contiguous())
+        refuse_order(g, c, name, "needs every host's ranks to be consecutive to keep rank order");
+      parts = hosts.leaders();
+      break;
   }
   std::vector<std::uint64_t> bb, at;
   split(c.count, es, parts, &bb, &at);
 
   auto build = [&](int r, patterns::Schedule& s) {
-    if (parts == 1 && inter.empty()) {
+    if (parts == 1 && inter == Inter::none) {
       patterns::recursive_doubling_allreduce(r, n, s);
-    } else if (inter.empty()) {
+    } else if (inter == Inter::none) {
       s.reset(r, n, n, patterns::BlockSpace::rank_blocks, false);
-      rs_ag(r, n, name == "ring", s, [](int q) { return q; });
+      rs_ag(r, n, row.variant == Variant::ring, s, [](int q) { return q; });
     } else {
       hier_schedule(hosts, r, n, inter, s);
     }
@@ -267,40 +266,6 @@ std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered) {
   if (bytes <= (g.spans_hosts() ? t.allreduce_net_rd_max_bytes : t.allreduce_rd_max_bytes)) return "rd";
   if (ordered) return "tree";  // rabenseifner / ring cannot keep rank order
   return bytes < t.allreduce_ring_min_bytes ? "rabenseifner" : "ring";
-}
-
-std::vector<std::pair<std::string, std::string>> selection_rules() { return selection_rules(Tuning{}); }
-
-std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t) {
-  auto sz = [](std::uint64_t b) {
-    if (b >= (std::uint64_t{1} << 20) && b % (std::uint64_t{1} << 20) == 0) return std::to_string(b >> 20) + " MiB";
-    if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + " KiB";
-    return std::to_string(b) + " B";
-  };
-  return {
-      {"barrier", "dissemination"},
-      {"broadcast, reduce",
-       "tree: host:binomial, numa:binomial, core:flat (STRATA_TREE); push (STRATA_DIRECTION); whole message up to " +
-           sz(t.pipeline_fragment) + " if it fits the window region, else " + sz(t.pipeline_fragment) + " fragments (" +
-           sz(t.net_pipeline_fragment) + " when the members span hosts, every kind)"},
-      {"allreduce", "rd up to " + sz(t.allreduce_rd_max_bytes) + " (" + sz(t.allreduce_net_rd_max_bytes) +
-                        " when the members span hosts), rabenseifner below " + sz(t.allreduce_ring_min_bytes) +
-                        ", ring from there; non-commutative ops: rd, then tree"},
-      {"gather, scatter", "tree (alternatives: single, flat, ring; scatter can pull)"},
-      {"gatherv, scatterv", "flat (tree needs the counts broadcast first)"},
-      {"allgather(v)", "bruck if the result is <= " + sz(t.allgather_bruck_max_bytes) +
-                           " and n > 2, else ring (alternatives: rd, hier, numa-ring)"},
-      {"alltoall", "bruck if n >= " + std::to_string(t.alltoall_bruck_min_ranks) + " and blocks <= " +
-                       sz(t.alltoall_bruck_max_block) + ", else pairwise (alternative: pull; alltoallv: pairwise)"},
-      {"reduce_scatter(_block)", "ring; pairwise for non-commutative user ops (alternative: rh)"},
-      {"allgather(v), alltoall(v) large blocks",
-       "messages from " + sz(t.sym_large_message) + ": " + sz(t.sym_large_fragment) +
-           " fragments and the own block copied per fragment after the matching puts; copies into recv with "
-           "non-temporal stores when send + recv of a rank is at least " +
-           sz(t.sym_stream_min_bytes)},
-      {"one host, small calls", "mapped plans up to " + sz(t.mapped_max_bytes) + " per rank (shared buffers: up to " +
-                                    sz(t.shared_mapped_max_bytes) + ", then single copy through the mappings)"},
-  };
 }
 
 }  // namespace strata::coll

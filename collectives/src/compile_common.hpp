@@ -16,6 +16,7 @@
 #include "patterns/rank_order.hpp"
 #include "patterns/tree.hpp"
 #include "strata/collectives/compile.hpp"
+#include "strata/collectives/registry.hpp"
 
 namespace strata::coll::cc {
 
@@ -330,17 +331,12 @@ class Ctx {
   // flag_wait can rely on it. Without a bound flag block it does nothing.
   std::shared_ptr<const dag::Plan> build() {
     if (b_.algorithm().empty()) {
-      // Tree collectives (and explicitly named algorithms) keep the call's name;
-      // step schedules record theirs (compile_symmetric.cpp) before build().
-      const std::string& n = c_.algo.name;
-      const bool tree =
-          n.empty() || n == "auto" || n == "tree" || n == "hierarchical" || n == "single" || n == "flat-tree";
+      // The tree plans (Variant::tree) record their shape here; every other
+      // compile function records its row's name before build().
       if (c_.kind == Kind::barrier)
         b_.algorithm("dissemination");
-      else if (tree)
-        b_.algorithm(c_.algo.hierarchical ? "tree (host/numa/core levels)" : "tree (single level)");
       else
-        b_.algorithm(n);
+        b_.algorithm(c_.algo.hierarchical ? "tree (host/numa/core levels)" : "tree (single level)");
     }
     {
       const std::size_t n = b_.size();
@@ -398,26 +394,35 @@ inline void finish(Ctx& x) {
   x.barrier(kExitBarrier, all.empty() ? std::vector<NodeId>{} : std::vector<NodeId>{x.b().nop(all)});
 }
 
-// compile.cpp: the tree collectives (rows of the registry, registry.cpp).
-std::shared_ptr<const dag::Plan> barrier_plan(const Group& g, const Call& c, int slot);
-std::shared_ptr<const dag::Plan> broadcast_plan(const Group& g, const Call& c, int slot);
-std::shared_ptr<const dag::Plan> reduce_plan(const Group& g, const Call& c, int slot);
-std::shared_ptr<const dag::Plan> allreduce_tree_plan(const Group& g, const Call& c, int slot);
+// The compile functions of the registry's rows (registry.cpp; CompileFn):
+// each dispatches on its row's Variant and records its row's name.
+// compile.cpp: the tree collectives.
+std::shared_ptr<const dag::Plan> barrier_plan(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
+std::shared_ptr<const dag::Plan> broadcast_plan(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
+std::shared_ptr<const dag::Plan> reduce_plan(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
+std::shared_ptr<const dag::Plan> allreduce_tree_plan(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
 
-// Mapped plans (compile_mapped.cpp): whether @p c on @p g runs as one, and the plan.
+// Mapped plans (compile_mapped.cpp): whether @p c on @p g can run as one
+// (named), whether the automatic selection runs it as one, and the plan.
+bool mapped_possible(const Group& g, const Call& c);
 bool mapped_plan(const Group& g, const Call& c);
-std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, int slot);
+std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
 
-// The compilers of compile_*.cpp (one per family), dispatched by compile().
-std::shared_ptr<const dag::Plan> compile_gather(const Group& g, const Call& c, int slot);
-std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, int slot);
-std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c, int slot);
-std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c, int slot);
-std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Call& c, int slot);
-// compile_single_copy.cpp (docs/algorithms.md, "Single copy"): whether a call
-// with blocks of `block` bytes reads them straight out of the owners' user
-// buffers (one-host communicator with Group::publish_word, automatic or
-// "single-copy" algorithm, block >= single_copy_min_bytes), and the plans.
+// The step-schedule and rooted families (compile_symmetric.cpp, compile_rooted.cpp).
+std::shared_ptr<const dag::Plan> compile_gather(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
+std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
+std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
+std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
+std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Call& c, int slot,
+                                                        const AlgorithmRow& row);
+// compile_single_copy.cpp (docs/algorithms.md, "Single copy"): whether the
+// group and call allow single copy at all (one-host communicator with
+// Group::publish_word, no persistent plan or on_block: a named
+// "single-copy" row needs it), whether the automatic selection reads blocks
+// of `block` bytes straight out of the owners' user buffers (Call::fast_ok,
+// block inside the family's window of the tuning table, or shared buffers),
+// and the plans.
+bool single_copy_possible(const Group& g, const Call& c);
 bool single_copy(const Group& g, const Call& c, std::uint64_t block);
 std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_alltoall_single(const Group& g, const Call& c, int slot);
@@ -426,21 +431,19 @@ std::shared_ptr<const dag::Plan> compile_scatter_single(const Group& g, const Ca
 std::shared_ptr<const dag::Plan> compile_gather_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, const Call& c, int slot);
 // Allreduce not in place, one host: automatic within the tuning table's
-// allreduce_single_copy_min_bytes .. max_bytes (ordinary buffers), or named.
+// allreduce_single_copy_min_bytes .. max_bytes (ordinary buffers).
 bool single_copy_allreduce(const Group& g, const Call& c);
-// reduce_scatter_block not in place, one host: named, shared buffers, or
-// automatic within rs_single_copy_min_bytes .. max_bytes (the whole vector).
+// reduce_scatter_block not in place, one host: automatic with shared
+// buffers, or within rs_single_copy_min_bytes .. max_bytes (the whole vector).
 bool single_copy_reduce_scatter(const Group& g, const Call& c);
 std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const Call& c, int slot);
 // Whether @p c's kind has a single-copy plan (broadcast, scatter, gather,
 // allgather, alltoall and reduce_scatter_block not in place).
 bool has_single_copy_plan(const Call& c);
-// Whether scatter / gather / reduce_scatter_block @p c runs single copy: named, or automatic with
-// shared buffers (single_copy()).
+// Whether scatter / gather / reduce_scatter_block @p c runs single copy
+// automatically: shared buffers and single_copy().
 bool shared_single_copy(const Group& g, const Call& c);
-// compile_allreduce.cpp: whether the call's allreduce algorithm is the tree of
-// compile.cpp (automatic selection included), and the schedule-based ones.
-bool allreduce_is_tree(const Call& c);
-std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c, int slot);
+// compile_allreduce.cpp: the schedule-based allreduces (rd, rabenseifner, ring, hier*).
+std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
 
 }  // namespace strata::coll::cc

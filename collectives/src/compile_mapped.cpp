@@ -139,13 +139,18 @@ void fold(Ctx& x, const Region& self, NodeId self_ready, std::uint64_t off, cons
 
 }  // namespace
 
-bool mapped_plan(const Group& g, const Call& c) {
+bool mapped_possible(const Group& g, const Call& c) {
   if (g.mapped_word == 0 || g.size() < 2 || c.direct || c.on_block || c.entry_all || c.exit_all) return false;
   if (!kind_supported(c) || c.count > (std::size_t{1} << 30)) return false;
   const std::size_t es = c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
   const std::uint64_t block = c.kind == Kind::barrier ? 0 : c.count * es;
-  if (slot_need(g, c, block) + kHeader > g.mapped_slot_bytes) return false;
-  if (c.algo.name == "mapped") return true;
+  return slot_need(g, c, block) + kHeader <= g.mapped_slot_bytes;
+}
+
+bool mapped_plan(const Group& g, const Call& c) {
+  if (!mapped_possible(g, c)) return false;
+  const std::size_t es = c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
+  const std::uint64_t block = c.kind == Kind::barrier ? 0 : c.count * es;
   // Automatic only when the caller left every choice to strata (Call::fast_ok:
   // no algorithm, tree, fragmentation or direction asked for, loose sync; the
   // engine may have resolved the name from the decision table already).
@@ -170,8 +175,9 @@ bool mapped_plan(const Group& g, const Call& c) {
   return slot_need(g, c, block) <= limit;
 }
 
-std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, int slot) {
-  if (!mapped_plan(g, c))
+// Over ~80 lines: one switch with a short case per collective.
+std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
+  if (!mapped_possible(g, c))
     fail(Errc::unsupported, g, c,
          "algorithm 'mapped' needs a communicator whose members share this host with mapped windows and window "
          "flags (not under STRATA_WINDOW_FLAGS=off), loose synchronization, a collective other than the v-variants "
@@ -179,7 +185,7 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
          "a window slot (STRATA_SLOT_BYTES)");
   Ctx x(g, c, slot);
   x.b().require_output_coverage(false);
-  x.b().algorithm("mapped");
+  x.b().algorithm(row.name);
   x.b().output(2, g.mapped_slot_bytes);
   const int n = g.size();
   const int me = g.rank;
@@ -306,3 +312,15 @@ std::shared_ptr<const dag::Plan> compile_mapped(const Group& g, const Call& c, i
 }
 
 }  // namespace strata::coll::cc
+
+namespace strata::coll {
+
+std::size_t mapped_slot_bytes(std::uint64_t mapped_max_bytes, int members, std::size_t slot_bytes) {
+  if (members < 2) return 0;
+  // Room for the widest call (scatter, alltoall, reduce_scatter_block: one block per member).
+  const std::uint64_t block = std::max<std::uint64_t>(mapped_max_bytes, 4096);
+  const std::uint64_t want = block * static_cast<std::uint64_t>(members) + 64;  // + the record's line
+  return static_cast<std::size_t>((std::min<std::uint64_t>(want, slot_bytes) + 63) / 64 * 64);
+}
+
+}  // namespace strata::coll

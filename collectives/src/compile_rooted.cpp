@@ -104,17 +104,6 @@ Layout make_layout(const Group& g, const Call& c, std::size_t es) {
   return l;
 }
 
-void check_group(const Group& g, const Call& c) {
-  const int n = g.size();
-  if (n < 1) fail(Errc::invalid_argument, g, c, "empty communicator");
-  if (g.rank < 0 || g.rank >= n) fail(Errc::invalid_argument, g, c, "rank outside the communicator");
-  if (g.host.size() != g.world.size() || g.numa.size() != g.world.size())
-    fail(Errc::invalid_argument, g, c, "group places do not match its members");
-  if (c.root < 0 || c.root >= n)
-    fail(Errc::invalid_argument, g, c,
-         "argument 'root' = " + std::to_string(c.root) + " outside [0, " + std::to_string(n) + ")");
-}
-
 // Declares the user buffers this rank touches.
 void declare_buffers(Ctx& x, const Layout& l) {
   const Call& c = x.c();
@@ -289,6 +278,7 @@ std::uint32_t gather_pieces(const PackedTree& pt, const Layout& l, const Cells& 
          static_cast<std::uint32_t>(!meet(below, cs.at(gi)).empty());
 }
 
+// Over ~80 lines: one loop over the tree's cells, whose gather and scatter sides share the cell's nodes.
 void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
   const Group& g = x.g();
   const Call& c = x.c();
@@ -434,6 +424,7 @@ void emit_tree(Ctx& x, const Layout& l, const std::vector<NodeId>& start) {
 
 // ---------------------------------------------------------------- flat and ring
 
+// Over ~80 lines: flat and ring share one loop over the blocks.
 void emit_direct(Ctx& x, const Layout& l, bool ring, const std::vector<NodeId>& start) {
   const Group& g = x.g();
   const Call& c = x.c();
@@ -530,17 +521,18 @@ void emit_direct(Ctx& x, const Layout& l, bool ring, const std::vector<NodeId>& 
   }
 }
 
-std::shared_ptr<const dag::Plan> compile_rooted(const Group& g, const Call& c, int slot) {
-  check_group(g, c);
+std::shared_ptr<const dag::Plan> compile_rooted(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
+  // The group and the root were checked once, by compile() (check_common).
   Ctx x(g, c, slot);
   const Layout l = make_layout(g, c, x.esize());
   declare_buffers(x, l);
   const std::vector<NodeId> start = entry(x);
-  const std::string& a = c.algo.name;
-  if (a == "flat" || a == "ring")
-    emit_direct(x, l, a == "ring", start);
-  else
+  if (row.variant == Variant::flat || row.variant == Variant::ring) {
+    x.b().algorithm(row.name);
+    emit_direct(x, l, row.variant == Variant::ring, start);
+  } else {
     emit_tree(x, l, start);
+  }
   finish(x);
   if (x.b().size() == 0) x.b().nop();
   return x.build();
@@ -548,12 +540,12 @@ std::shared_ptr<const dag::Plan> compile_rooted(const Group& g, const Call& c, i
 
 }  // namespace
 
-std::shared_ptr<const dag::Plan> compile_gather(const Group& g, const Call& c, int slot) {
-  return compile_rooted(g, c, slot);
+std::shared_ptr<const dag::Plan> compile_gather(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
+  return compile_rooted(g, c, slot, row);
 }
 
-std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, int slot) {
-  return compile_rooted(g, c, slot);
+std::shared_ptr<const dag::Plan> compile_scatter(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
+  return compile_rooted(g, c, slot, row);
 }
 
 }  // namespace strata::coll::cc

@@ -160,13 +160,15 @@ void declare_rooted(Ctx& x, bool scatter, std::uint64_t bb) {
 
 }  // namespace
 
+bool single_copy_possible(const Group& g, const Call& c) {
+  return g.publish_word != 0 && g.size() >= 2 && !c.direct && !c.on_block;
+}
+
 bool single_copy(const Group& g, const Call& c, std::uint64_t block) {
-  if (g.publish_word == 0 || g.size() < 2 || c.direct || c.on_block) return false;
-  if (c.algo.name == "single-copy") return true;
   // Automatic only when the caller left every choice to strata (Call::fast_ok:
   // no algorithm, tree, fragmentation or direction asked for, loose sync),
   // for blocks inside the tuning table's window for the family.
-  if (!c.fast_ok || !steps::automatic(c.algo.name)) return false;
+  if (!single_copy_possible(g, c) || !c.fast_ok) return false;
   const Tuning& t = tuning(g);
   // Shared buffers (Engine::allocate, CollOptions::shared_buffers): every
   // reader maps the owners' buffers, so a read is one memcpy out of the
@@ -195,8 +197,7 @@ bool has_single_copy_plan(const Call& c) {
 }
 
 bool shared_single_copy(const Group& g, const Call& c) {
-  // single_copy() decides both (a named algorithm, or automatic with shared buffers).
-  return (c.shared_buffers || c.algo.name == "single-copy") &&
+  return c.shared_buffers &&
          single_copy(g, c, c.count * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype)));
 }
 
@@ -414,7 +415,7 @@ bool single_copy_reduce_scatter(const Group& g, const Call& c) {
   if (c.kind != Kind::reduce_scatter_block || c.in_place || g.publish_word == 0 || g.size() < 2 || c.direct ||
       c.on_block)
     return false;
-  if (shared_single_copy(g, c)) return true;  // named, or shared buffers
+  if (shared_single_copy(g, c)) return true;  // shared buffers
   // Automatic with ordinary buffers (Call::fast_ok: the ring's name is the decision then).
   if (!c.fast_ok || c.shared_buffers) return false;
   const Tuning& t = tuning(g);
@@ -424,8 +425,7 @@ bool single_copy_reduce_scatter(const Group& g, const Call& c) {
 }
 
 bool single_copy_allreduce(const Group& g, const Call& c) {
-  if (c.kind != Kind::allreduce || g.publish_word == 0 || g.size() < 2 || c.direct || c.on_block) return false;
-  if (c.algo.name == "single-copy") return true;  // compile_allreduce_single explains what it needs
+  if (c.kind != Kind::allreduce || !single_copy_possible(g, c)) return false;
   // Automatic: the caller left the algorithm to strata (Call::fast_ok; the
   // allreduce's name is already the decision table's rd / rabenseifner /
   // ring then), ordinary buffers, not in place.

@@ -312,11 +312,6 @@ inline void check_sizes(const Group& g, const Call& c, const std::vector<std::si
              std::to_string(g.size()) + " ranks");
 }
 
-// "", "auto", "tree", "single", "hierarchical": let the compiler pick.
-inline bool automatic(const std::string& name) {
-  return name.empty() || name == "auto" || name == "tree" || name == "single" || name == "hierarchical";
-}
-
 inline std::shared_ptr<const dag::Plan> done(Ctx& x) {
   finish(x);
   if (x.b().size() == 0) x.b().nop();

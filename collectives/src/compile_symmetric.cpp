@@ -240,7 +240,7 @@ void permuted_ring_allgather(const std::vector<int>& order, int rank, int n, pat
 
 }  // namespace
 
-std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c, int slot) {
+std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
   Ctx x(g, c, slot);
   const int n = g.size();
   const std::size_t es = x.esize();
@@ -265,22 +265,26 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
   if (!c.in_place) x.b().input(0, bytes[me]);
   x.b().output(0, recv_total);
 
-  const std::string name = planned_algorithm(g, c)->name;  // the registry's rule (registry.cpp)
-  x.b().algorithm(name);
+  x.b().algorithm(row.name);
   std::function<void(int, patterns::Schedule&)> build;
-  if (name == "ring") {
-    build = [n](int r, patterns::Schedule& s) { patterns::ring_allgather(r, n, s); };
-  } else if (name == "rd") {
-    build = [n](int r, patterns::Schedule& s) { patterns::recursive_doubling_allgather(r, n, s); };
-  } else if (name == "bruck") {
-    build = [n](int r, patterns::Schedule& s) { patterns::bruck_allgather(r, n, s); };
-  } else if (name == "hier") {
-    build = [h = hosts_of(g), n](int r, patterns::Schedule& s) { hier_allgather(h, r, n, s); };
-  } else if (name == "numa-ring") {
-    build = [order = numa_ring_order(g), n](int r, patterns::Schedule& s) { permuted_ring_allgather(order, r, n, s); };
-  } else {
-    fail(Errc::invalid_argument, g, c,
-         "algorithm '" + c.algo.name + "' unknown (ring | rd | bruck | hier | numa-ring)");
+  switch (row.variant) {
+    case Variant::rd:
+      build = [n](int r, patterns::Schedule& s) { patterns::recursive_doubling_allgather(r, n, s); };
+      break;
+    case Variant::bruck:
+      build = [n](int r, patterns::Schedule& s) { patterns::bruck_allgather(r, n, s); };
+      break;
+    case Variant::hier:
+      build = [h = hosts_of(g), n](int r, patterns::Schedule& s) { hier_allgather(h, r, n, s); };
+      break;
+    case Variant::numa_ring:
+      build = [order = numa_ring_order(g), n](int r, patterns::Schedule& s) {
+        permuted_ring_allgather(order, r, n, s);
+      };
+      break;
+    default:  // Variant::ring
+      build = [n](int r, patterns::Schedule& s) { patterns::ring_allgather(r, n, s); };
+      break;
   }
 
   Tracker t;
@@ -444,7 +448,8 @@ class BruckKind : public StepKind {
 
 }  // namespace
 
-std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c, int slot) {
+// Over ~80 lines: the three schedules share the layout, the in-place copy and the own-block split.
+std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c, int slot, const AlgorithmRow& row) {
   Ctx x(g, c, slot);
   const int n = g.size();
   const auto nn = static_cast<std::size_t>(n);
@@ -485,13 +490,10 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
   x.b().output(0, out_total);
 
   const std::uint64_t bb = c.count * es;
-  const std::string name = planned_algorithm(g, c)->name;  // the registry's rule (registry.cpp)
-  x.b().algorithm(name);
-  if (name == "bruck") {
-    if (v) fail(Errc::unsupported, g, c, "algorithm 'bruck' needs equal block sizes (use 'pairwise' for alltoallv)");
-  } else if (name != "pairwise" && name != "pull") {
-    fail(Errc::invalid_argument, g, c, "algorithm '" + c.algo.name + "' unknown (pairwise | bruck | pull)");
-  }
+  x.b().algorithm(row.name);
+  const bool bruck = row.variant == Variant::bruck;
+  if (bruck && v)
+    fail(Errc::unsupported, g, c, "algorithm 'bruck' needs equal block sizes (use 'pairwise' for alltoallv)");
   const std::size_t max_out = c.algo.max_outstanding == 0 ? kMaxOutstandingPuts : c.algo.max_outstanding;
 
   Tracker t;
@@ -504,13 +506,13 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
     t.read(whole, n0);
     t.write(copy, n0);
   }
-  const bool split = !c.in_place && name != "bruck" && sb[me] >= tuning(g).sym_large_message;
+  const bool split = !c.in_place && !bruck && sb[me] >= tuning(g).sym_large_message;
   if (!c.in_place && sb[me] > 0 && !split) {
     const Region dst = dag::out(0, rat[me], rb[me]);
     t.write(dst, x.b().copy(dag::in(0, sat[me], sb[me]), dst, start));
   }
   patterns::Schedule s;
-  if (name == "bruck") {
+  if (bruck) {
     x.b().scratch(0, bb * nn);
     BruckKind k(t, x.b(), g.rank, n, bb, c.in_place);
     const std::uint64_t maxm = max_message(
@@ -522,7 +524,7 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
   } else {
     const Geometry geo = geometry(g, c, es, v ? 0 : bb, !v, sym_large(g));
     const bool stream = in_total + out_total >= tuning(g).sym_stream_min_bytes;
-    if (name == "pull") {
+    if (row.variant == Variant::pull) {
       emit_pull(x, t, geo, start, c.in_place, sb, sat, rb, rat, max_out);
     } else {
       PairwiseKind k(t, x.b(), sb, sat, rb, rat, c.in_place);
@@ -667,7 +669,9 @@ class RsPairwiseKind : public StepKind {
 
 }  // namespace
 
-std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Call& c, int slot) {
+// Over ~80 lines: (81) the ring / halving and the pairwise paths share the layout.
+std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Call& c, int slot,
+                                                        const AlgorithmRow& row) {
   Ctx x(g, c, slot);
   const int n = g.size();
   const auto nn = static_cast<std::size_t>(n);
@@ -693,17 +697,14 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter(const Group& g, const Ca
     x.b().output(0, bytes[me]);
   }
 
-  const std::string& name = c.algo.name;
   const bool ordered = !x.commutative();
-  void (*build)(int, int, patterns::Schedule&) = nullptr;
-  const std::string algo = planned_algorithm(g, c)->name;  // the registry's rule (registry.cpp)
+  void (*build)(int, int, patterns::Schedule&) = nullptr;  // null: pairwise
+  const std::string& algo = row.name;
   x.b().algorithm(algo);
-  if (algo == "ring")
+  if (row.variant == Variant::ring)
     build = patterns::ring_reduce_scatter;
-  else if (algo == "rh" || algo == "rd" || algo == "halving")
+  else if (row.variant == Variant::halving)
     build = patterns::recursive_halving_reduce_scatter;
-  else if (algo != "pairwise")
-    fail(Errc::invalid_argument, g, c, "algorithm '" + name + "' unknown (ring | rh | pairwise)");
 
   Tracker t;
   const std::vector<NodeId> start = entry(x);

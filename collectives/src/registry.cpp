@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compile_common.hpp"
 #include "strata/collectives/select.hpp"
+#include "strata/collectives/tuning.hpp"
 
 namespace strata::coll {
 
@@ -83,42 +85,45 @@ bool rs_ring_applies(const Group& g, const Call& c) { return automatic(g, c) && 
 bool rs_pairwise_applies(const Group& g, const Call& c) { return automatic(g, c) && ordered(c); }
 
 // ---------------------------------------------------------------- compile functions of the memory-protocol rows
-Plan bcast_sc(const Group& g, const Call& c, int slot) {
-  if (!bcast_sc_applies(g, c)) fail(Errc::unsupported, g, c, single_copy_unavailable());
+// Run because the row applies (automatic) or because the call names it: a
+// named row that cannot run the call explains what it needs.
+Plan bcast_sc(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
+  if (!cc::single_copy_possible(g, c)) fail(Errc::unsupported, g, c, single_copy_unavailable());
   return cc::compile_broadcast_single(g, c, slot);
 }
-Plan allreduce_sc(const Group& g, const Call& c, int slot) {
-  if (!allreduce_sc_applies(g, c)) fail(Errc::unsupported, g, c, single_copy_unavailable());
+Plan allreduce_sc(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
+  if (!cc::single_copy_possible(g, c)) fail(Errc::unsupported, g, c, single_copy_unavailable());
   return cc::compile_allreduce_single(g, c, slot);
 }
-Plan allgather_sc(const Group& g, const Call& c, int slot) {
-  if (!allgather_sc_applies(g, c)) fail(Errc::unsupported, g, c, single_copy_unavailable());
+Plan allgather_sc(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
+  if (!cc::single_copy_possible(g, c)) fail(Errc::unsupported, g, c, single_copy_unavailable());
   return cc::compile_allgather_single(g, c, slot);
 }
 // alltoall, reduce_scatter_block: when named, the plan explains what it needs.
-Plan alltoall_sc(const Group& g, const Call& c, int slot) {
-  if (!alltoall_sc_applies(g, c) && g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
+Plan alltoall_sc(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
+  if (g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
   return cc::compile_alltoall_single(g, c, slot);
 }
-Plan rs_sc(const Group& g, const Call& c, int slot) {
-  if (!rs_sc_applies(g, c) && g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
+Plan rs_sc(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
+  if (g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
   return cc::compile_reduce_scatter_single(g, c, slot);
 }
 // gather / scatter: single copy with shared buffers (or named and possible), else the tree.
-Plan gather_sc(const Group& g, const Call& c, int slot) {
-  return rooted_sc_applies(g, c) ? cc::compile_gather_single(g, c, slot) : cc::compile_gather(g, c, slot);
+Plan gather_sc(const Group& g, const Call& c, int slot, const AlgorithmRow& r) {
+  return cc::single_copy_possible(g, c) ? cc::compile_gather_single(g, c, slot) : cc::compile_gather(g, c, slot, r);
 }
-Plan scatter_sc(const Group& g, const Call& c, int slot) {
-  return rooted_sc_applies(g, c) ? cc::compile_scatter_single(g, c, slot) : cc::compile_scatter(g, c, slot);
+Plan scatter_sc(const Group& g, const Call& c, int slot, const AlgorithmRow& r) {
+  return cc::single_copy_possible(g, c) ? cc::compile_scatter_single(g, c, slot) : cc::compile_scatter(g, c, slot, r);
 }
 
 // ---------------------------------------------------------------- the table
 const char* const kTreeCost = "h + ceil(m/f) - 1 fragment steps; m x children sent";
 
 AlgorithmRow row(Kind k, std::string name, std::string schedule, std::string cost, std::string chosen,
-                 std::vector<std::string> keys, bool (*applies)(const Group&, const Call&),
-                 Plan (*compile)(const Group&, const Call&, int)) {
+                 std::vector<std::string> keys, bool (*applies)(const Group&, const Call&), CompileFn compile,
+                 Variant variant = Variant::tree) {
   AlgorithmRow r;
+  r.variant = variant;
   r.kind = k;
   r.name = std::move(name);
   r.schedule = std::move(schedule);
@@ -135,19 +140,19 @@ AlgorithmRow mapped_row(Kind k) {
              "each rank copies its contribution into its own mapped slot; readers copy or fold straight out of it",
              "one copy in, n - 1 reads per rank; no messages", "one host, mapped windows, loose, fits mapped_max_bytes",
              {"mapped_max_bytes", "mapped_rs_max_bytes", "shared_mapped_max_bytes", "mapped_slots"}, mapped_applies,
-             cc::compile_mapped);
+             cc::compile_mapped, Variant::mapped);
 }
 
 AlgorithmRow sc_row(Kind k, std::string chosen, std::vector<std::string> keys,
-                    bool (*applies)(const Group&, const Call&), Plan (*compile)(const Group&, const Call&, int)) {
+                    bool (*applies)(const Group&, const Call&), CompileFn compile) {
   return row(k, "single-copy", "each block read straight out of its owner's user buffer (CMA or shared mapping)",
-             "one copy per block; 2 flag waits per block", std::move(chosen), std::move(keys), applies, compile);
+             "one copy per block; 2 flag waits per block", std::move(chosen), std::move(keys), applies, compile,
+             Variant::single_copy);
 }
 
 // The tree rows of a tree collective: the single-level tree, then the multilevel tree (the default).
 void tree_rows(std::vector<AlgorithmRow>* t, Kind k, const std::string& schedule, const std::string& cost,
-               bool (*tree_applies)(const Group&, const Call&), Plan (*compile)(const Group&, const Call&, int),
-               std::vector<std::string> keys) {
+               bool (*tree_applies)(const Group&, const Call&), CompileFn compile, std::vector<std::string> keys) {
   AlgorithmRow single = row(k, "single", "one k-nomial tree over all ranks, ignoring hosts and NUMA (tree: single:K)",
                             cost, "", keys, nullptr, compile);
   single.aliases = {"flat-tree"};
@@ -162,7 +167,7 @@ void tree_rows(std::vector<AlgorithmRow>* t, Kind k, const std::string& schedule
 void rooted_rows(std::vector<AlgorithmRow>* t, Kind k, bool gather) {
   t->push_back(mapped_row(k));
   const bool v = k == Kind::gatherv || k == Kind::scatterv;
-  Plan (*rooted)(const Group&, const Call&, int) = gather ? cc::compile_gather : cc::compile_scatter;
+  const CompileFn rooted = gather ? cc::compile_gather : cc::compile_scatter;
   if (!v) {
     AlgorithmRow sc = sc_row(k, "one host, shared buffers (CollOptions::shared_buffers)", {}, rooted_sc_applies,
                              gather ? gather_sc : scatter_sc);
@@ -176,8 +181,10 @@ void rooted_rows(std::vector<AlgorithmRow>* t, Kind k, bool gather) {
   single.tree = single.single_level = true;
   t->push_back(single);
   t->push_back(row(k, "flat", "the root exchanges every block with every rank directly", "n - 1 messages at the root",
-                   v ? "default (a tree needs the counts on every rank first)" : "", {}, nullptr, rooted));
-  t->push_back(row(k, "ring", "blocks pass along the ring of ranks", "n - 1 steps", "", {}, nullptr, rooted));
+                   v ? "default (a tree needs the counts on every rank first)" : "", {}, nullptr, rooted,
+                   Variant::flat));
+  t->push_back(
+      row(k, "ring", "blocks pass along the ring of ranks", "n - 1 steps", "", {}, nullptr, rooted, Variant::ring));
   // The tree row comes last: compile() runs it for any other name.
   AlgorithmRow tree = row(k, "tree", "multilevel tree; blocks travel packed along it", cost,
                           v ? "a pull direction asked for" : "default", {}, always, rooted);
@@ -193,36 +200,39 @@ const AlgorithmRow& find_row(const std::vector<AlgorithmRow>& t, Kind k, const s
 void allreduce_rows(std::vector<AlgorithmRow>* t) {
   const Kind k = Kind::allreduce;
   t->push_back(mapped_row(k));
-  t->push_back(sc_row(k, "one host, not in place, allreduce_single_copy_min_bytes .. max_bytes",
+  t->push_back(sc_row(k, "one host, not in place, allreduce_single_copy_min_bytes .. allreduce_single_copy_max_bytes",
                       {"allreduce_single_copy_min_bytes", "allreduce_single_copy_max_bytes"}, allreduce_sc_applies,
                       allreduce_sc));
   tree_rows(t, k, "reduce to rank 0 + broadcast down the same tree, fragment-pipelined",
             "2h + ceil(m/f) - 1 fragment steps", automatic, cc::allreduce_tree_plan,
             {"allreduce_tree_host", "allreduce_tree_numa", "allreduce_tree_core", "pipeline_fragment"});
-  t->back().chosen = "one rank; non-commutative above allreduce_rd_max_bytes";
-  AlgorithmRow rd = row(k, "rd", "recursive doubling", "log2 n steps of m bytes",
-                        "up to allreduce_rd_max_bytes (allreduce_net_rd_max_bytes across hosts)",
-                        {"allreduce_rd_max_bytes", "allreduce_net_rd_max_bytes"}, nullptr, cc::compile_allreduce);
+  t->back().chosen = "one rank, or non-commutative operators above allreduce_rd_max_bytes";
+  AlgorithmRow rd =
+      row(k, "rd", "recursive doubling", "log2 n steps of m bytes",
+          "up to allreduce_rd_max_bytes (allreduce_net_rd_max_bytes across hosts)",
+          {"allreduce_rd_max_bytes", "allreduce_net_rd_max_bytes"}, nullptr, cc::compile_allreduce, Variant::rd);
   rd.aliases = {"recursive-doubling"};
   t->push_back(rd);
   AlgorithmRow rab = row(k, "rabenseifner", "recursive-halving reduce-scatter + recursive-doubling allgather",
                          "2 log2 n steps; 2 m (n-1)/n bytes", "above rd, below allreduce_ring_min_bytes",
                          {"allreduce_rd_max_bytes", "allreduce_net_rd_max_bytes", "allreduce_ring_min_bytes"}, nullptr,
-                         cc::compile_allreduce);
+                         cc::compile_allreduce, Variant::rabenseifner);
   rab.keeps_order = false;
   t->push_back(rab);
   AlgorithmRow ring =
       row(k, "ring", "ring reduce-scatter + ring allgather", "2 (n-1) steps; 2 m (n-1)/n bytes",
-          "from allreduce_ring_min_bytes", {"allreduce_ring_min_bytes"}, nullptr, cc::compile_allreduce);
+          "from allreduce_ring_min_bytes", {"allreduce_ring_min_bytes"}, nullptr, cc::compile_allreduce, Variant::ring);
   ring.keeps_order = false;
   t->push_back(ring);
   const char* hs = "binomial reduce to the host leaders, an inter-host algorithm among them, binomial broadcast";
   t->push_back(row(k, "hier", hs, "intra-host 2 log2 ppn + the leaders' algorithm", "", {"allreduce_hier_rd_max_bytes"},
-                   nullptr, cc::compile_allreduce));
-  for (const char* inter : {"rd", "rabenseifner", "ring"}) {
+                   nullptr, cc::compile_allreduce, Variant::hier));
+  const std::pair<const char*, Variant> inters[] = {
+      {"rd", Variant::hier_rd}, {"rabenseifner", Variant::hier_rabenseifner}, {"ring", Variant::hier_ring}};
+  for (const auto& [inter, variant] : inters) {
     AlgorithmRow h =
         row(k, std::string("hier:") + inter, hs, "intra-host 2 log2 ppn + the leaders' " + std::string(inter), "", {},
-            nullptr, cc::compile_allreduce);
+            nullptr, cc::compile_allreduce, variant);
     h.keeps_order = find_row(*t, k, inter).keeps_order;  // the leaders' algorithm's
     t->push_back(h);
   }
@@ -230,57 +240,63 @@ void allreduce_rows(std::vector<AlgorithmRow>* t) {
 
 void allgather_rows(std::vector<AlgorithmRow>* t, Kind k) {
   t->push_back(mapped_row(k));
-  t->push_back(sc_row(k,
-                      "one host, loose, mean block in sym_single_copy_min_bytes .. max_bytes (any with shared buffers)",
-                      {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, allgather_sc_applies, allgather_sc));
+  t->push_back(
+      sc_row(k,
+             "one host, loose, mean block in sym_single_copy_min_bytes .. sym_single_copy_max_bytes (any with shared "
+             "buffers)",
+             {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, allgather_sc_applies, allgather_sc));
   const std::vector<std::string> large = {"sym_large_message", "sym_large_fragment", "sym_stream_min_bytes"};
   t->push_back(row(k, "ring", "ring allgather", "n - 1 steps of m bytes", "above allgather_bruck_max_bytes or n <= 2",
-                   {"allgather_bruck_max_bytes"}, allgather_ring_applies, cc::compile_allgather));
-  t->push_back(
-      row(k, "rd", "recursive doubling", "log2 n steps; (n-1) m bytes", "", large, nullptr, cc::compile_allgather));
+                   {"allgather_bruck_max_bytes"}, allgather_ring_applies, cc::compile_allgather, Variant::ring));
+  t->push_back(row(k, "rd", "recursive doubling", "log2 n steps; (n-1) m bytes", "", large, nullptr,
+                   cc::compile_allgather, Variant::rd));
   t->push_back(row(k, "bruck", "Bruck's allgather", "ceil(log2 n) steps; (n-1) m bytes",
                    "whole result up to allgather_bruck_max_bytes and n > 2", {"allgather_bruck_max_bytes"},
-                   allgather_bruck_applies, cc::compile_allgather));
+                   allgather_bruck_applies, cc::compile_allgather, Variant::bruck));
   t->push_back(row(k, "hier", "binomial gather to the host leaders, ring among them, binomial broadcast",
-                   "intra-host log2 ppn + hosts - 1 steps", "", large, nullptr, cc::compile_allgather));
+                   "intra-host log2 ppn + hosts - 1 steps", "", large, nullptr, cc::compile_allgather, Variant::hier));
   t->push_back(row(k, "numa-ring", "ring ordered host by host, NUMA region by NUMA region", "n - 1 steps of m bytes",
-                   "", large, nullptr, cc::compile_allgather));
+                   "", large, nullptr, cc::compile_allgather, Variant::numa_ring));
 }
 
 void alltoall_rows(std::vector<AlgorithmRow>* t, Kind k) {
   const bool v = k == Kind::alltoallv;
   if (!v) {
     t->push_back(mapped_row(k));
-    t->push_back(sc_row(k, "one host, not in place, loose, block in sym_single_copy_min_bytes .. max_bytes",
-                        {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, alltoall_sc_applies, alltoall_sc));
+    t->push_back(
+        sc_row(k, "one host, not in place, loose, block in sym_single_copy_min_bytes .. sym_single_copy_max_bytes",
+               {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, alltoall_sc_applies, alltoall_sc));
   }
   t->push_back(row(k, "pairwise", "rotated pairwise exchange (push)", "n - 1 steps of one block",
                    v ? "default" : "blocks above alltoall_bruck_max_block or n < alltoall_bruck_min_ranks",
-                   {"sym_large_message", "sym_large_fragment"}, alltoall_pairwise_applies, cc::compile_alltoall));
+                   {"sym_large_message", "sym_large_fragment"}, alltoall_pairwise_applies, cc::compile_alltoall,
+                   Variant::pairwise));
   if (!v)
     t->push_back(row(k, "bruck", "Bruck's alltoall", "ceil(log2 n) steps; n/2 blocks each",
                      "n >= alltoall_bruck_min_ranks and blocks up to alltoall_bruck_max_block",
                      {"alltoall_bruck_min_ranks", "alltoall_bruck_max_block"}, alltoall_bruck_applies,
-                     cc::compile_alltoall));
+                     cc::compile_alltoall, Variant::bruck));
   t->push_back(row(k, "pull", "rotated pairwise exchange, receivers get each block", "n - 1 steps of one block", "", {},
-                   nullptr, cc::compile_alltoall));
+                   nullptr, cc::compile_alltoall, Variant::pull));
 }
 
 void reduce_scatter_rows(std::vector<AlgorithmRow>* t, Kind k) {
   t->push_back(mapped_row(k));
   if (k == Kind::reduce_scatter_block)
-    t->push_back(sc_row(k, "one host, not in place, loose, vector in rs_single_copy_min_bytes .. max_bytes",
+    t->push_back(sc_row(k,
+                        "one host, not in place, loose, vector in rs_single_copy_min_bytes .. rs_single_copy_max_bytes",
                         {"rs_single_copy_min_bytes", "rs_single_copy_max_bytes"}, rs_sc_applies, rs_sc));
   t->push_back(row(k, "ring", "ring reduce-scatter", "n - 1 steps of one block", "commutative operators", {},
-                   rs_ring_applies, cc::compile_reduce_scatter));
+                   rs_ring_applies, cc::compile_reduce_scatter, Variant::ring));
   AlgorithmRow rh = row(k, "rh", "recursive halving", "log2 n steps; (n-1)/n of the vector", "", {}, nullptr,
-                        cc::compile_reduce_scatter);
+                        cc::compile_reduce_scatter, Variant::halving);
   rh.aliases = {"rd", "halving"};
   t->push_back(rh);
   t->push_back(row(k, "pairwise", "pairwise exchange, folded in rank order", "n - 1 steps of one block",
-                   "non-commutative operators", {}, rs_pairwise_applies, cc::compile_reduce_scatter));
+                   "non-commutative operators", {}, rs_pairwise_applies, cc::compile_reduce_scatter,
+                   Variant::pairwise));
   for (AlgorithmRow& r : *t)
-    if (r.kind == k) r.keeps_order = r.applies == rs_pairwise_applies;  // only pairwise folds in rank order
+    if (r.kind == k) r.keeps_order = r.variant == Variant::pairwise;  // only pairwise folds in rank order
 }
 
 std::vector<AlgorithmRow> build_table() {
@@ -292,7 +308,8 @@ std::vector<AlgorithmRow> build_table() {
   t.push_back(dis);
   t.push_back(mapped_row(Kind::broadcast));
   t.push_back(
-      sc_row(Kind::broadcast, "one host, loose, bcast_single_copy_min_bytes .. max_bytes (any with shared buffers)",
+      sc_row(Kind::broadcast,
+             "one host, loose, bcast_single_copy_min_bytes .. bcast_single_copy_max_bytes (any with shared buffers)",
              {"bcast_single_copy_min_bytes", "bcast_single_copy_max_bytes", "bcast_single_copy_split_min_bytes"},
              bcast_sc_applies, bcast_sc));
   tree_rows(&t, Kind::broadcast, "multilevel tree (host / NUMA / core), push or pull per level, fragment-pipelined",
@@ -379,6 +396,58 @@ const AlgorithmRow* planned_algorithm(const Group& g, const Call& c) {
   for (const AlgorithmRow* r : algorithms_of(c.kind))
     if (r->named(c.algo.name) || (r->applies != nullptr && r->applies(g, c))) return r;
   return nullptr;
+}
+
+namespace {
+
+// A tuning-table value in words: sizes in KiB / MiB / TiB where exact, counts as numbers.
+std::string value_text(const std::string& key, std::uint64_t v) {
+  const bool size = key.find("bytes") != std::string::npos || key.find("block") != std::string::npos ||
+                    key.find("fragment") != std::string::npos || key.find("message") != std::string::npos;
+  if (!size) return std::to_string(v);
+  if (v >= (std::uint64_t{1} << 40) && v % (std::uint64_t{1} << 40) == 0) return std::to_string(v >> 40) + " TiB";
+  if (v >= (std::uint64_t{1} << 20) && v % (std::uint64_t{1} << 20) == 0) return std::to_string(v >> 20) + " MiB";
+  if (v >= 1024 && v % 1024 == 0) return std::to_string(v >> 10) + " KiB";
+  return std::to_string(v) + " B";
+}
+
+// @p text with every tuning-table key in it replaced by its value in @p t.
+std::string with_values(const std::string& text, const Tuning& t) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto word = [&](std::size_t j) {
+      const char ch = text[j];
+      return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+    };
+    if (!word(i)) {
+      out += text[i++];
+      continue;
+    }
+    std::size_t j = i;
+    while (j < text.size() && word(j)) ++j;
+    const std::string token = text.substr(i, j - i);
+    const TuningField* f = tuning_field(token);
+    out += f != nullptr ? value_text(token, t.*(f->member)) : token;
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> selection_rules() { return selection_rules(Tuning{}); }
+
+std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int k = 0; k <= static_cast<int>(Kind::reduce_scatter_block); ++k) {
+    const auto kind = static_cast<Kind>(k);
+    std::string rule;
+    for (const AlgorithmRow* r : algorithms_of(kind))
+      if (!r->chosen.empty()) rule += (rule.empty() ? "" : "; ") + r->name + ": " + with_values(r->chosen, t);
+    out.emplace_back(to_string(kind), rule);
+  }
+  return out;
 }
 
 std::string algorithm_table_markdown() {

@@ -3,6 +3,7 @@
 // (registry.cpp); tree shapes, fragmentation and directions are parsed here.
 #include "strata/collectives/select.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string>
@@ -398,6 +399,39 @@ Call planning_call(const Group& g, Kind kind, std::uint64_t bytes, const Options
   c.algo = select_algorithm(r, g, env);
   c.fast_ok = automatic_call(kind, o, false, env);
   return c;
+}
+
+void memory_plans(Group* g, bool single_copy, bool mapped) {
+  if (!g->flags || g->size() < 2 || g->spans_hosts()) return;
+  // Word layout past the slots' flag words (the engine's differs in where,
+  // not in what): the publication records, then the mapped area's records.
+  const auto credits = static_cast<std::uint32_t>(std::max(1, g->credits));
+  const std::uint32_t publish = (credits + dag::kPublishWords) / dag::kPublishWords * dag::kPublishWords;
+  if (single_copy) g->publish_word = publish;
+  if (!mapped) return;
+  static const Tuning kDefaults{};
+  const Tuning& t = g->tuning ? *g->tuning : kDefaults;
+  g->mapped_slot_bytes = mapped_slot_bytes(t.mapped_max_bytes, g->size(), g->slot_bytes);
+  g->mapped_word = (publish + dag::kPublishWords * credits + 15) / 16 * 16;
+  g->mapped_at = g->slot_bytes * credits + std::size_t{g->mapped_word} * 4;
+  g->mapped_slots = 0;  // the credits: every instance's shift is 0
+}
+
+Group planning_group(int ranks, int hosts) {
+  Group g;
+  g.world_size = ranks;
+  g.slot_bytes = std::size_t{1} << 20;
+  g.credits = 4;
+  g.flags = true;
+  for (int r = 0; r < ranks; ++r) {
+    g.world.push_back(r);
+    g.host.push_back(static_cast<int>(static_cast<long long>(r) * hosts / std::max(1, ranks)));
+    g.numa.push_back(0);
+  }
+  g.grants = g.spans_hosts();
+  memory_plans(&g, !strata::detail::env::is("STRATA_SINGLE_COPY", "off"),
+               !strata::detail::env::is("STRATA_MAPPED", "off"));
+  return g;
 }
 
 void check_rank_order(Kind kind, const Algorithm& a, int rank) {

@@ -28,6 +28,7 @@ constexpr std::uint64_t kKiB = 1024;
 constexpr std::uint64_t kGiB = kKiB * kKiB * kKiB;
 }  // namespace
 
+// Over ~80 lines: a table, one entry per tuning field.
 const std::vector<TuningField>& tuning_fields() {
   static const std::vector<TuningField> f = {
       {"allgather_bruck_max_bytes", &Tuning::allgather_bruck_max_bytes, 0, kGiB, 1,

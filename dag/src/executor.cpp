@@ -368,6 +368,276 @@ BlockLayout block_layout(const Plan& p) {
     if (d.ref.kind == BufferKind::scratch) L.total = align_up(L.total + d.size);
   return L;
 }
+
+using Impl = Executor::Impl;
+
+// One start's arguments and the plan's block layout (Executor::start_unchecked
+// and its steps below). The start path runs for every call: ~0.1 us matters,
+// so the steps take this by reference and build error text only on failure.
+struct Start {
+  Impl& im;
+  const Plan& p;
+  const Bindings& b;
+  std::uint16_t comm;
+  std::uint32_t seq;
+  BlockLayout L;
+  // Built only on an error path: formatting it eagerly cost ~0.1 us per start (perf).
+  [[nodiscard]] std::string who() const {
+    return "Executor::start(plan '" + p.name() + "', rank " + std::to_string(im.tp.rank()) + ", comm " +
+           std::to_string(comm) + ", seq " + std::to_string(seq) + ")";
+  }
+  [[nodiscard]] Status unbound(const BufferDecl& d) const {
+    return {Errc::invalid_argument, who() + (d.ref.kind == BufferKind::input ? ": input " : ": output ") +
+                                        std::to_string(d.ref.id) + " (" + std::to_string(d.size) +
+                                        " bytes) is not bound"};
+  }
+  [[nodiscard]] Status in_flight() const {
+    return {Errc::invalid_argument, who() + ": this (comm, seq) is already in flight"};
+  }
+};
+
+// The plan fits this executor and its peers are alive.
+Status check_start(const Start& s) {
+  if (s.seq > kSeqMask) return {Errc::invalid_argument, s.who() + ": seq exceeds 2^28-1"};
+  if (s.p.rank() != s.im.tp.rank() || s.p.nranks() != s.im.tp.size())
+    return {Errc::invalid_argument, s.who() + ": plan is rank " + std::to_string(s.p.rank()) + " of " +
+                                        std::to_string(s.p.nranks()) + " but the transport is rank " +
+                                        std::to_string(s.im.tp.rank()) + " of " + std::to_string(s.im.tp.size())};
+  for (int peer : s.p.peers())
+    if (s.im.dead[static_cast<std::size_t>(peer)].load())
+      return {Errc::peer_dead, s.who() + ": peer rank " + std::to_string(peer) + " is dead"};
+  return Status::ok();
+}
+
+// Binding j of a peer buffer @p d from the bindings' peer table.
+Status bind_peer(const Start& s, const BufferDecl& d, BufBind* bind) {
+  const std::vector<PeerKey>& table = s.b.peer_table != nullptr ? *s.b.peer_table : s.b.peers;
+  auto it = std::find_if(table.begin(), table.end(),
+                         [&](const PeerKey& k) { return k.rank == d.ref.peer && k.id == d.ref.id; });
+  if (it == table.end())
+    return {Errc::invalid_argument, s.who() + ": peer buffer " + std::to_string(d.ref.id) + " of rank " +
+                                        std::to_string(d.ref.peer) + " is not bound"};
+  if (!it->key.valid() || it->key.owner != d.ref.peer || it->key.len < d.size)
+    return {Errc::invalid_argument, s.who() + ": key of peer buffer " + std::to_string(d.ref.id) + " of rank " +
+                                        std::to_string(d.ref.peer) + " is invalid or shorter than " +
+                                        std::to_string(d.size) + " bytes"};
+  bind->key = it->key;
+  bind->base = static_cast<unsigned char*>(it->mapped);
+  return Status::ok();
+}
+
+// Resolves every buffer of the plan into @p binds (constructing them when
+// @p construct), then checks the mapped reads and the flag words it needs.
+Status resolve_bindings(const Start& s, BufBind* binds, bool construct) {
+  const Plan& p = s.p;
+  std::size_t scratch_at = s.L.off_scratch;
+  for (std::size_t j = 0; j < p.buffers().size(); ++j) {
+    const BufferDecl& d = p.buffers()[j];
+    if (construct) new (&binds[j]) BufBind();
+    switch (d.ref.kind) {
+      case BufferKind::input:
+      case BufferKind::output:
+        if (!bind_user(d, s.b, binds[j].base)) return s.unbound(d);
+        break;
+      case BufferKind::scratch:
+        binds[j].base = nullptr;  // fixed up after allocation
+        binds[j].key.reserved = scratch_at;
+        scratch_at = align_up(scratch_at + d.size);
+        break;
+      case BufferKind::peer:
+        if (Status st = bind_peer(s, d, &binds[j]); !st) return st;
+        break;
+    }
+  }
+  for (const std::uint32_t j : p.mapped_reads())
+    if (binds[j].base == nullptr)
+      return {Errc::invalid_argument, s.who() + ": peer buffer " + std::to_string(p.buffers()[j].ref.id) + " of rank " +
+                                          std::to_string(p.buffers()[j].ref.peer) +
+                                          " is read directly but not mapped here (PeerKey::mapped)"};
+  if (p.flag_words() > 0) {
+    // Memory-protocol nodes: every flag_wait peer's flags must be mapped here
+    // (flag_set without a bound block of its own does nothing).
+    for (const int r : p.flag_peers())
+      if (s.b.flags == nullptr || static_cast<std::size_t>(r) >= s.b.nflags || s.b.flags[r] == nullptr)
+        return {Errc::invalid_argument,
+                s.who() + ": flag words of rank " + std::to_string(r) + " are not mapped here (flag_wait)"};
+  }
+  return Status::ok();
+}
+
+// Constructs the instance in @p block (bindings: @p binds, or already in the
+// block when null) from the start's arguments.
+Instance* make_instance(const Start& s, void* block, const BufBind* binds, std::shared_ptr<const Plan> plan,
+                        DoneFn done) {
+  auto* in = new (block) Instance;  // member initializers only (no zeroing of the whole)
+  in->ex = &s.im;
+  in->block_size = s.L.total;
+  in->stamp = s.b.stamp;
+  in->plan = std::move(plan);
+  in->key = make_key(s.comm, s.seq);
+  in->comm = s.comm;
+  in->seq = s.seq & kSeqMask;
+  in->done = std::move(done);
+  in->block = block;
+  in->nodes = reinterpret_cast<NodeState*>(static_cast<unsigned char*>(block) + s.L.off_nodes);
+  in->bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(block) + s.L.off_bufs);
+  in->flags = s.b.flags;
+  in->shadows = s.b.flag_shadows;
+  in->shadow_words = s.b.flag_shadows != nullptr ? s.b.shadow_words : 0;
+  in->flag_wake = s.b.flag_wake;
+  in->shift = s.b.shift;
+  in->drain = s.b.flags != nullptr ? s.im.drain_of(s.comm) : nullptr;
+  if (s.im.obs != nullptr) s.im.obs->instance_start(*in);
+  if (binds != nullptr)
+    for (std::size_t j = 0; j < s.p.buffers().size(); ++j) {
+      BufBind* bb = new (&in->bufs[j]) BufBind(binds[j]);
+      if (s.p.buffers()[j].ref.kind == BufferKind::scratch) {
+        bb->base = static_cast<unsigned char*>(block) + bb->key.reserved;
+        bb->key = transport::RemoteKey{};
+      }
+    }
+  return in;
+}
+
+// Straight plans whose memory nodes all run inline (cheap()): runs them here
+// first. Returns the nodes that ran (bit i: node i; 0 when it does not
+// apply); @p finished when all did (the instance is then complete) or the
+// start failed (@p st).
+std::uint64_t run_straight_first(const Start& s, Instance* in, bool* finished, Status* st) {
+  Impl& im = s.im;
+  const Plan& p = s.p;
+  *finished = false;
+  if (p.straight_preds().empty() || !(im.serial || p.straight_bytes() <= im.opts.inline_bytes)) return 0;
+  if (im.live.load(std::memory_order_acquire) > 0) {
+    Shard& sh = im.shard(in->key);
+    std::lock_guard<strata::detail::SpinLock> g(sh.mu);
+    if (sh.find(in->key) != nullptr) {
+      *st = s.in_flight();  // before destroy(): it may release the plan the message names
+      Impl::destroy(in);
+      *finished = true;
+      return 0;
+    }
+  }
+  std::uint64_t ran = im.run_straight(in);
+  const std::size_t n = p.size();
+  const std::uint64_t all = n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
+  // A late flag when nothing else is in flight here (a blocking-style
+  // call, not one of a stream): look again a few times before paying for
+  // the publication (ExecutorOptions::start_spins, docs/dag.md).
+  if (ran != all && im.opts.start_spins > 0 && im.live.load(std::memory_order_relaxed) == 0)
+    for (int k = 0; k < im.opts.start_spins && ran != all; ++k) {
+      strata::detail::cpu_relax();
+      ran = im.run_straight(in, ran);
+    }
+  if (ran == all) {
+    im.complete(in, false);
+    *st = Status::ok();
+    *finished = true;
+  }
+  return ran;
+}
+
+// Node states of @p in; after a partial straight run (@p ran) the
+// predecessors still to finish. Sets the instance's remaining count.
+void init_nodes(const Start& s, Instance* in, std::uint64_t ran) {
+  const std::size_t n = s.p.size();
+  const Plan::Initial* init = s.p.initial().data();
+  const std::vector<std::uint64_t>& preds = s.p.straight_preds();
+  std::int64_t left = static_cast<std::int64_t>(n);
+  for (NodeId i = 0; i < n; ++i) {
+    NodeState* ns = new (&in->nodes[i]) NodeState();
+    // (ran != 0 only for straight plans: at most 64 nodes, so i < 64 below.)
+    const std::int32_t deps =
+        ran == 0 ? init[i].deps : static_cast<std::int32_t>(__builtin_popcountll(preds[i] & ~ran));
+    if (ran != 0 && ((ran >> i) & 1) != 0) --left;
+    ns->deps.store(deps, std::memory_order_relaxed);
+    ns->sig.store(init[i].sig, std::memory_order_relaxed);
+    ns->inst = in;
+  }
+  in->remaining.store(left + 1, std::memory_order_relaxed);  // + start token
+}
+
+// Publishes @p in in its shard (an error, instance destroyed: the key is in
+// flight); @p early receives the signals that arrived before it.
+Status publish_instance(const Start& s, Instance* in, std::vector<std::uint32_t>* early) {
+  // Counted before it is published: a signal handler may launch its nodes at once.
+  Drain* const drain = in->drain;
+  if (drain != nullptr) drain->live.fetch_add(1, std::memory_order_acq_rel);
+  Shard& sh = s.im.shard(in->key);
+  std::lock_guard<strata::detail::SpinLock> g(sh.mu);
+  if (sh.find(in->key) != nullptr) {
+    Status st = s.in_flight();  // before destroy(): it may release the plan the message names
+    Impl::destroy(in);
+    if (drain != nullptr) drain->live.fetch_sub(1, std::memory_order_acq_rel);  // start() abandons the watermark
+    return st;
+  }
+  if (s.p.wait_nodes().empty()) {
+    sh.link(in);  // no signal can name it
+  } else {
+    Entry& e = sh.map[in->key];
+    sh.tomb.erase(in->key);
+    e.inst = in;
+    early->swap(e.early);
+  }
+  return Status::ok();
+}
+
+// Counts the signals that arrived before @p in was published.
+void apply_early(const Start& s, Instance* in, const std::vector<std::uint32_t>& early) {
+  for (std::uint32_t slot : early) {
+    const NodeId w = in->plan->wait_node(slot);
+    if (w == kNoNode) {
+      s.im.fail(in, Status(Errc::internal, s.who() + ": an early signal named slot " + std::to_string(slot) +
+                                               ", which no wait node uses"));
+      continue;
+    }
+    NodeState& ns = in->nodes[w];
+    std::int32_t v = ns.sig.load(std::memory_order_acquire);
+    while (v > 0 && !ns.sig.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) {
+    }
+    if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) s.im.ready_outside(in, w);
+  }
+}
+
+// Publishes the instance in @p block (bindings: @p binds, or already in the block when null) and launches its roots.
+Status launch(const Start& s, void* block, const BufBind* binds, std::shared_ptr<const Plan> plan, DoneFn done) {
+  Impl& im = s.im;
+  Instance* in = make_instance(s, block, binds, std::move(plan), std::move(done));
+  // Watermarks earlier instances owe the peers this one does not signal.
+  if (in->drain != nullptr && in->drain->any_owed.load(std::memory_order_acquire))
+    im.send_owed(in->drain, in->plan.get());
+  // A member announced this call failed before it started here: it runs
+  // nothing (its waits expect no signal) and settles like the others.
+  const bool pre_failed = im.nabort.load(std::memory_order_acquire) > 0 && im.apply_doom(in, false);
+  // Straight plans: the instance is published only if a flag is not there yet.
+  bool finished = false;
+  Status st = Status::ok();
+  const std::uint64_t ran = run_straight_first(s, in, &finished, &st);
+  if (finished) return st;
+  init_nodes(s, in, ran);
+  std::vector<std::uint32_t> early;
+  if (Status pub = publish_instance(s, in, &early); !pub) return pub;
+  im.live.fetch_add(1, std::memory_order_acq_rel);
+  // A failure notice that came while this instance was being started (the
+  // check above was too early, the notice's lookup too): fail it now.
+  if (pre_failed)
+    im.release_waits(in);  // its waits expect no signal
+  else if (im.nabort.load(std::memory_order_acquire) > 0)
+    (void)im.apply_doom(in, true);
+  apply_early(s, in, early);
+  // Roots (wait nodes are released by their signals only); the start token
+  // keeps the instance alive while we launch them. After a partial straight
+  // run: the nodes not done whose predecessors are (its late flag_waits).
+  if (ran == 0) {
+    for (const NodeId i : s.p.roots()) im.ready_outside(in, i);
+  } else {
+    const std::vector<std::uint64_t>& preds = s.p.straight_preds();
+    for (NodeId i = 0; i < s.p.size(); ++i)
+      if (((ran >> i) & 1) == 0 && (preds[i] & ~ran) == 0) im.ready_outside(in, i);
+  }
+  im.unpin(in);
+  return Status::ok();
+}
 }  // namespace
 
 Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std::uint16_t comm, std::uint32_t seq,
@@ -380,176 +650,23 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
   return st;
 }
 
-// Longer than the ~80-line aim on purpose: this is the start path of every
-// call (~0.1 us matters, see the comments inside), and its lambdas (launch,
-// unbound, give_back) stay in one function so that the compiler keeps them
-// inline with the checks. Splitting it waits for a bench/compare run.
+// The start path of every call: the checks, then a block (this plan's last
+// one, pre-built or not, else a new one) and launch(). The steps are the
+// functions above; the plan's spare block is handled here (Plan befriends
+// the Executor).
 Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Bindings& b, std::uint16_t comm,
                                  std::uint32_t seq, DoneFn done) {
   Impl& im = *impl_;
   if (!plan) return {Errc::invalid_argument, "Executor::start: plan is null"};
   const Plan& p = *plan;
-  // Built only on an error path: formatting it eagerly cost ~0.1 us per start (perf).
-  const auto who = [&] {
-    return "Executor::start(plan '" + p.name() + "', rank " + std::to_string(im.tp.rank()) + ", comm " +
-           std::to_string(comm) + ", seq " + std::to_string(seq) + ")";
-  };
-  if (seq > kSeqMask) return {Errc::invalid_argument, who() + ": seq exceeds 2^28-1"};
-  if (p.rank() != im.tp.rank() || p.nranks() != im.tp.size())
-    return {Errc::invalid_argument, who() + ": plan is rank " + std::to_string(p.rank()) + " of " +
-                                        std::to_string(p.nranks()) + " but the transport is rank " +
-                                        std::to_string(im.tp.rank()) + " of " + std::to_string(im.tp.size())};
-  for (int peer : p.peers())
-    if (im.dead[static_cast<std::size_t>(peer)].load())
-      return {Errc::peer_dead, who() + ": peer rank " + std::to_string(peer) + " is dead"};
-
-  // One block: Instance, node states, buffer bindings, scratch.
-  const std::size_t n = p.size();
+  const Start s{im, p, b, comm, seq, block_layout(p)};
+  if (Status st = check_start(s); !st) return st;
   const std::size_t nb = p.buffers().size();
-  const BlockLayout L = block_layout(p);
   // A block goes back to its plan for a later start, else to the executor.
-  const auto unbound = [&](const BufferDecl& d) -> Status {
-    return {Errc::invalid_argument, who() + (d.ref.kind == BufferKind::input ? ": input " : ": output ") +
-                                        std::to_string(d.ref.id) + " (" + std::to_string(d.size) +
-                                        " bytes) is not bound"};
-  };
   const auto give_back = [&](void* blk) {
     void* none = nullptr;
-    if (!p.spare_block_.compare_exchange_strong(none, blk, std::memory_order_acq_rel)) im.free_block(blk, L.total);
+    if (!p.spare_block_.compare_exchange_strong(none, blk, std::memory_order_acq_rel)) im.free_block(blk, s.L.total);
   };
-  // Publishes the instance in @p block (bindings: @p binds, or already in the block when null) and launches its roots.
-  const auto launch = [&](void* block, const BufBind* binds) -> Status {
-    const std::uint64_t key = make_key(comm, seq);
-    auto* in = new (block) Instance;  // member initializers only (no zeroing of the whole)
-    in->ex = &im;
-    in->block_size = L.total;
-    in->stamp = b.stamp;
-    in->plan = std::move(plan);
-    in->key = key;
-    in->comm = comm;
-    in->seq = seq & kSeqMask;
-    in->done = std::move(done);
-    in->block = block;
-    in->nodes = reinterpret_cast<NodeState*>(static_cast<unsigned char*>(block) + L.off_nodes);
-    in->bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(block) + L.off_bufs);
-    in->flags = b.flags;
-    in->shadows = b.flag_shadows;
-    in->shadow_words = b.flag_shadows != nullptr ? b.shadow_words : 0;
-    in->flag_wake = b.flag_wake;
-    in->shift = b.shift;
-    in->drain = b.flags != nullptr ? im.drain_of(comm) : nullptr;
-    if (im.obs != nullptr) im.obs->instance_start(*in);
-    if (binds != nullptr)
-      for (std::size_t j = 0; j < nb; ++j) {
-        BufBind* bb = new (&in->bufs[j]) BufBind(binds[j]);
-        if (p.buffers()[j].ref.kind == BufferKind::scratch) {
-          bb->base = static_cast<unsigned char*>(block) + bb->key.reserved;
-          bb->key = transport::RemoteKey{};
-        }
-      }
-    // Watermarks earlier instances owe the peers this one does not signal.
-    if (in->drain != nullptr && in->drain->any_owed.load(std::memory_order_acquire))
-      im.send_owed(in->drain, in->plan.get());
-    // A member announced this call failed before it started here: it runs
-    // nothing (its waits expect no signal) and settles like the others.
-    const bool pre_failed = im.nabort.load(std::memory_order_acquire) > 0 && im.apply_doom(in, false);
-    // Straight plans whose memory nodes all run inline (cheap()): run them
-    // here first; the instance is published only if a flag is not there yet.
-    const std::vector<std::uint64_t>& preds = p.straight_preds();
-    std::uint64_t ran = 0;
-    if (!preds.empty() && (im.serial || p.straight_bytes() <= im.opts.inline_bytes)) {
-      if (im.live.load(std::memory_order_acquire) > 0) {
-        Shard& sh = im.shard(key);
-        std::lock_guard<strata::detail::SpinLock> g(sh.mu);
-        if (sh.find(key) != nullptr) {
-          Impl::destroy(in);
-          return {Errc::invalid_argument, who() + ": this (comm, seq) is already in flight"};
-        }
-      }
-      ran = im.run_straight(in);
-      const std::uint64_t all = n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
-      // A late flag when nothing else is in flight here (a blocking-style
-      // call, not one of a stream): look again a few times before paying for
-      // the publication (ExecutorOptions::start_spins, docs/dag.md).
-      if (ran != all && im.opts.start_spins > 0 && im.live.load(std::memory_order_relaxed) == 0)
-        for (int k = 0; k < im.opts.start_spins && ran != all; ++k) {
-          strata::detail::cpu_relax();
-          ran = im.run_straight(in, ran);
-        }
-      if (ran == all) {
-        im.complete(in, false);
-        return Status::ok();
-      }
-    }
-    const Plan::Initial* init = p.initial().data();
-    std::int64_t left = static_cast<std::int64_t>(n);
-    for (NodeId i = 0; i < n; ++i) {
-      NodeState* ns = new (&in->nodes[i]) NodeState();
-      // After a partial straight run: the predecessors still to finish.
-      // (ran != 0 only for straight plans: at most 64 nodes, so i < 64 below.)
-      const std::int32_t deps =
-          ran == 0 ? init[i].deps : static_cast<std::int32_t>(__builtin_popcountll(preds[i] & ~ran));
-      if (ran != 0 && ((ran >> i) & 1) != 0) --left;
-      ns->deps.store(deps, std::memory_order_relaxed);
-      ns->sig.store(init[i].sig, std::memory_order_relaxed);
-      ns->inst = in;
-    }
-    in->remaining.store(left + 1, std::memory_order_relaxed);  // + start token
-
-    std::vector<std::uint32_t> early;
-    // Counted before it is published: a signal handler may launch its nodes at once.
-    Drain* const drain = in->drain;
-    if (drain != nullptr) drain->live.fetch_add(1, std::memory_order_acq_rel);
-    {
-      Shard& sh = im.shard(key);
-      std::lock_guard<strata::detail::SpinLock> g(sh.mu);
-      if (sh.find(key) != nullptr) {
-        Impl::destroy(in);
-        if (drain != nullptr) drain->live.fetch_sub(1, std::memory_order_acq_rel);  // start() abandons the watermark
-        return {Errc::invalid_argument, who() + ": this (comm, seq) is already in flight"};
-      }
-      if (p.wait_nodes().empty()) {
-        sh.link(in);  // no signal can name it
-      } else {
-        Entry& e = sh.map[key];
-        sh.tomb.erase(key);
-        e.inst = in;
-        early.swap(e.early);
-      }
-    }
-    im.live.fetch_add(1, std::memory_order_acq_rel);
-    // A failure notice that came while this instance was being started (the
-    // check above was too early, the notice's lookup too): fail it now.
-    if (pre_failed)
-      im.release_waits(in);  // its waits expect no signal
-    else if (im.nabort.load(std::memory_order_acquire) > 0)
-      (void)im.apply_doom(in, true);
-    for (std::uint32_t slot : early) {
-      const NodeId w = in->plan->wait_node(slot);
-      if (w == kNoNode) {
-        im.fail(in, Status(Errc::internal, who() + ": an early signal named slot " + std::to_string(slot) +
-                                               ", which no wait node uses"));
-        continue;
-      }
-      NodeState& ns = in->nodes[w];
-      std::int32_t v = ns.sig.load(std::memory_order_acquire);
-      while (v > 0 && !ns.sig.compare_exchange_weak(v, v - 1, std::memory_order_acq_rel)) {
-      }
-      if (v > 0 && ns.deps.fetch_sub(1, std::memory_order_acq_rel) == 1) im.ready_outside(in, w);
-    }
-    // Roots (wait nodes are released by their signals only); the start token
-    // keeps the instance alive while we launch them. After a partial straight
-    // run: the nodes not done whose predecessors are (its late flag_waits).
-    if (ran == 0) {
-      for (const NodeId i : p.roots()) im.ready_outside(in, i);
-    } else {
-      for (NodeId i = 0; i < n; ++i)
-        if (((ran >> i) & 1) == 0 && (preds[i] & ~ran) == 0) im.ready_outside(in, i);
-    }
-    im.unpin(in);
-    return Status::ok();
-  };
-
   // Pre-built instance: the block of this plan's last finished instance, with
   // its peer and scratch bindings still resolved and checked for the same
   // stamp (Bindings::stamp). Only the inputs and outputs are bound (and
@@ -559,21 +676,19 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
     if (spare != nullptr) {
       const Parked parked = *static_cast<const Parked*>(spare);
       if (parked.stamp == b.stamp && parked.ex == &im) {
-        auto* bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(spare) + L.off_bufs);
+        auto* bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(spare) + s.L.off_bufs);
         for (std::size_t j = 0; j < nb; ++j) {
           const BufferDecl& d = p.buffers()[j];
           if ((d.ref.kind == BufferKind::input || d.ref.kind == BufferKind::output) && !bind_user(d, b, bufs[j].base)) {
             give_back(spare);
-            return unbound(d);
+            return s.unbound(d);
           }
         }
-        return launch(spare, nullptr);
+        return launch(s, spare, nullptr, std::move(plan), std::move(done));
       }
       give_back(spare);  // bound for another stamp: resolved again below
     }
   }
-
-  // Resolve bindings before allocating.
   // Bindings resolved on the stack for the common small plans (no allocation).
   constexpr std::size_t kInlineBinds = 8;
   // Raw: only the entries used are constructed (zeroing all eight cost a
@@ -582,59 +697,11 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
   std::vector<BufBind> large;
   if (nb > kInlineBinds) large.resize(nb);
   BufBind* binds = nb > kInlineBinds ? large.data() : reinterpret_cast<BufBind*>(small);
-  std::size_t scratch_at = L.off_scratch;
-  for (std::size_t j = 0; j < nb; ++j) {
-    const BufferDecl& d = p.buffers()[j];
-    if (nb <= kInlineBinds) new (&binds[j]) BufBind();
-    switch (d.ref.kind) {
-      case BufferKind::input:
-      case BufferKind::output:
-        if (!bind_user(d, b, binds[j].base)) return unbound(d);
-        break;
-      case BufferKind::scratch:
-        binds[j].base = nullptr;  // fixed up after allocation
-        binds[j].key.reserved = scratch_at;
-        scratch_at = align_up(scratch_at + d.size);
-        break;
-      case BufferKind::peer: {
-        const std::vector<PeerKey>& table = b.peer_table != nullptr ? *b.peer_table : b.peers;
-        auto it = std::find_if(table.begin(), table.end(),
-                               [&](const PeerKey& k) { return k.rank == d.ref.peer && k.id == d.ref.id; });
-        if (it == table.end())
-          return {Errc::invalid_argument, who() + ": peer buffer " + std::to_string(d.ref.id) + " of rank " +
-                                              std::to_string(d.ref.peer) + " is not bound"};
-        if (!it->key.valid() || it->key.owner != d.ref.peer || it->key.len < d.size)
-          return {Errc::invalid_argument, who() + ": key of peer buffer " + std::to_string(d.ref.id) + " of rank " +
-                                              std::to_string(d.ref.peer) + " is invalid or shorter than " +
-                                              std::to_string(d.size) + " bytes"};
-        binds[j].key = it->key;
-        binds[j].base = static_cast<unsigned char*>(it->mapped);
-        break;
-      }
-    }
-  }
-  for (const std::uint32_t j : p.mapped_reads())
-    if (binds[j].base == nullptr)
-      return {Errc::invalid_argument, who() + ": peer buffer " + std::to_string(p.buffers()[j].ref.id) + " of rank " +
-                                          std::to_string(p.buffers()[j].ref.peer) +
-                                          " is read directly but not mapped here (PeerKey::mapped)"};
-
-  if (p.flag_words() > 0) {
-    // Memory-protocol nodes: every flag_wait peer's flags must be mapped here
-    // (flag_set without a bound block of its own does nothing).
-    auto mapped = [&](int r) {
-      return b.flags != nullptr && static_cast<std::size_t>(r) < b.nflags && b.flags[r] != nullptr;
-    };
-    for (const int r : p.flag_peers())
-      if (!mapped(r))
-        return {Errc::invalid_argument,
-                who() + ": flag words of rank " + std::to_string(r) + " are not mapped here (flag_wait)"};
-  }
-
+  if (Status st = resolve_bindings(s, binds, nb <= kInlineBinds); !st) return st;
   // The block of this plan's last finished instance, else a new one.
   void* block = p.spare_block_.exchange(nullptr, std::memory_order_acq_rel);
-  if (block == nullptr) block = im.alloc_block(L.total);
-  return launch(block, binds);
+  if (block == nullptr) block = im.alloc_block(s.L.total);
+  return launch(s, block, binds, std::move(plan), std::move(done));
 }
 
 bool Executor::cancel(std::uint16_t comm, std::uint32_t seq) {

@@ -75,6 +75,7 @@ transport::RemoteKey CommImpl::open_window() {
   return key;
 }
 
+// Over ~80 lines: one agreement sequence (flags, grants, single copy, mapped) every member runs in the same order.
 void CommImpl::enable_flags() {
   static const bool on = [] { return !strata::detail::env::is("STRATA_WINDOW_FLAGS", "off"); }();
   static const bool grants_on = [] { return !strata::detail::env::is("STRATA_GRANTS", "off"); }();
@@ -556,6 +557,7 @@ Future<void> CommImpl::submit_tagged(const coll::Call& c, const void* send, void
   return tag_lane->submit(c, send, recv, std::move(peer_keys));
 }
 
+// Over ~80 lines: the call path (cache lookup, start, errors) shares its state; splitting it waits for a bench run.
 Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
                               std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys, bool internal,
                               const PlainSig* plain) {

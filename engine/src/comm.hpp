@@ -217,11 +217,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
     return true;
   }
   [[nodiscard]] std::size_t mapped_slot_bytes() const {
-    if (!one_host() || size() < 2) return 0;
-    // Room for the widest call (scatter, alltoall, reduce_scatter_block: one block per member).
-    const std::uint64_t block = std::max<std::uint64_t>(core->tuning ? core->tuning->mapped_max_bytes : 0, 4096);
-    const std::uint64_t want = block * static_cast<std::uint64_t>(size()) + 64;  // + the record's line
-    return static_cast<std::size_t>((std::min<std::uint64_t>(want, group.slot_bytes) + 63) / 64 * 64);
+    if (!one_host()) return 0;
+    return coll::mapped_slot_bytes(core->tuning ? core->tuning->mapped_max_bytes : 0, size(), group.slot_bytes);
   }
   // Slots of the mapped area (Group::mapped_slots, Tuning::mapped_slots): a
   // power of two, at least the credits, at most kMappedAreaMaxBytes of area

@@ -70,6 +70,7 @@ std::string field(const std::string& line, const std::string& key) {
 
 }  // namespace
 
+// Over ~80 lines: one pass over the reports building the merged tables.
 std::string merge(const std::vector<std::string>& reports, int nranks) {
   std::set<int> reporting;
   // comm -> rank -> next sequence number posted there

@@ -427,6 +427,7 @@ std::vector<int> Communicator::failed_members() const {
   return out;
 }
 
+// Over ~80 lines: the shrink protocol's steps in order (agreement, survivors, new communicator).
 Communicator Communicator::shrink() {
   if (!impl_) throw Error(Errc::invalid_argument, "shrink: the communicator handle is empty");
   CommImpl& c = *impl_;

@@ -481,6 +481,7 @@ void Window::free() {
 
 // ---------------------------------------------------------------- creation
 
+// Over ~80 lines: the creation protocol's steps in order (register, exchange keys, map).
 Window Communicator::create_window(void* base, std::size_t bytes) {
   if (!impl_) throw Error(Errc::invalid_argument, "create_window: invalid communicator handle");
   detail::CommImpl& c = *impl_;

@@ -275,6 +275,7 @@ class Tuner {
     (*searches)["allreduce_crossovers"] = std::move(r);
   }
 
+  // Over ~80 lines: the simulated searches in sequence, each reading the table the previous wrote.
   AutotuneResult run() {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::uint64_t> sizes = o_.sizes;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <queue>
 #include <sstream>
+#include <unordered_map>
 #include <utility>
 
 #include "strata/dag/executor.hpp"
@@ -290,6 +291,9 @@ class Engine {
     const auto first = static_cast<std::uint32_t>(nodes_.size());
     if (nodes_.size() + p.size() >= kNone) throw Error(Errc::unsupported, "strata-sim: more than 2^32 nodes");
     base_[ur] = first;
+    // The slot's flag word: the one every slice's closing flag_set raises.
+    const std::uint32_t close =
+        p.size() > 0 && p.node(p.size() - 1).kind == NodeKind::flag_set ? p.node(p.size() - 1).slot : kNone;
     for (dag::NodeId i = 0; i < p.size(); ++i) {
       const dag::Node& nd = p.node(i);
       CNode cn;
@@ -317,17 +321,30 @@ class Engine {
         default:
           break;
       }
+      // A copy or reduction reading a peer's mapped slot or shared buffer: a same-host copy from that peer.
+      if ((nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce) && nd.src.buf.kind == dag::BufferKind::peer)
+        cn.peer = nd.src.buf.peer;
+      if (nd.kind == NodeKind::reduce && nd.src2.buf.kind == dag::BufferKind::peer) cn.peer = nd.src2.buf.peer;
       cn.ndeps = static_cast<std::uint32_t>(nd.deps.size());
       nodes_.push_back(cn);
       succ_off_.push_back(static_cast<std::uint32_t>(succ_.size()));
       for (const dag::NodeId* s = p.succ_begin(i); s != p.succ_end(i); ++s) succ_.push_back(first + *s);
       if (nd.kind == NodeKind::wait) waits_.emplace_back(nd.slot, first + i);
-      // flag_wait: the peer's instance inst - lag must have finished (its closing flag_set).
+      // flag_wait on the slot's flag word: the peer's instance inst - lag must
+      // have finished (its closing flag_set); on another word (a mapped
+      // record, a publication, reads done): the peer's flag_set or publish of
+      // that word in instance inst - lag (matched in run()).
       if (nd.kind == NodeKind::flag_wait && inst - static_cast<int>(nd.count) >= 0 && nd.peer >= 0 &&
-          static_cast<std::size_t>(nd.peer) < n_)
-        flag_waiters_[static_cast<std::size_t>(inst - static_cast<int>(nd.count)) * n_ +
-                      static_cast<std::size_t>(nd.peer)]
-            .push_back(first + i);
+          static_cast<std::size_t>(nd.peer) < n_) {
+        const std::size_t pb =
+            static_cast<std::size_t>(inst - static_cast<int>(nd.count)) * n_ + static_cast<std::size_t>(nd.peer);
+        if (nd.slot == close)
+          flag_waiters_[pb].push_back(first + i);
+        else
+          word_waits_.push_back({first + i, word_key(pb, nd.slot)});
+      }
+      if ((nd.kind == NodeKind::flag_set || nd.kind == NodeKind::publish) && nd.slot != close)
+        setters_.emplace(word_key(ur, nd.slot), first + i);  // the first store of the word releases its waiters
       node_block_.push_back(static_cast<std::uint32_t>(ur));
     }
     base_[ur + 1] = static_cast<std::uint32_t>(nodes_.size());
@@ -353,6 +370,16 @@ class Engine {
       sig_left_[i] = nodes_[i].kind == NodeKind::wait ? nodes_[i].count : 0;
       // Roots of a gated instance wait for the instance gap_ before on the same rank.
       if (nodes_[i].ndeps == 0 && node_block_[i] >= static_cast<std::uint32_t>(gap_) * n_) ++deps_left_[i];
+    }
+    // A word wait follows the peer's store of the word; with none in that
+    // instance, the peer's whole instance (as on the slot's flag word).
+    for (const auto& [w, key] : word_waits_) {
+      const auto it = setters_.find(key);
+      if (it != setters_.end())
+        word_waiters_[it->second].push_back(w);
+      else
+        flag_waiters_[static_cast<std::size_t>(key >> 32)].push_back(w);
+      if (it != setters_.end()) ++deps_left_[w];
     }
     for (const auto& ws : flag_waiters_)
       for (std::uint32_t w : ws) ++deps_left_[w];
@@ -498,6 +525,18 @@ class Engine {
 
   [[nodiscard]] int rank_of(std::uint32_t g) const { return static_cast<int>(node_block_[g] % n_); }
 
+  // The same-host peer whose memory a local node reads or writes (a mapped
+  // slot, a shared buffer, a CMA read / write); null for this rank's own.
+  [[nodiscard]] const RankPlace* peer_place(const CNode& nd) const {
+    if (nd.kind == NodeKind::flag_wait || nd.peer < 0 || static_cast<std::size_t>(nd.peer) >= places_.size())
+      return nullptr;
+    return &places_[static_cast<std::size_t>(nd.peer)];
+  }
+  // A flag word of one rank's instance (block) in setters_ / word_waits_.
+  static std::uint64_t word_key(std::size_t block, std::uint32_t word) {
+    return static_cast<std::uint64_t>(block) << 32 | word;
+  }
+
   // One dependency of node s was satisfied at t by node g.
   void release(std::uint32_t s, std::uint32_t g, double t) {
     if (t >= dep_time_[s] || pred_dep_[s] == kNone) {
@@ -527,7 +566,12 @@ class Engine {
       case NodeKind::write_peer: {  // a CMA write: the same, the other way
         double s = 0;
         const double bw = nd.from_window ? handoff(c_.handoff_read_bw, c_.copy_bw) : c_.copy_bw;
-        const double e = cpu_op(r, t, bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
+        const RankPlace* other = peer_place(nd);
+        // Out of (or into) a same-host peer's memory: a copy at the level the two cross (as a same-host put).
+        const double e = other == nullptr ? cpu_op(r, t, bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s)
+                         : other->numa == me.numa
+                             ? cpu_op(r, t, level_bw(me, *other), nd.bytes, &me, nd.bytes, nullptr, 0, &s)
+                             : cpu_op(r, t, level_bw(me, *other), nd.bytes, &me, nd.bytes, other, nd.bytes, &s);
         start_[g] = s;
         finish_at(g, e);
         return;
@@ -535,8 +579,11 @@ class Engine {
       case NodeKind::reduce: {
         double s = 0;
         // A window operand streams in at the hand-off rate: the slower of the two limits the kernel.
-        const double bw = nd.from_window ? handoff(c_.handoff_read_bw, c_.reduce_bw) : c_.reduce_bw;
-        const double e = cpu_op(r, t, bw, nd.bytes, &me, nd.bytes, nullptr, 0, &s);
+        double bw = nd.from_window ? handoff(c_.handoff_read_bw, c_.reduce_bw) : c_.reduce_bw;
+        const RankPlace* other = peer_place(nd);  // an operand in a peer's mapped slot
+        if (other != nullptr && other->numa != me.numa) bw = handoff(level_bw(me, *other), bw);
+        const double e = cpu_op(r, t, bw, nd.bytes, &me, nd.bytes,
+                                other != nullptr && other->numa != me.numa ? other : nullptr, nd.bytes, &s);
         start_[g] = s;
         finish_at(g, e);
         return;
@@ -585,6 +632,8 @@ class Engine {
       case Ev::done: {
         end_[g] = e.t;
         for (std::uint32_t k = succ_off_[g]; k < succ_off_[g + 1]; ++k) release(succ_[k], g, e.t);
+        if (const auto it = word_waiters_.find(g); it != word_waiters_.end())
+          for (std::uint32_t w : it->second) release(w, g, e.t);  // the word is visible: a same-host load
         const std::uint32_t b = node_block_[g];
         if (--block_left_[b] == 0) {
           // This rank's instance finished: open the gated instance, release flag waiters.
@@ -652,6 +701,11 @@ class Engine {
   std::vector<std::uint32_t> block_left_;
   std::vector<double> block_end_;
   std::vector<std::vector<std::uint32_t>> flag_waiters_;
+  // Flag words other than the slot's (mapped records, publications, reads done):
+  // the first store of each word per block, the waits to match, and what each store releases.
+  std::unordered_map<std::uint64_t, std::uint32_t> setters_;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> word_waits_;
+  std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> word_waiters_;
   int numa_per_host_ = 1;
   std::vector<CNode> nodes_;
   std::vector<std::uint32_t> base_;

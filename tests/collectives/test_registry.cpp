@@ -115,35 +115,61 @@ std::string bin(const char* tool) {
   return (b != nullptr ? std::string(b) : std::string(STRATA_BINARY_DIR) + "/bin") + "/" + tool;
 }
 
-// strata-info --plan and strata-sim report the row the registry plans.
+// strata-info --plan and strata-sim report the row the registry plans on the
+// engine's communicator (coll::planning_group), every rank's compiled plan is
+// that row's, and strata-sim runs it: across hosts, and on one host where the
+// memory-protocol plans (mapped, single copy) take calls over.
 TEST(Registry, StrataInfoAndStrataSimAgreeWithTheRegistry) {
   struct Case {
     Kind kind;
     std::uint64_t bytes;
     const char* algo;
+    int hosts;
   };
+  std::set<std::string> planned;
   for (const Case& k :
-       {Case{Kind::allreduce, 1024, ""}, Case{Kind::allreduce, 256 << 10, ""}, Case{Kind::allreduce, 8 << 20, ""},
-        Case{Kind::allgather, 64, ""}, Case{Kind::allgather, 1 << 20, ""}, Case{Kind::alltoall, 64, ""},
-        Case{Kind::broadcast, 4096, ""}, Case{Kind::reduce_scatter_block, 4096, ""}, Case{Kind::gather, 4096, "ring"},
-        Case{Kind::allgather, 4096, "numa-ring"}}) {
-    const coll::Group g = world(8, 2);
+       {Case{Kind::allreduce, 1024, "", 2}, Case{Kind::allreduce, 256 << 10, "", 2},
+        Case{Kind::allreduce, 8 << 20, "", 2}, Case{Kind::allgather, 64, "", 2}, Case{Kind::allgather, 1 << 20, "", 2},
+        Case{Kind::alltoall, 64, "", 2}, Case{Kind::broadcast, 4096, "", 2},
+        Case{Kind::reduce_scatter_block, 4096, "", 2}, Case{Kind::gather, 4096, "ring", 2},
+        Case{Kind::allgather, 4096, "numa-ring", 2},
+        // one host: mapped and single-copy selections, automatic and named
+        Case{Kind::allreduce, 64, "", 1}, Case{Kind::allreduce, 64 << 10, "", 1}, Case{Kind::barrier, 0, "", 1},
+        Case{Kind::broadcast, 64, "", 1}, Case{Kind::broadcast, 16 << 10, "", 1}, Case{Kind::broadcast, 4 << 20, "", 1},
+        Case{Kind::reduce, 64, "", 1}, Case{Kind::gather, 1024, "", 1}, Case{Kind::scatter, 1024, "", 1},
+        Case{Kind::allgather, 64 << 10, "", 1}, Case{Kind::alltoall, 16 << 10, "", 1},
+        Case{Kind::reduce_scatter_block, 4096, "", 1}, Case{Kind::reduce_scatter_block, 64 << 10, "", 1},
+        Case{Kind::broadcast, 64, "mapped", 1}, Case{Kind::allgather, 64, "single-copy", 1},
+        Case{Kind::allreduce, 64, "rd", 1}}) {
+    const int ranks = k.hosts == 1 ? 4 : 8;
+    coll::Group g = coll::planning_group(ranks, k.hosts);
     coll::Options o;
     o.algorithm = k.algo;
-    const coll::AlgorithmRow* row = coll::planned_algorithm(g, coll::planning_call(g, k.kind, k.bytes, o));
+    const coll::Call c = coll::planning_call(g, k.kind, k.bytes, o);
+    const coll::AlgorithmRow* row = coll::planned_algorithm(g, c);
     ASSERT_NE(row, nullptr);
+    planned.insert(row->name);
     const std::string name = coll::to_string(k.kind);
+    for (int r = 0; r < ranks; ++r) {
+      g.rank = r;
+      const std::string label = coll::compile(g, c, 0)->algorithm();
+      EXPECT_TRUE(label_matches(*row, label))
+          << name << " " << k.bytes << " B: planned " << row->name << ", compiled " << label;
+    }
     const std::string algo = *k.algo != '\0' ? std::string(" --algo ") + k.algo : std::string();
-    const launch::ProcessResult info = launch::run_command(bin("strata-info") + " --plan " + name + " --bytes " +
-                                                           std::to_string(k.bytes) + " --ranks 8 --hosts 2" + algo);
+    const launch::ProcessResult info =
+        launch::run_command(bin("strata-info") + " --plan " + name + " --bytes " + std::to_string(k.bytes) +
+                            " --ranks " + std::to_string(ranks) + " --hosts " + std::to_string(k.hosts) + algo);
     ASSERT_EQ(info.status, 0) << info.out;
     EXPECT_NE(info.out.find(": " + row->name + "\n"), std::string::npos) << info.out << " vs " << row->name;
-    const launch::ProcessResult sim =
-        launch::run_command(bin("strata-sim") + " --hosts 2 --topology 'package:1 numa:1 core:4 pu:1' --coll " + name +
-                            " --bytes " + std::to_string(k.bytes) + " --quiet" + algo);
+    const launch::ProcessResult sim = launch::run_command(bin("strata-sim") + " --hosts " + std::to_string(k.hosts) +
+                                                          " --topology 'package:1 numa:1 core:4 pu:1' --coll " + name +
+                                                          " --bytes " + std::to_string(k.bytes) + " --quiet" + algo);
     ASSERT_EQ(sim.status, 0) << sim.out;
     EXPECT_NE(sim.out.find("algorithm " + row->name + ","), std::string::npos) << sim.out << " vs " << row->name;
   }
+  EXPECT_EQ(planned.count("mapped"), 1u) << "no case ran a mapped plan";
+  EXPECT_EQ(planned.count("single-copy"), 1u) << "no case ran a single-copy plan";
 }
 
 // docs/algorithms.md holds the current generated table (strata-info --algorithms --markdown).

@@ -408,8 +408,8 @@ TEST(TuningDecisions, ThresholdsChangeTheAutomaticAlgorithm) {
   bool found = false;
   for (const auto& [colls, rule] : strata::coll::selection_rules(t))
     if (colls == "allreduce")
-      found = rule.find("rd up to 4 KiB (64 KiB when the members span hosts), rabenseifner below 8 MiB") !=
-              std::string::npos;
+      found =
+          rule.find("rd: up to 4 KiB (64 KiB across hosts); rabenseifner: above rd, below 8 MiB") != std::string::npos;
   EXPECT_TRUE(found);
 }
 

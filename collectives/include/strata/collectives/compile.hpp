@@ -197,6 +197,13 @@ struct Algorithm {
   }
 };
 
+/// @brief Bytes of one mapped slot (Group::mapped_slot_bytes) on a one-host
+/// communicator of @p members ranks with window slots of @p slot_bytes: room
+/// for the widest call (one block of @p mapped_max_bytes, at least 4 KiB, per
+/// member) and the record's cache line, at most a window slot, in whole cache
+/// lines; 0 for fewer than two members. The engine and strata-sim size it so.
+std::size_t mapped_slot_bytes(std::uint64_t mapped_max_bytes, int members, std::size_t slot_bytes);
+
 /// @brief The tree shape a tuning-table value encodes: 0 = flat, 1 = chain
 /// (k-nomial of radix 1), k >= 2 = k-nomial of radix k (docs/tuning.md).
 Shape shape_of(std::uint64_t code) noexcept;
@@ -255,7 +262,8 @@ struct Call {
 std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered);
 
 /// @brief The automatic selection rules of the built-in defaults, one
-/// (collectives, rule) pair per family (selection_rules(const Tuning&) for a table).
+/// (collective, rule) pair per collective, from the algorithm registry
+/// (selection_rules(const Tuning&) for a table).
 std::vector<std::pair<std::string, std::string>> selection_rules();
 
 /// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot < credits).

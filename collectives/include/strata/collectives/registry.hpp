@@ -7,6 +7,7 @@
 // (docs/algorithms.md, "Adding an algorithm").
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,35 @@
 #include "strata/collectives/compile.hpp"
 
 namespace strata::coll {
+
+/// @brief Which schedule of its family a row's compile function emits: the
+/// row carries it, so a compile function dispatches on its row and never
+/// compares algorithm names (the family compilers of collectives/src).
+enum class Variant : std::uint8_t {
+  tree,               ///< the (multilevel or single-level) tree of Call::algo; barrier: dissemination
+  mapped,             ///< the mapped plan (one host, mapped windows)
+  single_copy,        ///< read straight out of the owners' buffers
+  flat,               ///< gather / scatter: the root exchanges every block directly
+  ring,               ///< ring (rooted: blocks along the ring of ranks)
+  rd,                 ///< recursive doubling
+  bruck,              ///< Bruck's allgather / alltoall
+  hier,               ///< allgather: gather to host leaders, ring, broadcast; allreduce: leaders pick rd / rabenseifner
+  numa_ring,          ///< allgather: ring ordered host by host, NUMA region by NUMA region
+  pairwise,           ///< alltoall(v) push / reduce_scatter rank-ordered pairwise exchange
+  pull,               ///< alltoall(v): receivers get each block
+  halving,            ///< reduce_scatter: recursive halving
+  rabenseifner,       ///< allreduce: recursive-halving reduce-scatter + recursive-doubling allgather
+  hier_rd,            ///< allreduce: hier with rd among the leaders
+  hier_rabenseifner,  ///< allreduce: hier with rabenseifner among the leaders
+  hier_ring,          ///< allreduce: hier with ring among the leaders
+};
+
+struct AlgorithmRow;
+
+/// @brief A row's compile function: this rank's slice of @p c on @p g for
+/// credit slot @p slot, as @p row (its Variant, its name for the plan's label).
+using CompileFn = std::shared_ptr<const dag::Plan> (*)(const Group& g, const Call& c, int slot,
+                                                       const AlgorithmRow& row);
 
 /// @brief One algorithm of one collective.
 struct AlgorithmRow {
@@ -45,7 +75,9 @@ struct AlgorithmRow {
   /// order after the named one. Null: only when named.
   bool (*applies)(const Group& g, const Call& c) = nullptr;
   /// Compiles this rank's slice (explains with strata::Error when it cannot run the call).
-  std::shared_ptr<const dag::Plan> (*compile)(const Group& g, const Call& c, int slot) = nullptr;
+  CompileFn compile = nullptr;
+  /// The schedule the compile function emits for this row.
+  Variant variant = Variant::tree;
   /// @brief Whether @p n is this row's name or one of its aliases.
   [[nodiscard]] bool named(const std::string& n) const;
 };

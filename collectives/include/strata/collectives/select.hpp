@@ -74,6 +74,23 @@ bool automatic_call(Kind kind, const Options& o, bool strict, const Environment&
 Call planning_call(const Group& g, Kind kind, std::uint64_t bytes, const Options& o,
                    const Environment& env = Environment::process());
 
+/// @brief Turns on, as the engine does for a communicator whose members
+/// share one host with window flags, the memory-protocol plans: single copy
+/// (Group::publish_word; @p single_copy false: STRATA_SINGLE_COPY=off) and
+/// the mapped plans (Group::mapped_word and its area, sized from @p g's
+/// tuning table; @p mapped false: STRATA_MAPPED=off). A group that spans
+/// hosts, has no flags or one member is left as it is. Call it after
+/// setting Group::tuning. strata-sim and planning_group() use it.
+void memory_plans(Group* g, bool single_copy = true, bool mapped = true);
+
+/// @brief The communicator the engine builds for @p ranks ranks split evenly
+/// over @p hosts hosts (one NUMA region each), with its defaults: 1 MiB
+/// window slots, 4 credits, window flags, grants across hosts and, on one
+/// host, the memory-protocol plans (memory_plans(); not those that
+/// STRATA_SINGLE_COPY=off / STRATA_MAPPED=off turn off). strata-info --plan
+/// and the registry's tests plan calls on it.
+Group planning_group(int ranks, int hosts);
+
 /// @brief reduce_scatter(_block) with a non-commutative operator: throws
 /// strata::Error(unsupported) when @p a does not fold in rank order.
 void check_rank_order(Kind kind, const Algorithm& a, int rank);

@@ -236,8 +236,11 @@ std::string default_tuning_path();
 /// wrong version.
 TuningChoice load_tuning(const Fingerprint& here = Fingerprint::here());
 
-/// @brief The automatic-selection rules of @p t in words, one (collectives, rule)
-/// pair per family (strata-info, selection_rules()).
+/// @brief The automatic-selection rules of @p t in words, one (collective,
+/// rule) pair per collective, generated from the algorithm registry
+/// (strata/collectives/registry.hpp): each row that the automatic selection
+/// runs, "name: when", its tuning keys replaced by their values in @p t
+/// (strata-info, selection_rules()).
 std::vector<std::pair<std::string, std::string>> selection_rules(const Tuning& t);
 
 }  // namespace strata::coll

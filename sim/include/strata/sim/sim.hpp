@@ -22,8 +22,15 @@
 //    handoff_write_bw, a copy or reduction reading the window (data a peer
 //    put there) reads at handoff_read_bw, when set;
 //  - wait nodes complete when their local dependencies are done and `count`
-//    signals were served; flag_wait is satisfied at once (one instance: the
-//    previous user of the window slot finished long ago).
+//    signals were served; a flag_wait on the slot's flag word when the
+//    peer's instance seq - lag finished (none before the first: satisfied at
+//    once), on another word (a mapped record, a publication, reads done)
+//    when the peer's flag_set / publish of that word in that instance
+//    completed (a same-host load, no message);
+//  - memory-protocol nodes (mapped and single-copy plans): a copy or
+//    reduction out of a peer's mapped slot or shared buffer, and a CMA
+//    read_peer / write_peer, cost as a same-host copy at the level the two
+//    ranks cross (memory traffic charged to both NUMA regions).
 // Events are processed in (time, sequence) order, so a run is deterministic.
 #pragma once
 
@@ -137,7 +144,8 @@ struct Result {
 
 /// @brief The communicator of the whole synthetic machine (world, hosts,
 /// NUMA regions from @p places), with the engine's default window
-/// (slot_bytes, credits) unless given, and window flags (@p flags).
+/// (slot_bytes, credits) unless given, and window flags (@p flags). The
+/// memory-protocol plans are off until coll::memory_plans() turns them on.
 coll::Group world_group(const std::vector<RankPlace>& places, std::size_t slot_bytes = std::size_t{1} << 20,
                         int credits = 4, bool flags = true);
 
