@@ -130,10 +130,11 @@ int main(int argc, char** argv) {
           const double sw = std::chrono::duration<double>(Clock::now() - s0).count();
           stall_pct = (strata::bench::process_cpu_seconds() - c0) / sw * 100.0;
           const strata::Engine::ProgressStats ps = engine.progress_stats();
-          std::printf("pending on a stalled peer (%s): %.1f s, rank 0 CPU/wall %.3f%% (servers so far: %llu loops, "
-                      "%llu sleeps)\n",
-                      in_get ? "caller blocked in get()" : "caller asleep, no strata call", sw, stall_pct,
-                      static_cast<unsigned long long>(ps.loops), static_cast<unsigned long long>(ps.sleeps));
+          std::printf(
+              "pending on a stalled peer (%s): %.1f s, rank 0 CPU/wall %.3f%% (servers so far: %llu loops, "
+              "%llu sleeps)\n",
+              in_get ? "caller blocked in get()" : "caller asleep, no strata call", sw, stall_pct,
+              static_cast<unsigned long long>(ps.loops), static_cast<unsigned long long>(ps.sleeps));
         } else {
           std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
           w.allreduce(&one, &sum, 1, strata::Datatype::int64, strata::Op::sum).get();
