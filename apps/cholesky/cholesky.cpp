@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/detail/env.hpp"
 #include "strata/starpu.hpp"
 #include "strata/strata.hpp"
 
@@ -555,7 +556,7 @@ int run(strata::Engine& engine, const Options& o) {
   double worst = 0;
   for (int x = 0; x < hosts; ++x)
     worst = std::max({worst, tr.sent[static_cast<std::size_t>(x)], tr.recv[static_cast<std::size_t>(x)]});
-  const char* bps_env = std::getenv("STRATA_NET_RATE_BPS");
+  const char* bps_env = strata::detail::env::get("STRATA_NET_RATE_BPS");
   const double bps = bps_env != nullptr ? std::atof(bps_env) : 0.0;
   const double link_ms = bps > 0 ? worst * 8.0 / bps * 1e3 : 0.0;
 
@@ -649,7 +650,7 @@ int run(strata::Engine& engine, const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* r = std::getenv("STRATA_RANK");
+  const char* r = strata::detail::env::get("STRATA_RANK");
   const bool rank0 = r == nullptr || std::string(r) == "0";
   Options o;
   bool help = false;
