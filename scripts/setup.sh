@@ -2,7 +2,8 @@
 # Idempotent set-up: installs the Debian packages strata needs that are missing
 # (apt-get update only when an install needs it), then configures and builds.
 #   scripts/setup.sh [--mpi] [--slurm] [--no-build] [--no-tune] [--build-dir DIR] [-- extra cmake args]
-# --mpi also installs Open MPI and MPICH (for the baselines in bench/).
+# --mpi also installs Open MPI and MPICH (for the baselines in bench/) and
+# starpu-examples (StarPU-MPI's mpi_cholesky, bench/scripts/cholesky.sh's peer).
 # --slurm also installs Slurm and munge (scripts/slurm-emulated.sh: srun
 # --mpi=pmix across the emulated cluster; scripts/test.sh asks for it).
 # After a build, writes a quick tuning table for this machine (strata-tune
@@ -33,9 +34,10 @@ done
 pkgs=(build-essential cmake ninja-build pkg-config clang-format
       libtbb-dev libfabric-dev libfabric-bin libhwloc-dev hwloc libspdlog-dev libfmt-dev libgtest-dev
       libfftw3-dev libcli11-dev nlohmann-json3-dev libpmix-dev libopenmpi-dev openmpi-bin iproute2 procps python3
-      libstarpu-dev libstarpu-1.3-9)  # StarPU 1.3: strata::starpu, its test and examples/starpu
+      libstarpu-dev libstarpu-1.3-9   # StarPU 1.3: strata::starpu, its test and examples/starpu
+      libblas-dev)                    # cblas.h + libblas.so.3 for apps/cholesky and its tests
 if [ "$want_mpi" = 1 ]; then
-  pkgs+=(libmpich-dev mpich gnuplot-nox)
+  pkgs+=(libmpich-dev mpich gnuplot-nox starpu-examples)  # starpu-examples: mpi_cholesky, cholesky's peer
 fi
 if [ "$want_slurm" = 1 ]; then
   pkgs+=(slurmd slurmctld slurm-client munge)
