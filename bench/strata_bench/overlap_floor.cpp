@@ -186,10 +186,12 @@ OverlapFloor overlap_floor(Communicator& world, const std::string& coll, std::si
   auto one_rep = [&] {
     // The sender runs in its own thread so that both directions move at once.
     std::thread tx;
-    if (sends && receives) tx = std::thread([&] { good = send_all(fd, out.data(), bytes) && good; });
+    bool sent = true;  // written by tx only, read after the join
+    if (sends && receives) tx = std::thread([&] { sent = send_all(fd, out.data(), bytes); });
     if (sends && !receives) good = send_all(fd, out.data(), bytes) && good;
     if (receives) good = recv_all(fd, in.data(), bytes) && good;
     if (tx.joinable()) tx.join();
+    good = good && sent;
     for (std::size_t i = 0; i < nred; ++i) acc[i] += src[i];
     // bcast: a one-byte answer keeps the two ranks in step.
     char b = 0;
