@@ -46,7 +46,7 @@ void CommImpl::fail_all(const Status& why) {
   for (auto& p : live) p.set_error(why);
 }
 
-transport::RemoteKey CommImpl::open_window() {
+transport::RemoteKey CommImpl::open_window(bool settle) {
   const std::size_t bytes = window_bytes();
   window = std::make_unique<WindowMem>(*core->transport, bytes, group.world);
   // Until the members mapped the region its name is in /dev/shm, where a job
@@ -54,7 +54,7 @@ transport::RemoteKey CommImpl::open_window() {
   // regions"). Every member creates its window in this same collective call
   // and answers from its progress; bounded all the same (a name left over
   // goes when the window is destroyed).
-  if (window->shared && core->progress)
+  if (settle && window->shared && core->progress)
     core->progress->wait_until([this] { return window->shared->is_settled(); }, std::chrono::seconds(10));
   transport::RemoteKey key;
   throw_if_error(core->transport->register_memory(window->p, bytes, &key));
@@ -75,8 +75,24 @@ transport::RemoteKey CommImpl::open_window() {
   return key;
 }
 
-// Over ~80 lines: one agreement sequence (flags, grants, single copy, mapped) every member runs in the same order.
 void CommImpl::enable_flags() {
+  FlagsProposal p = flags_propose();
+  std::uint64_t agreed[2] = {p.words[0], p.words[1]};
+  if (size() > 1) agree_words(p.words, agreed, 2).get();
+  flags_apply(p, agreed);
+}
+
+Future<void> CommImpl::agree_words(const std::uint64_t* mine, std::uint64_t* all, std::size_t n) {
+  coll::Call k;
+  k.kind = coll::Kind::allreduce;
+  k.count = n;
+  k.dtype = dag::DataType::u64;
+  k.op = dag::ReduceOp::min;
+  return submit(k, mine, all, nullptr, /*internal=*/true);
+}
+
+// The proposal of enable_flags(): flags, grants, single copy, mapped plans.
+CommImpl::FlagsProposal CommImpl::flags_propose() {
   static const bool on = [] { return !strata::detail::env::is("STRATA_WINDOW_FLAGS", "off"); }();
   static const bool grants_on = [] { return !strata::detail::env::is("STRATA_GRANTS", "off"); }();
   const std::size_t at = flags_at();
@@ -86,7 +102,9 @@ void CommImpl::enable_flags() {
   bool remote = false;
   // Mapped plans (Group::mapped_word) read the same-host members' windows through these mappings.
   const std::size_t win_len = window_bytes();
-  std::vector<void*> wins(static_cast<std::size_t>(size()), nullptr);
+  FlagsProposal prop;
+  std::vector<void*>& wins = prop.wins;
+  wins.assign(static_cast<std::size_t>(size()), nullptr);
   std::uint64_t wins_ok = 1;
   for (int r = 0; r < size(); ++r)
     if (group.host[static_cast<std::size_t>(r)] != myhost) remote = true;
@@ -144,15 +162,27 @@ void CommImpl::enable_flags() {
       readable = r == rank() || core->transport->can_read_peer(group.world[static_cast<std::size_t>(r)]);
     if (readable) ok = 3;
   }
-  // One agreement for all: 0 = no flags, 1 = flags, 2 = flags and grants
-  // (members on other hosts), 3 = flags and single copy (one host).
-  ok = agree_min(ok);
-  // Mapped plans: flags on, every member on this host, every window mapped
-  // everywhere (a second agreement; every member takes it or none, since ok
-  // and remote are the same on all of them). STRATA_MAPPED=off keeps them off.
+  // One agreement for all (flags_apply): word 0: 0 = no flags, 1 = flags,
+  // 2 = flags and grants (members on other hosts), 3 = flags and single copy
+  // (one host); word 1: every window mapped everywhere, for mapped plans.
+  // STRATA_MAPPED=off keeps them off.
   static const bool mapped_on = [] { return !strata::detail::env::is("STRATA_MAPPED", "off"); }();
-  bool mapped = false;
-  if (ok != 0 && !remote && size() > 1) mapped = agree_min(mapped_on && mapped_slot_bytes() > 0 ? wins_ok : 0) != 0;
+  prop.words[0] = ok;
+  prop.words[1] = mapped_on && mapped_slot_bytes() > 0 ? wins_ok : 0;
+  prop.remote = remote;
+  return prop;
+}
+
+// Over ~80 lines: the agreed protocol applied (flags, grants, single copy, mapped, shadows) in one place.
+void CommImpl::flags_apply(const FlagsProposal& prop, const std::uint64_t* agreed) {
+  const std::uint64_t ok = agreed[0];
+  const bool remote = prop.remote;
+  const std::vector<void*>& wins = prop.wins;
+  const std::size_t at = flags_at();
+  const int myhost = group.host[static_cast<std::size_t>(rank())];
+  // Mapped plans: flags on, every member on this host, every window mapped
+  // everywhere (every member takes them or none: ok and remote are the same on all of them).
+  const bool mapped = ok != 0 && !remote && size() > 1 && agreed[1] != 0;
   std::lock_guard<CommLock> lk(mu);
   group.flags = ok != 0;
   group.grants = ok == 2;
@@ -447,7 +477,8 @@ std::shared_ptr<const dag::Plan> CommImpl::plan_for(const coll::Call& c, int slo
 }
 
 std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void* send, void* recv) {
-  if (core->opts.check || tls_capture != nullptr || !core->check_alive(coll::to_string(s.kind)).is_ok())
+  if (core->opts.check || tls_capture != nullptr || held_streams.load(std::memory_order_acquire) != 0 ||
+      !core->check_alive(coll::to_string(s.kind)).is_ok())
     return std::nullopt;
   std::shared_ptr<const dag::Plan> plan;
   std::uint32_t seq = 0;
@@ -540,6 +571,62 @@ void CommImpl::start_tags() {
   }
 }
 
+void CommImpl::hold_for(int key, std::function<void()> start) {
+  {
+    std::lock_guard<CommLock> lk(mu);
+    auto [it, fresh] = holds.try_emplace(key);
+    if (!fresh) {
+      it->second.push_back([start = std::move(start)] {
+        start();
+        return true;
+      });
+      return;
+    }
+    held_streams.fetch_add(1, std::memory_order_acq_rel);
+  }
+  start();
+}
+
+void CommImpl::release_hold(int key) {
+  for (;;) {
+    std::function<bool()> next;
+    {
+      std::lock_guard<CommLock> lk(mu);
+      auto it = holds.find(key);
+      if (it == holds.end()) return;
+      if (it->second.empty()) {
+        holds.erase(it);
+        held_streams.fetch_sub(1, std::memory_order_acq_rel);
+        return;
+      }
+      next = std::move(it->second.front());
+      it->second.pop_front();
+    }
+    if (next()) return;  // a creation: it holds the stream now
+  }
+}
+
+std::optional<Future<void>> CommImpl::defer_if_held(const coll::Call& c, const void* send, void* recv,
+                                                    const std::shared_ptr<const std::vector<dag::PeerKey>>& peer_keys) {
+  Promise<void> p(core->fctx);
+  Future<void> f = p.get_future();
+  {
+    std::lock_guard<CommLock> lk(mu);
+    auto it = holds.find(c.tag);
+    if (it == holds.end()) return std::nullopt;
+    it->second.push_back([self = shared_from_this(), c, send, recv, peer_keys, p]() mutable {
+      Unheld pass;  // its turn has come: the stream's order is kept by the queue
+      try {
+        self->submit(c, send, recv, peer_keys).on_complete([p](const Status& st) mutable { p.set(st); });
+      } catch (...) {
+        p.set_error(detail::status_of_current_exception(coll::to_string(c.kind)));
+      }
+      return false;
+    });
+  }
+  return f;
+}
+
 Future<void> CommImpl::submit_tagged(const coll::Call& c, const void* send, void* recv,
                                      std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys) {
   if (!tag_lane || c.tag >= tag_lane->tag_count)
@@ -572,6 +659,8 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     return make_ready_future();
   }
   if (c.tag >= 0 && !lane) return submit_tagged(c, send, recv, std::move(peer_keys));
+  if (held_streams.load(std::memory_order_acquire) != 0 && !tls_unheld && !internal)
+    if (auto f = defer_if_held(c, send, recv, peer_keys)) return std::move(*f);
   // STRATA_CHECK: not for tagged calls (the check is an untagged allreduce).
   if (core->opts.check && !internal && c.tag < 0) check_signature(c);
   // The plan-cache key (cache_key.hpp): every field of the call that changes

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 
 #include "core.hpp"
 #include "strata/detail/spinlock.hpp"
@@ -24,6 +25,17 @@ struct Capture {
   void* recv = nullptr;
 };
 inline thread_local Capture* tls_capture = nullptr;
+
+// Set while a nonblocking creation posts its own steps (create.cpp): they
+// pass the hold that creation keeps on its stream (CommImpl::holds).
+inline thread_local bool tls_unheld = false;
+struct Unheld {
+  bool was = tls_unheld;
+  Unheld() { tls_unheld = true; }
+  ~Unheld() { tls_unheld = was; }
+  Unheld(const Unheld&) = delete;
+  Unheld& operator=(const Unheld&) = delete;
+};
 
 using CommLock = strata::detail::SpinLock;
 
@@ -139,6 +151,26 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // After the lane's set-up calls (enable_flags): each tag's first sequence number.
   void start_tags();
 
+  // Nonblocking communicator creation (Communicator::split_async,
+  // create.cpp) posts its steps one after another, each when the one before
+  // completed, so it holds its stream (key: the tag, -1 for untagged calls)
+  // on the communicator that numbers the stream's calls (this one for
+  // untagged calls, the lane for a tag): calls and creations posted there
+  // meanwhile wait behind it, in order, and start when it ends. So its steps
+  // keep their place in the issue order on every member. `held_streams`
+  // counts the held streams (submit reads it without mu); `holds` is under mu.
+  std::atomic<int> held_streams{0};
+  std::map<int, std::deque<std::function<bool()>>> holds;  // waiting items: true = a creation (it holds next)
+  // A creation on stream @p key: runs @p start now when the stream is free
+  // (the creation holds it from then on), else queues it.
+  void hold_for(int key, std::function<void()> start);
+  // The creation holding @p key ended: starts what waited behind it, in
+  // order, up to and including the next creation (which holds it then).
+  void release_hold(int key);
+  // submit()'s side: the call waits behind a creation when its stream is held.
+  std::optional<Future<void>> defer_if_held(const coll::Call& c, const void* send, void* recv,
+                                            const std::shared_ptr<const std::vector<dag::PeerKey>>& peer_keys);
+
   // Revocation and shrink (shrink.cpp): made on first use, under mu.
   std::shared_ptr<ShrinkState> shrink_state;
 
@@ -187,7 +219,11 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   int size() const { return group.size(); }
 
   // Registers the window; returns its key (the caller exchanges keys).
-  transport::RemoteKey open_window();
+  // @p settle: first wait (at most 10 s) until the same-host members mapped
+  // a shared window (window_settled()); false leaves that to the caller.
+  transport::RemoteKey open_window(bool settle = true);
+  // True once a shared window's name is gone (every same-host member mapped it).
+  [[nodiscard]] bool window_settled() const { return !window || !window->shared || window->shared->is_settled(); }
 
   // Window layout: credits x slot_bytes, then the flag words (one per credit
   // slot: seq + 1 of the last instance that finished with that slot here;
@@ -260,6 +296,20 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // first ready-to-receive of each window region, collectives/ "flag edges").
   // STRATA_WINDOW_FLAGS=off keeps the signal protocol.
   void enable_flags();
+  // enable_flags() in two halves around its agreement, for callers that
+  // must not wait (Communicator::split_async): flags_propose() maps the
+  // peers' flag words and returns this member's two words (flags/grants/
+  // single copy; mapped plans), agree_words() posts their minimum over the
+  // members (an internal allreduce on this communicator), flags_apply()
+  // takes the agreed words.
+  struct FlagsProposal {
+    std::uint64_t words[2] = {0, 0};
+    bool remote = false;      // a member on another host
+    std::vector<void*> wins;  // the same-host members' windows, mapped
+  };
+  FlagsProposal flags_propose();
+  Future<void> agree_words(const std::uint64_t* mine, std::uint64_t* all, std::size_t n);
+  void flags_apply(const FlagsProposal& p, const std::uint64_t* agreed);
 
   // Collective, internal: the minimum of @p mine over the members (an
   // agreement: 0 anywhere makes it 0 everywhere). Not checked by STRATA_CHECK.
@@ -338,5 +388,11 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   Future<void> start_lazy(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send,
                           void* recv, const std::vector<dag::PeerKey>* peer_keys, coll::Kind kind);
 };
+
+// An internal allreduce of @p n words over @p impl (the tree algorithm),
+// with @p tag (-1: untagged), not signature-checked (engine.cpp): the steps
+// of split_async.
+Future<void> submit_words(const std::shared_ptr<CommImpl>& impl, const std::uint64_t* send, std::uint64_t* recv,
+                          std::size_t n, Op op, int tag);
 
 }  // namespace strata::detail

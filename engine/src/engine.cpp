@@ -245,6 +245,17 @@ Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, co
 
 }  // namespace
 
+namespace detail {
+Future<void> submit_words(const std::shared_ptr<CommImpl>& impl, const std::uint64_t* send, std::uint64_t* recv,
+                          std::size_t n, Op op, int tag) {
+  CollOptions o;
+  o.algorithm = "tree";
+  o.tag = tag;
+  const Prepared p = prep_reduce(impl, true, send, recv, n, dag::DataType::u64, to_dag(op), nullptr, 8, 0, o);
+  return impl->submit(p.call, p.send, p.recv, nullptr, /*internal=*/true);
+}
+}  // namespace detail
+
 Future<void> Communicator::barrier(const CollOptions& opts) {
   if (plain_options(opts)) {
     need(impl_, "barrier");
@@ -416,133 +427,6 @@ Plan Communicator::plan_allreduce(const void* send, void* recv, std::size_t coun
                                size_of(type), 0, opts),
                    true);
 }
-
-namespace {
-
-// A new communicator of @p world_ranks' members (parent ranks @p members of
-// @p parent), id @p id, @p credits window slots; its window is open (the
-// caller exchanges the keys).
-std::shared_ptr<detail::CommImpl> make_child(const detail::CommImpl& parent, const std::vector<int>& members,
-                                             std::uint32_t id, int credits, bool lane) {
-  auto ni = std::make_shared<detail::CommImpl>();
-  ni->core = parent.core;
-  ni->id = static_cast<std::uint16_t>(id);
-  ni->lane = lane;
-  ni->group.world_size = parent.group.world_size;
-  ni->group.slot_bytes = parent.group.slot_bytes;
-  ni->group.credits = credits;
-  ni->group.tuning = parent.group.tuning;
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    const int pr = members[i];
-    if (pr == parent.rank()) ni->group.rank = static_cast<int>(i);
-    ni->group.world.push_back(parent.group.world[static_cast<std::size_t>(pr)]);
-    ni->group.host.push_back(parent.group.host[static_cast<std::size_t>(pr)]);
-    ni->group.numa.push_back(parent.group.numa[static_cast<std::size_t>(pr)]);
-  }
-  return ni;
-}
-
-// Window slots of a tag lane: the next power of two >= tags (a tag owns
-// slot `tag`; the sequence numbers of its calls are tag + k * slots).
-int lane_credits(int tags) {
-  int c = 1;
-  while (c < tags) c *= 2;
-  return c;
-}
-
-}  // namespace
-
-// Over ~80 lines: the split protocol's steps in order (exchange, group, create).
-Communicator Communicator::split(int color, int key, int tags) const {
-  need(impl_, "split");
-  detail::EngineCore& core = *impl_->core;
-  throw_if_error(core.check_alive("split"));
-  if (tags < 0 || tags > detail::kMaxTags)
-    throw Error(Errc::invalid_argument, "split on rank " + std::to_string(impl_->rank()) +
-                                            ": argument 'tags' = " + std::to_string(tags) + " out of range (0 .. " +
-                                            std::to_string(detail::kMaxTags) + ")");
-  Communicator self(impl_);
-  // Round 1: (color, key, tags) of every member.
-  const auto meta = exchange_words(
-      self, {static_cast<std::uint64_t>(static_cast<std::int64_t>(color)),
-             static_cast<std::uint64_t>(static_cast<std::int64_t>(key)), static_cast<std::uint64_t>(tags)});
-  const int n = impl_->size();
-  // Members of my color ordered by (key, parent rank); the tags of the color;
-  // whether any color wants a lane (then every member agrees on a second id).
-  std::vector<std::pair<std::int64_t, int>> mine;
-  int my_tags = 0;
-  bool any_lane = false;
-  for (int r = 0; r < n; ++r) {
-    const auto col = static_cast<std::int64_t>(meta[static_cast<std::size_t>(3 * r)]);
-    const auto t = static_cast<int>(meta[static_cast<std::size_t>(3 * r + 2)]);
-    any_lane = any_lane || (col >= 0 && t > 0);
-    if (color >= 0 && col == color) {
-      mine.emplace_back(static_cast<std::int64_t>(meta[static_cast<std::size_t>(3 * r + 1)]), r);
-      my_tags = std::max(my_tags, t);
-    }
-  }
-  std::sort(mine.begin(), mine.end());
-  // The ids: free on every member (ids are 16 bits, reused after free: ids.hpp).
-  auto word = [&self](std::uint64_t x, Op op) {
-    std::uint64_t out = 0;
-    CollOptions o;
-    o.algorithm = "tree";
-    self.allreduce(&x, &out, 1, Datatype::uint64, op, o).get();
-    return out;
-  };
-  const std::string who = "split on rank " + std::to_string(impl_->rank());
-  auto agree_id = [&](bool take) {
-    return core.comm_ids.agree([&](std::uint64_t x) { return word(x, Op::max); },
-                               [&](std::uint64_t x) { return word(x, Op::min); }, take, who, "communicator");
-  };
-  const std::uint32_t new_id = agree_id(color >= 0);
-  const std::uint32_t lane_id = any_lane ? agree_id(color >= 0 && my_tags > 0) : 0;
-  std::vector<int> members;
-  for (const auto& m : mine) members.push_back(m.second);
-  std::shared_ptr<detail::CommImpl> ni, ln;
-  transport::RemoteKey my_key{}, my_lane_key{};
-  if (color >= 0) {
-    ni = make_child(*impl_, members, new_id, impl_->group.credits, false);
-    my_key = ni->open_window();
-    if (my_tags > 0) {
-      ln = make_child(*impl_, members, lane_id, lane_credits(my_tags), true);
-      ln->tag_count = my_tags;
-      ln->parent_id = static_cast<std::uint16_t>(new_id);
-      my_lane_key = ln->open_window();
-    }
-  }
-  // Round 2: window keys (8 words each, then the lane's) of every member of the parent.
-  const std::size_t kwords = sizeof(transport::RemoteKey) / 8;
-  std::vector<std::uint64_t> kw(2 * kwords);
-  std::memcpy(kw.data(), &my_key, sizeof my_key);
-  std::memcpy(kw.data() + kwords, &my_lane_key, sizeof my_lane_key);
-  const auto keys = exchange_words(self, kw);
-  if (!ni) return Communicator();
-  auto keys_of = [&](std::size_t at) {
-    std::vector<transport::RemoteKey> mk;
-    for (const auto& m : mine) {
-      transport::RemoteKey k;
-      std::memcpy(static_cast<void*>(&k), keys.data() + static_cast<std::size_t>(m.second) * kw.size() + at, sizeof k);
-      mk.push_back(k);
-    }
-    return mk;
-  };
-  ni->set_peer_keys(keys_of(0));
-  ni->enable_flags();
-  ni->seal_bindings();
-  if (ln) {
-    ln->set_peer_keys(keys_of(kwords));
-    ln->enable_flags();  // its own calls, untagged, come first (CommImpl::lane_first)
-    ln->seal_bindings();
-    ln->start_tags();
-    detail::register_comm(core, ln);
-    ni->tag_lane = ln;
-  }
-  detail::register_comm(core, ni);
-  return Communicator(ni);
-}
-
-Communicator Communicator::dup(int tags) const { return split(0, rank(), tags); }
 
 int Communicator::tags() const { return impl_ && impl_->tag_lane ? impl_->tag_lane->tag_count : 0; }
 

@@ -57,7 +57,49 @@ class IdPool {
     return live_;
   }
 
-  /// Agrees on an id free on every member (takes it here when @p take_it).
+  /// Where this rank's next agreement starts looking (round-robin).
+  std::uint32_t start() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return next_;
+  }
+  /// The next candidate after a failed round on @p id: a little past it, by a
+  /// per-thread random skip of 0-7, so that two creations that keep reserving
+  /// the same id on different members (they run in different orders there)
+  /// part ways instead of retrying in lockstep.
+  std::uint32_t after(std::uint32_t id) {
+    thread_local std::uint32_t x = 0x9e3779b9u ^ static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(&x));
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    const std::uint32_t n = limit();
+    const std::uint32_t next = id + 1 + (x & 7u);
+    return next < n ? next : first_;
+  }
+  /// One agreement round, second half: the members proposed @p id (the
+  /// maximum of their lowest_free()); reserves it here when free. Every
+  /// member answers whether it reserved; the id is agreed when all did
+  /// (settle()). A reservation keeps a concurrent agreement on this rank
+  /// (another parent, another tag) from taking the same id meanwhile.
+  bool reserve(std::uint32_t id) { return take(id); }
+  /// Ends a round: @p agreed when every member reserved @p id. An agreed id
+  /// stays taken when @p keep (this rank is a member of the new object), and
+  /// every member moves its round-robin start past it; a refused one is
+  /// released when this rank had reserved it.
+  void settle(std::uint32_t id, bool reserved, bool agreed, bool keep) {
+    if (reserved && !(agreed && keep)) release(id);
+    if (agreed) {
+      std::lock_guard<std::mutex> lk(mu_);
+      next_ = id + 1 < limit() ? id + 1 : first_;
+    }
+  }
+  /// The error when no id is free on every member.
+  [[nodiscard]] Status exhausted(const std::string& who, const char* what) const {
+    const auto n = static_cast<std::uint32_t>(used_.size());
+    return {Errc::unsupported, who + ": out of " + what + " ids: at most " + std::to_string(n - first_) + " " + what +
+                                   "s may exist at once on a rank (16-bit ids; free some first)"};
+  }
+
+  /// Agrees on an id free on every member (takes it here when @p take_it):
+  /// rounds of propose (max of lowest_free) and reserve (min), as
+  /// Communicator::split_async runs them step by step (create.cpp).
   /// @p max_all / @p min_all: allreduce of one word over the members
   /// (collective: every member calls agree() in the same order). Throws
   /// strata::Error (Errc::unsupported) naming @p who and the limit when no id
@@ -65,26 +107,19 @@ class IdPool {
   std::uint32_t agree(const std::function<std::uint64_t(std::uint64_t)>& max_all,
                       const std::function<std::uint64_t(std::uint64_t)>& min_all, bool take_it, const std::string& who,
                       const char* what) {
-    std::uint32_t from = 0;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      from = next_;
-    }
+    std::uint32_t from = start();
     const std::uint32_t n = limit();
     for (std::uint32_t attempt = 0; attempt <= 2 * n; ++attempt) {
       const std::uint64_t id = max_all(lowest_free(from));
       if (id >= n) break;
       const auto i = static_cast<std::uint32_t>(id);
-      if (min_all(is_free(i) ? 1 : 0) == 1) {
-        std::lock_guard<std::mutex> lk(mu_);
-        if (take_it && !used_[i]) used_[i] = true, ++live_;
-        next_ = i + 1 < n ? i + 1 : first_;  // every member moves on (members of no color too)
-        return i;
-      }
-      from = i + 1 < n ? i + 1 : first_;
+      const bool mine = reserve(i);
+      const bool agreed = min_all(mine ? 1 : 0) == 1;
+      settle(i, mine, agreed, take_it);
+      if (agreed) return i;
+      from = after(i);
     }
-    throw Error(Errc::unsupported, who + ": out of " + what + " ids: at most " + std::to_string(n - first_) + " " +
-                                       what + "s may exist at once on a rank (16-bit ids; free some first)");
+    throw Error(exhausted(who, what));
   }
 
  private:

@@ -151,6 +151,20 @@ struct EngineOptions {
   static EngineOptions from_environment();
 };
 
+/// @brief Options of Communicator::split_async() and dup_async().
+struct CreateOptions {
+  /// The creation's own calls on the parent carry this tag (CollOptions::tag):
+  /// creations with distinct tags, started in any order on the members (one
+  /// task each), match by tag, like tagged collectives. The tag is the
+  /// creation's until its future completes: later calls with it on this rank
+  /// wait behind it (docs/embedding.md, "Nonblocking communicator creation").
+  /// -1 (the default): untagged, matched in issue order like an untagged
+  /// collective; untagged calls posted on the parent after it wait behind it.
+  int tag = -1;
+  /// Tags the new communicator takes (split()'s @p tags).
+  int tags = 0;
+};
+
 /// @brief A group of ranks that run collectives together (a handle: copies
 /// share the communicator). Every collective is nonblocking and returns a
 /// Future<void> that completes when this rank's part is done (loose sync) or
@@ -173,10 +187,10 @@ class Communicator {
   /// @brief Communicator id (unique on every member; used in signal matching).
   [[nodiscard]] std::uint16_t id() const;
 
-  /// @brief Splits like MPI_Comm_split (collective, blocking; on one rank,
-  /// at most 65,533 communicators may exist at once: ids are 16 bits and
-  /// reused after free, past that it throws Errc::unsupported naming the limit;
-  /// split/dup calls must not run concurrently from several threads): ranks with equal
+  /// @brief Splits like MPI_Comm_split (collective, blocking: split_async().get();
+  /// on one rank, at most 65,533 communicators may exist at once: ids are 16
+  /// bits and reused after free, past that it throws Errc::unsupported naming
+  /// the limit): ranks with equal
   /// @p color form a communicator, ordered by (@p key, rank). color < 0 returns
   /// an invalid handle. @p tags > 0 also gives the new communicator a lane of
   /// its own for tagged calls with CollOptions::tag in [0, tags) (a second
@@ -188,6 +202,21 @@ class Communicator {
   /// @brief A new communicator with the same members (collective, blocking),
   /// with a lane for @p tags tags (split()).
   Communicator dup(int tags = 0) const;
+  /// @brief split() without blocking (MPI_Comm_isplit's role): posts the
+  /// creation and returns at once; the future gives the new communicator
+  /// (invalid for a negative @p color) or the error (a dead member:
+  /// Errc::peer_dead within STRATA_TIMEOUT). Its steps (an exchange of
+  /// (color, key, tags), rounds of id agreement, an exchange of window keys)
+  /// run on the parent as internal collectives, each posted by strata's own
+  /// threads when the one before completed, never on the caller's thread:
+  /// a task may call it and return. Creations from one parent may run
+  /// concurrently; give each its own @p opts.tag when they may start in
+  /// different orders on different members (ompi#2025). Argument errors
+  /// throw strata::Error naming the argument and the rank before anything
+  /// is posted.
+  [[nodiscard]] Future<Communicator> split_async(int color, int key, const CreateOptions& opts = {}) const;
+  /// @brief dup() without blocking: split_async(0, rank(), opts).
+  [[nodiscard]] Future<Communicator> dup_async(const CreateOptions& opts = {}) const;
   /// @brief Tags this communicator takes (CollOptions::tag in [0, tags())); 0: none.
   [[nodiscard]] int tags() const;
 
