@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "strata/collectives/registry.hpp"
+#include "strata/collectives/select.hpp"
 
 namespace strata::coll {
 
@@ -138,6 +139,16 @@ void check_call(const Group& g, const Call& c) {
     check_user_op(s, static_cast<bool>(c.user_op->fn), c.user_op->elem_size);
   else if (reduction)
     check_op(s, c.op, c.dtype);
+  // 'direction' (the engine's selection refuses it from the options already).
+  if (c.algo.any_pull() && !c.direct) {
+    const bool scatter = c.kind == Kind::scatter || c.kind == Kind::scatterv;
+    if (!(c.kind == Kind::broadcast || (scatter && uses_tree(c.kind, c.algo))))
+      fail_argument(s, Errc::invalid_argument,
+                    std::string("argument 'direction': pull applies to broadcast and to scatter / scatterv with the "
+                                "tree algorithms (tree | single); ") +
+                        to_string(c.kind) + (scatter ? " with algorithm '" + c.algo.name + "'" : std::string()) +
+                        " moves data by push only");
+  }
   const std::size_t es = c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
   switch (c.kind) {
     case Kind::gatherv:

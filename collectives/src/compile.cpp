@@ -624,15 +624,6 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
   check_group(g, c);
   // The call's arguments: checked once, by the engine on the way in (Call::checked) or here.
   if (!c.checked) check_call(g, c);
-  if (c.algo.any_pull() && !c.direct) {
-    const bool scatter = c.kind == Kind::scatter || c.kind == Kind::scatterv;
-    if (!(c.kind == Kind::broadcast || (scatter && uses_tree(c.kind, c.algo))))
-      fail(Errc::invalid_argument, g, c,
-           std::string("argument 'direction': pull applies to broadcast and to scatter / scatterv with the tree "
-                       "algorithms (tree | single); ") +
-               to_string(c.kind) + (scatter ? " with algorithm '" + c.algo.name + "'" : std::string()) +
-               " moves data by push only");
-  }
   if (slot < 0 || slot >= g.credits)
     throw Error(Errc::invalid_argument, "compile: slot " + std::to_string(slot) + " outside [0, credits)");
   // The registry's row (a memory-protocol plan that applies, the named

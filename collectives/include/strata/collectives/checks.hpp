@@ -91,7 +91,9 @@ void check_self_block(const CheckSite& s, const std::vector<std::size_t>& send_c
 void check_rank_order(const CheckSite& s, Kind kind, const std::string& algorithm, const std::string& op_name);
 
 /// @brief Every argument check above that applies to @p c on @p g: 'root',
-/// 'op' (the user operator, or the built-in one against the datatype), the
+/// 'op' (the user operator, or the built-in one against the datatype),
+/// 'direction' (pull only where it applies; the engine's selection refuses
+/// it from the options, strata/collectives/select.hpp), the
 /// v-variants' counts and displacements (gatherv / scatterv at the root,
 /// allgatherv, alltoallv, reduce_scatter) and the rank order of a
 /// non-commutative operator. compile() runs it for a call not marked
