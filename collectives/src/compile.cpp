@@ -2,6 +2,7 @@
 // protocol and docs/algorithms.md for each algorithm's cost.
 #include "strata/collectives/compile.hpp"
 
+#include "strata/collectives/checks.hpp"
 #include "strata/collectives/registry.hpp"
 #include "strata/collectives/select.hpp"
 
@@ -413,23 +414,13 @@ std::uint32_t reduce_slots(std::size_t nfrag, int maxc) {
   return static_cast<std::uint32_t>(2 * nfrag * static_cast<std::size_t>(maxc) + 2);
 }
 
-void check_common(const Group& g, const Call& c) {
+// The group's own consistency (not a call argument: checked on every compile).
+void check_group(const Group& g, const Call& c) {
   const int n = g.size();
   if (n < 1) fail(Errc::invalid_argument, g, c, "empty communicator");
   if (g.rank < 0 || g.rank >= n) fail(Errc::invalid_argument, g, c, "rank outside the communicator");
   if (g.host.size() != g.world.size() || g.numa.size() != g.world.size())
     fail(Errc::invalid_argument, g, c, "group places do not match its members");
-  if (c.root < 0 || c.root >= n)
-    fail(Errc::invalid_argument, g, c,
-         "argument 'root' = " + std::to_string(c.root) + " outside [0, " + std::to_string(n) + ")");
-  if (c.user_op && (!c.user_op->fn || c.user_op->elem_size == 0))
-    fail(Errc::invalid_argument, g, c, "argument 'op': user op without a function or with elem_size 0");
-  if (!c.user_op &&
-      (c.kind == Kind::reduce || c.kind == Kind::allreduce || c.kind == Kind::reduce_scatter ||
-       c.kind == Kind::reduce_scatter_block) &&
-      dag::reduce_kernel(c.op, c.dtype) == nullptr)
-    fail(Errc::unsupported, g, c,
-         std::string("argument 'op': ") + dag::to_string(c.op) + " is not defined on " + dag::to_string(c.dtype));
 }
 
 std::shared_ptr<const dag::Plan> compile_barrier(const Group& g, const Call& c, int slot) {
@@ -630,16 +621,9 @@ std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int s
     return compile(g, c, slot);
   }
   const Call& c = call;
-  check_common(g, c);
-  if (c.algo.any_pull() && !c.direct) {
-    const bool scatter = c.kind == Kind::scatter || c.kind == Kind::scatterv;
-    if (!(c.kind == Kind::broadcast || (scatter && uses_tree(c.kind, c.algo))))
-      fail(Errc::invalid_argument, g, c,
-           std::string("argument 'direction': pull applies to broadcast and to scatter / scatterv with the tree "
-                       "algorithms (tree | single); ") +
-               to_string(c.kind) + (scatter ? " with algorithm '" + c.algo.name + "'" : std::string()) +
-               " moves data by push only");
-  }
+  check_group(g, c);
+  // The call's arguments: checked once, by the engine on the way in (Call::checked) or here.
+  if (!c.checked) check_call(g, c);
   if (slot < 0 || slot >= g.credits)
     throw Error(Errc::invalid_argument, "compile: slot " + std::to_string(slot) + " outside [0, credits)");
   // The registry's row (a memory-protocol plan that applies, the named

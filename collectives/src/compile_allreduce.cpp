@@ -214,7 +214,7 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
       break;
     case Variant::rabenseifner:
     case Variant::ring:
-      if (ordered) refuse_order(g, c, name, "reduces blocks in ring / halving order, not rank order");
+      // A non-commutative op never gets here (AlgorithmRow::keeps_order, check_rank_order()).
       parts = n;
       break;
     default:  // Variant::hier, hier_rd, hier_rabenseifner, hier_ring
@@ -224,7 +224,8 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
               : row.variant == Variant::hier_ring                         ? Inter::ring
               : ordered || bytes <= tuning(g).allreduce_hier_rd_max_bytes ? Inter::rd
                                                                           : Inter::rabenseifner;
-      if (ordered && inter != Inter::rd) refuse_order(g, c, name, "reduces among the host leaders out of rank order");
+      // A non-commutative op leaves inter = rd (hier:rabenseifner / hier:ring do not
+      // keep order: check_rank_order() refused them); the placement can still lose it:
       if (ordered && !hosts.contiguous())
         refuse_order(g, c, name, "needs every host's ranks to be consecutive to keep rank order");
       parts = hosts.leaders();

@@ -305,13 +305,6 @@ inline std::vector<std::uint64_t> prefix(const std::vector<std::size_t>& counts)
   return d;
 }
 
-inline void check_sizes(const Group& g, const Call& c, const std::vector<std::size_t>& v, const char* name) {
-  if (v.size() != static_cast<std::size_t>(g.size()))
-    fail(Errc::invalid_argument, g, c,
-         std::string("argument '") + name + "' has " + std::to_string(v.size()) + " entries for " +
-             std::to_string(g.size()) + " ranks");
-}
-
 inline std::shared_ptr<const dag::Plan> done(Ctx& x) {
   finish(x);
   if (x.b().size() == 0) x.b().nop();

@@ -295,8 +295,11 @@ void reduce_scatter_rows(std::vector<AlgorithmRow>* t, Kind k) {
   t->push_back(row(k, "pairwise", "pairwise exchange, folded in rank order", "n - 1 steps of one block",
                    "non-commutative operators", {}, rs_pairwise_applies, cc::compile_reduce_scatter,
                    Variant::pairwise));
+  // Of the schedules only pairwise folds in rank order; the mapped and single-copy plans fold 0 op 1 op 2 ...
   for (AlgorithmRow& r : *t)
-    if (r.kind == k) r.keeps_order = r.variant == Variant::pairwise;  // only pairwise folds in rank order
+    if (r.kind == k)
+      r.keeps_order =
+          r.variant == Variant::pairwise || r.variant == Variant::mapped || r.variant == Variant::single_copy;
 }
 
 std::vector<AlgorithmRow> build_table() {

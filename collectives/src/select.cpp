@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/collectives/checks.hpp"
 #include "strata/collectives/registry.hpp"
 #include "strata/detail/env.hpp"
 
@@ -303,10 +304,7 @@ Algorithm select_allreduce(const Request& r, const Group& g, const Environment& 
   if (row == nullptr || !row->selectable)
     throw Error(Errc::invalid_argument,
                 who + ": argument 'algorithm' = '" + name + "': unknown (" + algorithm_names(Kind::allreduce) + ")");
-  if (r.ordered && !row->keeps_order)
-    throw Error(Errc::unsupported, who + ": algorithm '" + name +
-                                       "' does not keep rank order; the non-commutative op '" + r.op_name +
-                                       "' needs 'tree', 'single', 'rd' or 'hier'");
+  if (r.ordered) check_rank_order({"allreduce", r.rank, g.size(), -1}, Kind::allreduce, name, r.op_name);
   Algorithm a = choose(Kind::allreduce, topts, env, r.rank);
   a.name = row->name;
   return a;
@@ -432,18 +430,6 @@ Group planning_group(int ranks, int hosts) {
   memory_plans(&g, !strata::detail::env::is("STRATA_SINGLE_COPY", "off"),
                !strata::detail::env::is("STRATA_MAPPED", "off"));
   return g;
-}
-
-void check_rank_order(Kind kind, const Algorithm& a, int rank) {
-  if (means_automatic(kind, a.name)) return;
-  const AlgorithmRow* row = find_algorithm(kind, a.name);
-  if (row != nullptr && row->keeps_order) return;
-  std::string ordered;
-  for (const AlgorithmRow* r : algorithms_of(kind))
-    if (r->keeps_order && ordered.empty()) ordered = r->name;
-  throw Error(Errc::unsupported, std::string(to_string(kind)) + " on rank " + std::to_string(rank) + ": algorithm '" +
-                                     a.name + "' does not keep rank order; a non-commutative op needs algorithm '" +
-                                     ordered + "'");
 }
 
 bool uses_tree(Kind kind, const Algorithm& a) {

@@ -40,38 +40,6 @@ Future<void> submit_rooted(CommImpl& impl, const coll::Call& c, const void* send
   return impl.submit(c, send, recv);
 }
 
-// Checks counts / displacements at the root; returns the rooted buffer's extent in bytes.
-std::size_t check_layout(const char* n, const CommImpl& impl, const std::vector<std::size_t>& counts,
-                         const std::vector<std::size_t>& displs, std::size_t esize, bool gather) {
-  const auto un = static_cast<std::size_t>(impl.size());
-  if (counts.size() != un)
-    bad(n, impl,
-        "argument 'counts' has " + std::to_string(counts.size()) + " entries, the communicator " + std::to_string(un) +
-            " ranks");
-  if (displs.size() != un)
-    bad(n, impl,
-        "argument 'displs' has " + std::to_string(displs.size()) + " entries, the communicator " + std::to_string(un) +
-            " ranks");
-  std::size_t extent = 0;
-  std::vector<std::size_t> idx;
-  for (std::size_t r = 0; r < un; ++r) {
-    check_count(n, impl, counts[r], esize);
-    check_count(n, impl, displs[r], esize);
-    if (counts[r] == 0) continue;
-    idx.push_back(r);
-    extent = std::max(extent, (displs[r] + counts[r]) * esize);
-  }
-  if (gather) {
-    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return displs[a] < displs[b]; });
-    for (std::size_t i = 1; i < idx.size(); ++i)
-      if (displs[idx[i - 1]] + counts[idx[i - 1]] > displs[idx[i]])
-        bad(n, impl,
-            "argument 'displs': the blocks of ranks " + std::to_string(idx[i - 1]) + " and " + std::to_string(idx[i]) +
-                " overlap in 'recv'");
-  }
-  return extent;
-}
-
 // Tree v-variants: every rank needs every count and displacement; the root
 // broadcasts them (one small broadcast on the same communicator, waited for).
 void share_layout(Communicator& comm, CommImpl& impl, coll::Call& c, int root, const char* n) {
@@ -114,8 +82,8 @@ Future<void> rooted(Communicator& comm, const std::shared_ptr<CommImpl>& impl, c
   const bool gather = is_gather(a.kind);
   const bool v = is_v(a.kind);
   const auto un = static_cast<std::size_t>(impl->size());
-  check_count(n, *impl, a.count, es);
-  check_root(n, *impl, a.root);
+  coll::check_count(site(n, *impl), a.count, es);
+  coll::check_root(site(n, *impl), a.root);
   const bool root = impl->rank() == a.root;
   // The user buffer that is in place at the root: send for gather, recv for scatter.
   const bool inplace = gather ? a.send == in_place : a.recv == in_place;
@@ -139,7 +107,9 @@ Future<void> rooted(Communicator& comm, const std::shared_ptr<CommImpl>& impl, c
   if (root) {
     std::size_t extent = un * mine;
     if (v) {
-      extent = check_layout(n, *impl, *a.counts, *a.displs, es, gather);
+      // The rooted buffer's blocks; gatherv writes them, so they must not overlap.
+      extent = es * coll::check_blocks(site(n, *impl), "counts", "displs", gather ? "recv" : "send", *a.counts,
+                                       *a.displs, es, /*allow_overlap=*/!gather);
       if (!inplace && a.count != (*a.counts)[static_cast<std::size_t>(a.root)])
         bad(n, *impl,
             "argument 'count' = " + std::to_string(a.count) +
@@ -158,6 +128,7 @@ Future<void> rooted(Communicator& comm, const std::shared_ptr<CommImpl>& impl, c
     check_buffer(n, *impl, gather ? "send" : "recv", gather ? a.send : static_cast<const void*>(a.recv), mine);
   }
   if (v && coll::uses_tree(c.kind, c.algo)) share_layout(comm, *impl, c, a.root, n);
+  c.checked = true;  // the root checked counts / displs for every rank (share_layout sends those)
   const void* send = gather ? (inplace ? nullptr : a.send) : (root ? a.send : nullptr);
   void* recv = gather ? (root ? a.recv : nullptr) : (inplace ? nullptr : a.recv);
   return submit_rooted(*impl, c, send, recv);

@@ -51,52 +51,9 @@ std::size_t alltoall_max_outstanding() {
   return v;
 }
 
-void check_vec(const char* n, const CommImpl& c, const char* name, const std::vector<std::size_t>& v) {
-  if (v.size() != static_cast<std::size_t>(c.size()))
-    bad(n, c,
-        std::string("argument '") + name + "' has " + std::to_string(v.size()) + " entries, the communicator has " +
-            std::to_string(c.size()) + " ranks");
-}
-
-// Blocks [displs[i], displs[i] + counts[i]) of one buffer: checks sizes and
-// overflow, rejects overlapping nonempty blocks; returns the extent in elements.
-std::size_t check_blocks(const char* n, const CommImpl& c, const char* cname, const char* dname,
-                         const std::vector<std::size_t>& counts, const std::vector<std::size_t>& displs,
-                         std::size_t esize, bool allow_overlap) {
-  check_vec(n, c, cname, counts);
-  check_vec(n, c, dname, displs);
-  std::vector<std::pair<std::size_t, std::size_t>> iv;
-  std::size_t extent = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    check_count(n, c, counts[i], esize);
-    check_count(n, c, displs[i], esize);
-    if (counts[i] == 0) continue;
-    extent = std::max(extent, displs[i] + counts[i]);
-    iv.emplace_back(displs[i], i);
-  }
-  check_count(n, c, extent, esize);
-  if (!allow_overlap) {
-    std::sort(iv.begin(), iv.end());
-    for (std::size_t k = 1; k < iv.size(); ++k) {
-      const std::size_t a = iv[k - 1].second, b = iv[k].second;
-      if (displs[a] + counts[a] > displs[b])
-        bad(n, c,
-            std::string("blocks ") + std::to_string(a) + " and " + std::to_string(b) +
-                " of the receive buffer overlap ('" + cname + "' / '" + dname + "')");
-    }
-  }
-  return extent;
-}
-
 // One-shot submission (the plan-cache key of CommImpl::submit covers the v-variant counts).
 Future<void> submit_v(CommImpl& impl, const coll::Call& c, const void* send, void* recv) {
   return impl.submit(c, send, recv);
-}
-
-void check_op(const char* n, const CommImpl& c, dag::ReduceOp op, dag::DataType dt) {
-  if (dag::reduce_kernel(op, dt) == nullptr)
-    throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(c.rank()) + ": argument 'op' " +
-                                       dag::to_string(op) + " is not defined on " + dag::to_string(dt));
 }
 
 Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind kind, const void* send, void* recv,
@@ -109,16 +66,11 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
   const auto nn = static_cast<std::size_t>(c.size());
   std::size_t total = 0, mine = 0;
   if (counts) {
-    check_vec(n, c, "counts", *counts);
-    for (std::size_t x : *counts) {
-      check_count(n, c, x, esize);
-      total += x;
-    }
-    check_count(n, c, total, esize);
+    total = coll::check_reduce_counts(site(n, c), *counts, esize);
     mine = (*counts)[static_cast<std::size_t>(c.rank())];
   } else {
-    check_count(n, c, count, esize);
-    check_count(n, c, count * nn, esize);
+    coll::check_count(site(n, c), count, esize);
+    coll::check_count(site(n, c), count * nn, esize);
     total = count * nn;
     mine = count;
   }
@@ -127,7 +79,7 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
   if (!inplace) check_buffer(n, c, "send", send, total * esize);
   check_buffer(n, c, "recv", recv, (inplace ? total : mine) * esize);
   if (!inplace) check_overlap(n, c, send, total * esize, recv, mine * esize);
-  if (!u) check_op(n, c, op, dt);
+  if (!u) coll::check_op(site(n, c), op, dt);
   coll::Call call;
   call.kind = kind;
   call.count = counts ? mine : count;
@@ -138,7 +90,9 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
   call.in_place = inplace;
   apply_sync(call, opts);
   call.algo = resolve(kind, opts, c);
-  if (call.user_op && !call.user_op->commutative) coll::check_rank_order(kind, call.algo, c.rank());
+  if (call.user_op && !call.user_op->commutative)
+    coll::check_rank_order(site(n, c), kind, call.algo.name, call.user_op->name);
+  call.checked = true;
   return submit_v(*impl, call, inplace ? nullptr : send, recv);
 }
 
@@ -196,8 +150,8 @@ Future<void> Communicator::allgather(const void* send, std::size_t count, void* 
   const CommImpl& c = *impl_;
   const std::size_t es = size_of(type);
   const auto nn = static_cast<std::size_t>(c.size());
-  check_count(n, c, count, es);
-  check_count(n, c, count * nn, es);
+  coll::check_count(site(n, c), count, es);
+  coll::check_count(site(n, c), count * nn, es);
   const bool inplace = send == in_place;
   if (!inplace) check_buffer(n, c, "send", send, count * es);
   check_buffer(n, c, "recv", recv, count * nn * es);
@@ -211,6 +165,7 @@ Future<void> Communicator::allgather(const void* send, std::size_t count, void* 
   call.count = count;
   call.dtype = detail::to_dag(type);
   call.in_place = inplace;
+  call.checked = true;
   apply_sync(call, opts);
   call.algo = resolve(call.kind, opts, c);
   return impl_->submit(call, inplace ? nullptr : send, recv, nullptr, false, plain ? &sig : nullptr);
@@ -223,8 +178,8 @@ Future<void> Communicator::allgatherv(const void* send, std::size_t count, void*
   need(impl_, n);
   const CommImpl& c = *impl_;
   const std::size_t es = size_of(type);
-  check_count(n, c, count, es);
-  const std::size_t extent = check_blocks(n, c, "counts", "displs", counts, displs, es, false);
+  coll::check_count(site(n, c), count, es);
+  const std::size_t extent = coll::check_blocks(site(n, c), "counts", "displs", "recv", counts, displs, es, false);
   const auto me = static_cast<std::size_t>(c.rank());
   const bool inplace = send == in_place;
   if (!inplace && count != counts[me])
@@ -236,6 +191,7 @@ Future<void> Communicator::allgatherv(const void* send, std::size_t count, void*
   if (!inplace) check_overlap(n, c, send, count * es, recv, extent * es);
   coll::Call call;
   call.kind = coll::Kind::allgatherv;
+  call.checked = true;
   call.count = counts[me];
   call.counts = counts;
   call.displs = displs;
@@ -253,8 +209,8 @@ Future<void> Communicator::alltoall(const void* send, void* recv, std::size_t co
   const CommImpl& c = *impl_;
   const std::size_t es = size_of(type);
   const auto nn = static_cast<std::size_t>(c.size());
-  check_count(n, c, count, es);
-  check_count(n, c, count * nn, es);
+  coll::check_count(site(n, c), count, es);
+  coll::check_count(site(n, c), count * nn, es);
   const bool inplace = send == in_place;  // blocks are read from recv, then overwritten
   if (!inplace) check_buffer(n, c, "send", send, count * nn * es);
   check_buffer(n, c, "recv", recv, count * nn * es);
@@ -265,6 +221,7 @@ Future<void> Communicator::alltoall(const void* send, void* recv, std::size_t co
     if (auto f = impl_->submit_plain(sig, inplace ? nullptr : send, recv)) return std::move(*f);
   coll::Call call;
   call.kind = coll::Kind::alltoall;
+  call.checked = true;
   call.count = count;
   call.dtype = detail::to_dag(type);
   call.in_place = inplace;
@@ -288,18 +245,18 @@ Future<void> Communicator::alltoallv(const void* send, const std::vector<std::si
   const bool inplace = send == in_place;
   const std::vector<std::size_t>& scnt = inplace ? recv_counts : send_counts;
   const std::vector<std::size_t>& sdsp = inplace ? recv_displs : send_displs;
-  const std::size_t sext = check_blocks(n, c, "send_counts", "send_displs", scnt, sdsp, es, true);
-  const std::size_t rext = check_blocks(n, c, "recv_counts", "recv_displs", recv_counts, recv_displs, es, false);
+  const std::size_t sext =
+      coll::check_blocks(site(n, c), "send_counts", "send_displs", "send", scnt, sdsp, es, /*allow_overlap=*/true);
+  const std::size_t rext = coll::check_blocks(site(n, c), "recv_counts", "recv_displs", "recv", recv_counts,
+                                              recv_displs, es, /*allow_overlap=*/false);
   const auto me = static_cast<std::size_t>(c.rank());
-  if (!inplace && send_counts[me] != recv_counts[me])
-    bad(n, c,
-        "send_counts[" + std::to_string(me) + "] = " + std::to_string(send_counts[me]) + " differs from recv_counts[" +
-            std::to_string(me) + "] = " + std::to_string(recv_counts[me]) + " (this rank's block to itself)");
+  if (!inplace) coll::check_self_block(site(n, c), send_counts, recv_counts);
   if (!inplace) check_buffer(n, c, "send", send, sext * es);
   check_buffer(n, c, "recv", recv, rext * es);
   if (!inplace) check_overlap(n, c, send, sext * es, recv, rext * es);
   coll::Call call;
   call.kind = coll::Kind::alltoallv;
+  call.checked = true;
   call.count = recv_counts[me];
   call.counts = scnt;
   call.displs = sdsp;

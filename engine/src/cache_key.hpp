@@ -40,12 +40,14 @@ namespace key_detail {
 template <class Scalar, class Vec, class Name>
 bool for_each_key_field(const coll::Call& c, Scalar&& scalar, Vec&& vec, Name&& name) {
   const auto& [kind, count, dtype, op, user_op, root, in_place, entry_all, exit_all, counts, displs, rcounts, rdispls,
-               direct, on_block, algo, fast_ok, shared_buffers, tag] = c;
+               direct, on_block, algo, fast_ok, shared_buffers, checked, tag] = c;
   // Not cached: a user reduction or a per-block callback is code, not data.
   if (user_op || on_block) return false;
   // Not in the key: the tag only routes the call to its communicator's tag
   // lane (CommImpl::submit_tagged), whose plans do not depend on it.
   (void)tag;
+  // Not in the key: whether the engine checked the arguments (the plan does not depend on it).
+  (void)checked;
   const auto& [algo_name, hierarchical, host, numa, core, single, fragment, halves_threshold, dir_host, dir_numa,
                dir_core, dir_single, max_outstanding, tree_from_table, direction_from_table] = algo;
   scalar(kind);

@@ -1,32 +1,29 @@
-// Engine internals (not installed): argument checks of the public calls. Each
-// throws strata::Error (invalid_argument) naming the collective, the argument,
-// the rank and the communicator.
+// Engine internals (not installed): the argument checks of the public calls
+// that only the engine can make (buffers, in_place, the handle), and the site
+// of the checks shared with the compiler (strata/collectives/checks.hpp: root,
+// counts, user op, op vs datatype, v-variant layouts, rank order), which the
+// engine runs on the way in before it marks the call coll::Call::checked.
+// Each throws strata::Error (invalid_argument) naming the collective, the
+// argument, the rank and the communicator.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "comm.hpp"
+#include "strata/collectives/checks.hpp"
 
 namespace strata::detail {
 
-[[noreturn]] inline void bad(const char* coll, const CommImpl& c, const std::string& what) {
-  throw Error(Errc::invalid_argument, std::string(coll) + " on rank " + std::to_string(c.rank()) + " (comm " +
-                                          std::to_string(c.id) + "): " + what);
+/// The site of a check of collective @p n on @p c (messages "<coll> on rank R (comm C): ...").
+inline coll::CheckSite site(const char* n, const CommImpl& c) { return {n, c.rank(), c.size(), c.id}; }
+
+[[noreturn]] inline void bad(const char* n, const CommImpl& c, const std::string& what) {
+  coll::fail_argument(site(n, c), Errc::invalid_argument, what);
 }
 
 inline void check_buffer(const char* coll, const CommImpl& c, const char* name, const void* p, std::size_t bytes) {
   if (bytes > 0 && p == nullptr) bad(coll, c, std::string("argument '") + name + "' is null with a nonzero count");
-}
-
-inline void check_count(const char* coll, const CommImpl& c, std::size_t count, std::size_t esize) {
-  if (esize != 0 && count > (std::size_t{1} << 40) / esize)
-    bad(coll, c, "argument 'count' = " + std::to_string(count) + " is too large (negative or overflowed?)");
-}
-
-inline void check_root(const char* coll, const CommImpl& c, int root) {
-  if (root < 0 || root >= c.size())
-    bad(coll, c, "argument 'root' = " + std::to_string(root) + " outside [0, " + std::to_string(c.size()) + ")");
 }
 
 inline void check_overlap(const char* coll, const CommImpl& c, const void* a, std::size_t alen, const void* b,
@@ -38,9 +35,8 @@ inline void check_overlap(const char* coll, const CommImpl& c, const void* a, st
     bad(coll, c, "arguments 'send' and 'recv' overlap (use strata::in_place for an in-place call)");
 }
 
-inline std::shared_ptr<const dag::UserReduce> wrap(const UserOp& op, const char* coll, const CommImpl& c) {
-  if (!op.fn) bad(coll, c, "argument 'op': user op has no function");
-  if (op.elem_size == 0) bad(coll, c, "argument 'op': user op elem_size is 0");
+inline std::shared_ptr<const dag::UserReduce> wrap(const UserOp& op, const char* n, const CommImpl& c) {
+  coll::check_user_op(site(n, c), static_cast<bool>(op.fn), op.elem_size);
   auto u = std::make_shared<dag::UserReduce>();
   u->fn = op.fn;
   u->elem_size = op.elem_size;

@@ -168,6 +168,7 @@ Prepared prep_barrier(const std::shared_ptr<detail::CommImpl>& impl, const CollO
   need(impl, "barrier");
   Prepared p;
   p.call.kind = coll::Kind::barrier;
+  p.call.checked = true;  // no arguments
   p.call.algo = choose(p.call.kind, opts, impl->rank());
   apply_sync(p.call, opts);
   return p;
@@ -178,16 +179,18 @@ void check_broadcast(const std::shared_ptr<detail::CommImpl>& impl, const void* 
                      int root) {
   const char* n = "broadcast";
   need(impl, n);
-  check_count(n, *impl, count, size_of(type));
-  check_root(n, *impl, root);
+  coll::check_count(site(n, *impl), count, size_of(type));
+  coll::check_root(site(n, *impl), root);
   check_buffer(n, *impl, "buf", buf, count * size_of(type));
 }
 
+// The call of a broadcast; @p checked: the caller ran check_broadcast() already.
 Prepared prep_broadcast(const std::shared_ptr<detail::CommImpl>& impl, void* buf, std::size_t count, Datatype type,
-                        int root, const CollOptions& opts) {
-  check_broadcast(impl, buf, count, type, root);
+                        int root, const CollOptions& opts, bool checked = false) {
+  if (!checked) check_broadcast(impl, buf, count, type, root);
   Prepared p;
   p.call.kind = coll::Kind::broadcast;
+  p.call.checked = true;
   p.call.count = count;
   p.call.dtype = detail::to_dag(type);
   p.call.root = root;
@@ -205,8 +208,8 @@ void check_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, const
                   std::size_t count, std::size_t esize, int root) {
   const char* n = all ? "allreduce" : "reduce";
   need(impl, n);
-  check_count(n, *impl, count, esize);
-  if (!all) check_root(n, *impl, root);
+  coll::check_count(site(n, *impl), count, esize);
+  if (!all) coll::check_root(site(n, *impl), root);
   const bool receives = all || impl->rank() == root;
   const bool inplace = send == in_place;
   if (inplace && !receives) bad(n, *impl, "argument 'send' is strata::in_place on a rank that is not the root");
@@ -215,11 +218,12 @@ void check_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, const
   if (!inplace && receives) check_overlap(n, *impl, send, count * esize, recv, count * esize);
 }
 
+// The call of a reduce / allreduce; @p checked: the caller ran check_reduce() already.
 Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, const void* send, void* recv,
                      std::size_t count, dag::DataType dt, dag::ReduceOp op, std::shared_ptr<const dag::UserReduce> u,
-                     std::size_t esize, int root, const CollOptions& opts) {
+                     std::size_t esize, int root, const CollOptions& opts, bool checked = false) {
   const char* n = all ? "allreduce" : "reduce";
-  check_reduce(impl, all, send, recv, count, esize, root);
+  if (!checked) check_reduce(impl, all, send, recv, count, esize, root);
   const bool receives = all || impl->rank() == root;
   const bool inplace = send == in_place;
   Prepared p;
@@ -234,9 +238,8 @@ Prepared prep_reduce(const std::shared_ptr<detail::CommImpl>& impl, bool all, co
   apply_sync(c, opts);
   c.algo = all ? resolve_allreduce(opts, *impl, c.user_op.get(), static_cast<std::uint64_t>(count) * esize)
                : choose(c.kind, opts, impl->rank());
-  if (!c.user_op && dag::reduce_kernel(op, dt) == nullptr)
-    throw Error(Errc::unsupported, std::string(n) + " on rank " + std::to_string(impl->rank()) + ": argument 'op' " +
-                                       dag::to_string(op) + " is not defined on " + dag::to_string(dt));
+  if (!c.user_op) coll::check_op(site(n, *impl), op, dt);  // a user op: wrap() checked it
+  c.checked = true;
   p.send = inplace ? nullptr : send;
   p.recv = receives ? recv : nullptr;
   p.recv_bytes = receives ? count * esize : 0;
@@ -275,7 +278,7 @@ Future<void> Communicator::broadcast(void* buf, std::size_t count, Datatype type
                                                       dag::ReduceOp{}, root);
     const bool is_root = impl_->rank() == root;
     if (auto f = impl_->submit_plain(sig, is_root ? buf : nullptr, is_root ? nullptr : buf)) return std::move(*f);
-    const Prepared p = prep_broadcast(impl_, buf, count, type, root, opts);
+    const Prepared p = prep_broadcast(impl_, buf, count, type, root, opts, /*checked=*/true);
     return impl_->submit(p.call, p.send, p.recv, nullptr, false, &sig);
   }
   const Prepared p = prep_broadcast(impl_, buf, count, type, root, opts);
@@ -304,9 +307,14 @@ Future<void> Communicator::allreduce(const void* send, void* recv, std::size_t c
     if (dag::reduce_kernel(o, dt) != nullptr) {
       const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::allreduce, count, dt, send == in_place, o);
       if (auto f = impl_->submit_plain(sig, sig.in_place ? nullptr : send, recv)) return std::move(*f);
-      const Prepared p = prep_reduce(impl_, true, send, recv, count, dt, o, nullptr, size_of(type), 0, opts);
+      const Prepared p =
+          prep_reduce(impl_, true, send, recv, count, dt, o, nullptr, size_of(type), 0, opts, /*checked=*/true);
       return impl_->submit(p.call, p.send, p.recv, nullptr, false, &sig);
     }
+    // An op the datatype does not define: prep_reduce() refuses it.
+    const Prepared p =
+        prep_reduce(impl_, true, send, recv, count, dt, o, nullptr, size_of(type), 0, opts, /*checked=*/true);
+    return impl_->submit(p.call, p.send, p.recv);
   }
   const Prepared p = prep_reduce(impl_, true, send, recv, count, dt, o, nullptr, size_of(type), 0, opts);
   return impl_->submit(p.call, p.send, p.recv);

@@ -250,6 +250,10 @@ struct Call {
   /// CollOptions::shared_buffers: single-copy plans read the owners' buffers
   /// through this process's mappings (in the plan-cache key).
   bool shared_buffers = false;
+  /// Not compiled, not in the plan-cache key: the arguments passed the checks
+  /// of strata/collectives/checks.hpp already (the engine's, on the way in),
+  /// so compile() does not run check_call() again. False: compile() checks them.
+  bool checked = false;
   /// Engine only (not compiled, not in the plan-cache key): CollOptions::tag;
   /// a tagged call runs on its communicator's tag lane (engine/src/comm.cpp).
   int tag = -1;
@@ -267,7 +271,9 @@ std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered);
 std::vector<std::pair<std::string, std::string>> selection_rules();
 
 /// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot < credits).
-/// Throws strata::Error(invalid_argument / unsupported) naming the argument.
+/// Throws strata::Error(invalid_argument / unsupported) naming the argument;
+/// the argument checks (check_call(), strata/collectives/checks.hpp) run
+/// unless @p c is marked Call::checked.
 std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& c, int slot);
 
 /// @brief The plan that stands for a call of @p kind on @p g that took

@@ -91,10 +91,6 @@ void memory_plans(Group* g, bool single_copy = true, bool mapped = true);
 /// and the registry's tests plan calls on it.
 Group planning_group(int ranks, int hosts);
 
-/// @brief reduce_scatter(_block) with a non-commutative operator: throws
-/// strata::Error(unsupported) when @p a does not fold in rank order.
-void check_rank_order(Kind kind, const Algorithm& a, int rank);
-
 /// @brief Whether @p a on @p kind moves data along a tree (a v-variant then
 /// needs every count on every rank; broadcast and scatter may pull).
 bool uses_tree(Kind kind, const Algorithm& a);
