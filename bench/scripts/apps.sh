@@ -10,7 +10,9 @@
 #
 #   fft3d --grid GRID --iters ITERS, slab and pencil (1x2 grid), transpose modes
 #         blocking / overlap / pipelined (strata: on_block compute nodes; MPI:
-#         MPI_Waitany order), plus strata's Future::then variant;
+#         MPI_Waitany order), plus strata's Future::then variant and, when
+#         fft3d was built with strata::openmp, --runtime openmp (every step an
+#         OpenMP task, the alltoalls detached tasks: variant "openmp");
 #         ms per forward+inverse (slowest rank), comm_wait_ms in parentheses
 #   asp --n ASP_N, blocking and pipelined broadcast schedules; ms per solve
 #   multigrid MG_ARGS, when $BUILD/bin/multigrid exists (its twins when they
@@ -23,7 +25,7 @@
 #   --no-doc      print the table only
 #   --quick       RUNS=1, GRID=64, ASP_N=512 (a smoke run)
 # environment: BUILD (default build-release; built as Release unless --skip-build),
-#   RUNS (3), GRID (128x128x64), ITERS (5), CHUNKS (4), ASP_N (1024),
+#   APPS (the apps to run: "fft3d asp multigrid"), RUNS (3), GRID (128x128x64), ITERS (5), CHUNKS (4), ASP_N (1024),
 #   MG_ARGS (--n 128 --cycles 5), MG_TIME_REGEX, DOC (docs/performance.md),
 #   TIMEOUT (300 s per run), NP (ranks, 2), HOSTS (virtual hosts, 1; MPI then
 #   over TCP only), NET (a link rate such as 10gbit: the emulated cluster,
@@ -33,6 +35,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-release}
 RUNS=${RUNS:-3}
+APPS=${APPS:-fft3d asp multigrid}
 GRID=${GRID:-128x128x64}
 ITERS=${ITERS:-5}
 CHUNKS=${CHUNKS:-4}
@@ -111,26 +114,36 @@ available() { # available BACKEND APP
   esac
 }
 
+wanted() { [[ " $APPS " == *" $1 "* ]]; }
+# fft3d built with strata::openmp (it links libgomp) runs --runtime openmp.
+have_omp=0
+[ -x "$BIN/fft3d" ] && ldd "$BIN/fft3d" 2>/dev/null | grep -q libgomp && have_omp=1
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 1; r <= RUNS; ++r)); do
   for backend in strata openmpi mpich; do
-    if available $backend fft3d; then
+    if wanted fft3d && available $backend fft3d; then
       for decomp in slab pencil; do
         modes=all
         [ $backend = strata ] && modes="all then"
+        [ $backend = strata ] && [ "$have_omp" = 1 ] && modes="$modes openmp"
         for m in $modes; do
           log "round $r: fft3d $decomp --mode $m on $backend"
-          out=$(run $backend fft3d --grid "$GRID" --decomp $decomp --mode "$m" --iters "$ITERS" --chunks "$CHUNKS" 2>&1)
+          if [ "$m" = openmp ]; then
+            mode_args=(--runtime openmp)
+          else
+            mode_args=(--mode "$m")
+          fi
+          out=$(run $backend fft3d --grid "$GRID" --decomp $decomp "${mode_args[@]}" --iters "$ITERS" --chunks "$CHUNKS" 2>&1)
           rc=$?
           [ $rc = 0 ] || { log "fft3d failed ($rc):"; echo "$out" >&2; }
           # fft3d: MODE total_ms fft_ms pack_ms comm_wait_ms in_comm_ms other_ms
           awk -v d=$decomp -v b=$backend -v g="$GRID" \
-            '$1 == "fft3d:" && $2 ~ /^(blocking|overlap|pipelined|then)$/ && $3 ~ /^[0-9.]+$/ {
+            '$1 == "fft3d:" && $2 ~ /^(blocking|overlap|pipelined|then|openmp)$/ && $3 ~ /^[0-9.]+$/ {
                printf "fft3d\t%s %s\t%s\t%s\t%s\t%s\n", g, d, $2, b, $3, $6 }' <<<"$out" >>"$REC"
         done
       done
     fi
-    if available $backend asp; then
+    if wanted asp && available $backend asp; then
       log "round $r: asp --n $ASP_N on $backend"
       out=$(run $backend asp --n "$ASP_N" 2>&1)
       rc=$?
@@ -139,7 +152,7 @@ for ((r = 1; r <= RUNS; ++r)); do
       awk -v b=$backend -v n="$ASP_N" '$1 == "asp:" && $2 ~ /^(blocking|pipelined)$/ && $3 ~ /^[0-9.]+$/ {
           printf "asp\tn=%s\t%s\t%s\t%s\t%s\n", n, $2, b, $3, $5 }' <<<"$out" >>"$REC"
     fi
-    if available $backend multigrid; then
+    if wanted multigrid && available $backend multigrid; then
       log "round $r: multigrid $MG_ARGS on $backend"
       t0=$(date +%s.%N)
       # shellcheck disable=SC2086

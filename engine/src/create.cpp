@@ -9,12 +9,11 @@
 //      color asked for tags: rounds of propose (max) and reserve (min);
 //   3. the windows opened and their keys exchanged;
 //   4. the window protocol agreed on the new communicator, then on its lane.
-// Each step is posted by the thread that completed the step before (it only
-// posts; an end that must wait runs as a task in the engine's arena), never
-// by the caller, which split_async() leaves at once. The steps are posted one after another, so the creation holds its
-// stream (its tag, or the untagged calls) on the parent while it runs
-// (CommImpl::hold_for): calls posted there meanwhile wait behind it, in
-// order, and every member sees the same order.
+// Each step runs as a task in the engine's arena once the step before
+// completed (or right away when that call completed inside its start),
+// never on the caller's thread, which split_async() leaves at once. The steps are posted one after another, so the
+// creation holds its stream (its tag, or the untagged calls) on the parent while it runs (CommImpl::hold_for): calls
+// posted there meanwhile wait behind it, in order, and every member sees the same order.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -25,6 +24,7 @@
 
 #include "checks.hpp"
 #include "comm.hpp"
+#include "strata/detail/tsan.hpp"
 #include "strata/engine.hpp"
 
 namespace strata {
@@ -104,20 +104,31 @@ class Creation : public std::enable_shared_from_this<Creation> {
     return c != nullptr && c->usable() && c->arena != nullptr ? *c->arena : detail::default_arena();
   }
 
-  // @p next runs on the completing thread once @p f completed (on_complete's
-  // rule: short and nonblocking, which every step is: it posts the next
-  // one); a failure fails the creation. A task hop per step would cost a
-  // worker's wake-up each: ~2 ms on a rank bound to one CPU, where the
-  // waiter in get() spins on that CPU until the scheduler preempts it.
+  // @p next runs once @p f completed; a failure fails the creation. A call
+  // that completed inside its start (a one-member communicator; the last
+  // member to arrive) continues right here. Else the step runs as a task in
+  // the engine's arena, never on the completing thread: steps there (a
+  // progress server, an executor worker) left a later call's completion
+  // unnoticed by a sleeping server (Then.ContinuationRunsWithoutAWaiter
+  // failed 3 runs in 12 with 30 s server blocks), and the end may wait.
   void chain(Future<void> f, Step next) {
+    if (f.ready()) {
+      const Status st = f.status();
+      if (st.is_ok())
+        guarded(next);
+      else
+        fail(st);
+      return;
+    }
     auto self = shared_from_this();
     std::move(f).on_complete([self, next](const Status& st) {
-      if (st.is_ok()) {
-        self->guarded(next);
-        return;
-      }
-      // fail() starts the calls held behind the creation: with STRATA_CHECK they wait (finish()).
-      self->arena().enqueue([self, st] { self->fail(st); });
+      // handoff: the enqueue orders the task after this thread for TSan too (oneTBB is not instrumented).
+      self->arena().enqueue(detail::handoff([self, next, st] {
+        if (st.is_ok())
+          self->guarded(next);
+        else
+          self->fail(st);
+      }));
     });
   }
 
@@ -290,17 +301,9 @@ class Creation : public std::enable_shared_from_this<Creation> {
 
   // The end: the same-host members mapped the shared windows (they did,
   // mostly, during the agreements; bounded at 10 s like the blocking path),
-  // the calls held behind the creation start, the future completes. Both
-  // may wait (the mapping; with STRATA_CHECK, the held calls' signature
-  // checks): then it runs as a task in the engine's arena.
+  // the calls held behind the creation start (with STRATA_CHECK their
+  // signature checks wait), the future completes.
   void finish(Communicator c) {
-    const bool settled = (!ni_ || ni_->window_settled()) && (!ln_ || ln_->window_settled());
-    if (!in_arena_ && (!settled || parent_->core->opts.check)) {
-      in_arena_ = true;
-      auto self = shared_from_this();
-      arena().enqueue([self, c] { self->finish(c); });
-      return;
-    }
     for (CommImpl* w : {ni_.get(), ln_.get()})
       if (w != nullptr && !w->window_settled() && w->core->progress)
         w->core->progress->wait_until([w] { return w->window_settled(); }, std::chrono::seconds(10));
@@ -335,7 +338,6 @@ class Creation : public std::enable_shared_from_this<Creation> {
   int phase_ = 0;  // the id agreed: 0 the communicator's, 1 its lane's
   std::uint32_t from_ = 0, rounds_ = 0, candidate_ = 0;
   bool reserved_ = false;
-  bool in_arena_ = false;         // finish() runs as an arena task
   CommImpl::FlagsProposal prop_;  // the window protocol's agreement in flight
   std::uint64_t agreed_[2] = {0, 0};
   std::uint32_t ids_[2] = {0, 0};
