@@ -1,7 +1,8 @@
 // Communicator and window ids: 16 bits on the wire (signal payloads carry
 // them), so they are reused after free. An id is agreed collectively: every
 // member proposes its lowest free id from a candidate on, the maximum is
-// taken if it is free on every member, else the members retry above it
+// reserved where free and taken if it was free on every member, else the
+// reservations are released and the members retry above it
 // (docs/reliability.md, "Resource limits"). Not installed.
 #pragma once
 
