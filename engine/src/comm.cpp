@@ -244,18 +244,6 @@ void CommImpl::flags_apply(const FlagsProposal& prop, const std::uint64_t* agree
                          group.publish_word != 0 ? "on" : "off", mapped ? "on" : "off");
 }
 
-std::uint64_t CommImpl::agree_min(std::uint64_t mine) {
-  if (size() <= 1) return mine;
-  std::uint64_t all = 0;
-  coll::Call k;
-  k.kind = coll::Kind::allreduce;
-  k.count = 1;
-  k.dtype = dag::DataType::u64;
-  k.op = dag::ReduceOp::min;
-  submit(k, &mine, &all, nullptr, /*internal=*/true).get();
-  return all;
-}
-
 void CommImpl::set_peer_keys(const std::vector<transport::RemoteKey>& keys) {
   peers.clear();
   for (int r = 0; r < size(); ++r) {

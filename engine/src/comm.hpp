@@ -300,7 +300,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // must not wait (Communicator::split_async): flags_propose() maps the
   // peers' flag words and returns this member's two words (flags/grants/
   // single copy; mapped plans), agree_words() posts their minimum over the
-  // members (an internal allreduce on this communicator), flags_apply()
+  // members (an internal allreduce on this communicator, an agreement: 0
+  // anywhere makes it 0 everywhere; not checked by STRATA_CHECK), flags_apply()
   // takes the agreed words.
   struct FlagsProposal {
     std::uint64_t words[2] = {0, 0};
@@ -310,10 +311,6 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   FlagsProposal flags_propose();
   Future<void> agree_words(const std::uint64_t* mine, std::uint64_t* all, std::size_t n);
   void flags_apply(const FlagsProposal& p, const std::uint64_t* agreed);
-
-  // Collective, internal: the minimum of @p mine over the members (an
-  // agreement: 0 anywhere makes it 0 everywhere). Not checked by STRATA_CHECK.
-  std::uint64_t agree_min(std::uint64_t mine);
 
   void set_peer_keys(const std::vector<transport::RemoteKey>& keys);
 
