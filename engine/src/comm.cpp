@@ -363,7 +363,7 @@ std::optional<Promise<void>> CommImpl::vacate(Slot& sl, std::uint32_t seq, std::
 }
 
 bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send,
-                      void* recv, const std::vector<dag::PeerKey>* peer_keys) {
+                      void* recv, const std::vector<dag::PeerKey>* peer_keys, std::uint64_t keys_stamp) {
   // Queued starts may run while the engine shuts down (the executor's drain
   // completes the instance ahead of them): fail them, never start.
   Status st = core->check_alive(plan->name().c_str());
@@ -394,7 +394,7 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const
     b.shadow_words = static_cast<std::uint32_t>(group.credits);
     // The window's peer table and flag words never change once sealed: a
     // cached plan's next start reuses its resolved bindings (pre-built instance).
-    b.stamp = peer_keys == nullptr ? bind_stamp : 0;
+    b.stamp = peer_keys == nullptr ? bind_stamp : keys_stamp;
     // Sequence numbers travel modulo 2^28 (the executor's and the signals' width).
     // The callback captures 16 trivially copyable bytes: std::function keeps
     // them inline (no allocation); the slot holds the promise and `keep`.
@@ -494,9 +494,37 @@ std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void
   return start_lazy(slot, seq, std::move(plan), send, recv, nullptr, s.kind);
 }
 
+std::optional<Future<void>> CommImpl::start_persistent(Persistent& ps, coll::Kind kind, std::size_t count,
+                                                       const void* send, void* recv,
+                                                       const std::vector<dag::PeerKey>* peer_keys) {
+  if (core->opts.check || tls_capture != nullptr || held_streams.load(std::memory_order_acquire) != 0 ||
+      !core->check_alive(coll::to_string(kind)).is_ok())
+    return std::nullopt;
+  std::shared_ptr<const dag::Plan> plan;
+  std::uint32_t seq = 0;
+  std::size_t slot = 0;
+  {
+    std::lock_guard<CommLock> lk(mu);
+    if (!broken.is_ok()) return std::nullopt;
+    const std::size_t w = next_seq % slots_per_window();
+    if (w >= ps.plans.size() || !ps.plans[w]) return std::nullopt;
+    slot = next_seq % queues;
+    Slot& sl = slots[slot];
+    if (sl.busy) return std::nullopt;
+    seq = next_seq++;
+    recent[seq % recent.size()] = {seq, kind, count};
+    plan = ps.plans[w];
+    sl.busy = true;  // held lazily, as in submit_plain()
+    sl.live.reset();
+    sl.lazy = true;
+    sl.live_seq = seq;
+  }
+  return start_lazy(slot, seq, std::move(plan), send, recv, peer_keys, kind, ps.stamp);
+}
+
 Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan,
                                   const void* send, void* recv, const std::vector<dag::PeerKey>* peer_keys,
-                                  coll::Kind kind) {
+                                  coll::Kind kind, std::uint64_t keys_stamp) {
   // The cached plan starts before any promise exists: a call that completes
   // inside its start (a 1-rank communicator; the last member to arrive at
   // a mapped plan) returns the engine's completed future, with no promise
@@ -507,7 +535,7 @@ Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, std::shar
   rec.seq = seq;
   LazyEnd* const outer = tls_lazy;
   tls_lazy = &rec;
-  const bool started = launch(slot, seq, std::move(plan), send, recv, peer_keys);
+  const bool started = launch(slot, seq, std::move(plan), send, recv, peer_keys, keys_stamp);
   tls_lazy = outer;
   if (!started) release(slot);
   if (rec.done) return rec.st.is_ok() ? Future<void>(core->ready_state) : make_error_future<void>(rec.st);
@@ -635,7 +663,7 @@ Future<void> CommImpl::submit_tagged(const coll::Call& c, const void* send, void
 // Over ~80 lines: the call path (cache lookup, start, errors) shares its state; splitting it waits for a bench run.
 Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
                               std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys, bool internal,
-                              const PlainSig* plain) {
+                              const PlainSig* plain, Persistent* remember) {
   throw_if_error(core->check_alive(coll::to_string(c.kind)));
   if (tls_capture != nullptr && !internal) {  // Communicator::plan: record, do not start
     Capture& cap = *tls_capture;
@@ -711,7 +739,18 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     // holds the slot (it waits for a survivor that gave up): forever.
     return make_error_future<void>(dead);
   }
-  if (lazy) return start_lazy(slot, seq, std::move(plan), send, recv, peer_keys.get(), c.kind);
+  // A persistent plan remembers the plan of this window slot for its next starts there.
+  const auto keep_for = [&] {
+    if (remember == nullptr) return;
+    std::lock_guard<CommLock> lk(mu);
+    if (remember->plans.size() != slots_per_window()) remember->plans.resize(slots_per_window());
+    remember->plans[wslot] = plan;
+  };
+  if (lazy) {
+    keep_for();
+    return start_lazy(slot, seq, std::move(plan), send, recv, peer_keys.get(), c.kind,
+                      remember != nullptr ? remember->stamp : 0);
+  }
   promise.emplace(core->fctx);
   Future<void> fut = promise->get_future();
   const bool memo_hit = plan != nullptr;
@@ -736,6 +775,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     }
     if (auto* hook = after_compile_hook.load(std::memory_order_acquire)) hook(*this);
   }
+  if (!failed) keep_for();
   // Behind the slot's holder: the start waits in the slot's queue.
   auto queue = [&](Slot& sl) {
     sl.pending.emplace_back([this, plan, send, recv, seq, promise = std::move(*promise), peer_keys]() mutable -> bool {

@@ -353,20 +353,40 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // promise and `keep` are there) in window slot seq % credits; false when it
   // failed at once (the promise then holds the error). @p plan goes to the
   // executor's instance (a moved handle costs no reference count).
+  // @p keys_stamp: the Bindings::stamp of a start with @p peer_keys (a
+  // persistent plan's fixed key table; 0: resolve them at every start).
   bool launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send, void* recv,
-              const std::vector<dag::PeerKey>* peer_keys);
+              const std::vector<dag::PeerKey>* peer_keys, std::uint64_t keys_stamp = 0);
 
   static constexpr std::size_t kPlanCacheEntries = 512;  // per communicator (docs/algorithms.md)
   std::shared_ptr<const dag::Plan> plan_for(const coll::Call& c, int slot, const std::string& key);
+
+  // A persistent plan's (Plan::start) compiled plans, one per window slot
+  // (a plan is compiled for its slot), filled by its first start in each
+  // slot (through submit()); read and written under mu. `stamp`: the
+  // Bindings::stamp of its starts with its own key table (direct mode).
+  struct Persistent {
+    std::vector<std::shared_ptr<const dag::Plan>> plans;
+    std::uint64_t stamp = 0;
+  };
 
   // Starts one instance (or queues it behind the instance holding its slot).
   // @p peer_keys overrides the window keys (persistent plans add receive-buffer keys).
   // @p internal: the STRATA_CHECK allreduce itself (not checked again).
   // @p plain: the call's PlainSig when it has default options (the memo then
   // remembers it for submit_plain()).
+  // @p remember: a persistent plan's table, given the plan this start used (Plan::start).
   Future<void> submit(const coll::Call& c, const void* send, void* recv,
                       std::shared_ptr<const std::vector<dag::PeerKey>> peer_keys = nullptr, bool internal = false,
-                      const PlainSig* plain = nullptr);
+                      const PlainSig* plain = nullptr, Persistent* remember = nullptr);
+
+  // Starts a persistent plan's call of @p kind and @p count (checked and
+  // resolved when the plan was made) from the plan its table remembers for
+  // the next sequence number's window slot, when that slot's queue is free:
+  // no argument check, key or signature comparison (docs/algorithms.md,
+  // "Persistent plans"); empty when it cannot (the caller then submits).
+  std::optional<Future<void>> start_persistent(Persistent& ps, coll::Kind kind, std::size_t count, const void* send,
+                                               void* recv, const std::vector<dag::PeerKey>* peer_keys);
 
   // A tagged call (c.tag >= 0) on the communicator the user holds: checks
   // the tag and submits it to the lane.
@@ -383,7 +403,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // lazily (no promise yet): the engine's completed future when it ends
   // inside the start, else a promise made now.
   Future<void> start_lazy(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send,
-                          void* recv, const std::vector<dag::PeerKey>* peer_keys, coll::Kind kind);
+                          void* recv, const std::vector<dag::PeerKey>* peer_keys, coll::Kind kind,
+                          std::uint64_t keys_stamp = 0);
 };
 
 // An internal allreduce of @p n words over @p impl (the tree algorithm),

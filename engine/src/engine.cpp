@@ -333,6 +333,7 @@ struct PlanImpl {
   std::shared_ptr<CommImpl> comm;
   Prepared prep;
   std::shared_ptr<const std::vector<dag::PeerKey>> peers;  // window keys + receive-buffer keys (direct)
+  CommImpl::Persistent persist;                            // the compiled plan of each window slot (start_persistent)
   ~PlanImpl() {
     if (prep.call.direct && prep.recv && comm && comm->core->transport)
       comm->core->transport->deregister_memory(prep.recv, prep.recv_bytes);
@@ -371,6 +372,10 @@ Plan make_plan(const std::shared_ptr<detail::CommImpl>& impl, Prepared prep, boo
       peers->push_back(pk);
     }
     pi->peers = std::move(peers);
+    // Its key table never changes: a stamp of its own lets a start reuse the
+    // resolved bindings of its last instance (Bindings::stamp; unique per
+    // process, as the communicators' serials are).
+    pi->persist.stamp = impl->bind_stamp != 0 ? detail::next_comm_serial() : 0;
     prep.call.direct = true;
   }
   pi->prep = std::move(prep);
@@ -381,7 +386,16 @@ Plan make_plan(const std::shared_ptr<detail::CommImpl>& impl, Prepared prep, boo
 
 Future<void> Plan::start() {
   if (!impl_) throw Error(Errc::invalid_argument, "Plan::start: invalid (default-constructed) plan");
-  return impl_->comm->submit(impl_->prep.call, impl_->prep.send, impl_->prep.recv, impl_->peers);
+  detail::PlanImpl& pi = *impl_;
+  // Checked and resolved when the plan was made: from the second start in
+  // each window slot, straight to the remembered plan (docs/algorithms.md,
+  // "Persistent plans"). A tagged plan goes through its lane (submit).
+  if (pi.prep.call.tag < 0)
+    if (auto f = pi.comm->start_persistent(pi.persist, pi.prep.call.kind, pi.prep.call.count, pi.prep.send,
+                                           pi.prep.recv, pi.peers.get()))
+      return std::move(*f);
+  return pi.comm->submit(pi.prep.call, pi.prep.send, pi.prep.recv, pi.peers, false, nullptr,
+                         pi.prep.call.tag < 0 ? &pi.persist : nullptr);
 }
 
 Plan Communicator::plan(const std::function<Future<void>(Communicator&)>& post) {

@@ -44,8 +44,10 @@
 //   --plans       persistent plans (Communicator::plan) of allgather, alltoallv,
 //                 gatherv, scatter and reduce_scatter over processes: each
 //                 started 4 times with new buffer contents, compared byte for
-//                 byte with the one-shot call on the same inputs. Prints
-//                 "rel_rank: plans OK".
+//                 byte with the one-shot call on the same inputs; then 6
+//                 plans (a user-operator allreduce, an alltoall with
+//                 on_block, an allgather) started 5 times each without
+//                 waiting, every result checked. Prints "rel_rank: plans OK".
 //   --hang KIND   a deliberate hang for the hang reports: on a dup of the
 //                 world every rank posts 3 verified allreduces, then the
 //                 fourth; KIND "never": the last rank never posts it (it
@@ -520,6 +522,81 @@ int plans_mode(strata::Engine& engine) {
       }
       recv.assign(recv.size(), -3);
       ref.assign(ref.size(), -3);
+    }
+  }
+  // Streams: 6 plans started 5 times each without waiting (30 starts in
+  // flight over the window's slots, so every plan's start meets busy slots
+  // and each remembered plan of every slot), each round's results checked.
+  // Plans of code (a user operator: not in the plan cache; on_block) reuse
+  // their compiled plan too: the operator and the callback run at every start.
+  {
+    constexpr int kPlans = 6, kRounds = 5;
+    std::atomic<long> op_runs{0}, blocks{0};
+    strata::UserOp add;
+    add.elem_size = sizeof(std::int64_t);
+    add.fn = [&op_runs](const void* a, const void* b, void* d, std::size_t cnt) {
+      op_runs.fetch_add(1, std::memory_order_relaxed);
+      for (std::size_t i = 0; i < cnt; ++i)
+        static_cast<std::int64_t*>(d)[i] =
+            static_cast<const std::int64_t*>(a)[i] + static_cast<const std::int64_t*>(b)[i];
+    };
+    strata::CollOptions ob;
+    ob.on_block = [&blocks](int, void*, std::size_t) { blocks.fetch_add(1, std::memory_order_relaxed); };
+    std::vector<std::vector<std::int64_t>> in(kPlans, std::vector<std::int64_t>(64 * un)),
+        out(kPlans, std::vector<std::int64_t>(64 * un));
+    std::vector<strata::Plan> ps;
+    for (int q = 0; q < kPlans; ++q) {
+      auto* s = in[static_cast<std::size_t>(q)].data();
+      auto* r = out[static_cast<std::size_t>(q)].data();
+      if (q % 3 == 0)
+        ps.push_back(w.plan([&](strata::Communicator& c) { return c.allreduce(s, r, 64, add); }));
+      else if (q % 3 == 1)
+        ps.push_back(
+            w.plan([&](strata::Communicator& c) { return c.alltoall(s, r, 64, strata::Datatype::int64, ob); }));
+      else
+        ps.push_back(w.plan([&](strata::Communicator& c) { return c.allgather(s, 64, r, strata::Datatype::int64); }));
+    }
+    const long op_before = op_runs.load();
+    for (int round = 0; round < kRounds; ++round) {
+      for (int q = 0; q < kPlans; ++q)
+        for (std::size_t i = 0; i < 64 * un; ++i)
+          in[static_cast<std::size_t>(q)][i] = me * 1000000L + round * 10000L + q * 1000L + static_cast<long>(i);
+      blocks.store(0);
+      std::vector<strata::Future<void>> fs;
+      for (auto& p : ps) fs.push_back(p.start());
+      for (auto& f : fs) f.get();
+      for (int q = 0; q < kPlans; ++q) {
+        const auto& o = out[static_cast<std::size_t>(q)];
+        bool ok = true;
+        for (std::size_t i = 0; i < 64 && ok; ++i) {
+          const long base = round * 10000L + q * 1000L;
+          if (q % 3 == 0) {  // sum over ranks of rank * 1e6 + base + i
+            long want = 0;
+            for (int r = 0; r < n; ++r) want += r * 1000000L + base + static_cast<long>(i);
+            ok = o[i] == want;
+          } else {
+            // alltoall: block r from rank r's block `me`; allgather: block r = rank r's first 64.
+            for (int r = 0; r < n && ok; ++r) {
+              const std::size_t at = static_cast<std::size_t>(r) * 64 + i;
+              const long from = q % 3 == 1 ? static_cast<long>(me) * 64 + static_cast<long>(i) : static_cast<long>(i);
+              ok = o[at] == r * 1000000L + base + from;
+            }
+          }
+        }
+        if (!ok) {
+          std::printf("PLANS rank %d: stream plan %d round %d has a wrong result\n", me, q, round);
+          ++failures;
+        }
+      }
+      // Every alltoall start delivered a block from each member (its own included).
+      if (blocks.load() != 2L * n) {
+        std::printf("PLANS rank %d: round %d ran on_block %ld times, expected %d\n", me, round, blocks.load(), 2 * n);
+        ++failures;
+      }
+    }
+    if (n > 1 && op_runs.load() == op_before) {
+      std::printf("PLANS rank %d: the user operator never ran in the streamed plans\n", me);
+      ++failures;
     }
   }
   w.barrier().get();
