@@ -72,6 +72,9 @@
 #pragma once
 
 #include <fftw3.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -82,7 +85,9 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -160,7 +165,7 @@ inline std::string parse(int argc, char** argv, Options& o, std::string& help) {
           },
           "P1xP2"));
   app.add_option("--mode", o.mode, "blocking, overlap, pipelined, then or all (= blocking, overlap, pipelined)")
-      ->check(strata::cli::one_of({"blocking", "overlap", "pipelined", "then", "all"}));
+      ->check(strata::cli::one_of({"blocking", "overlap", "pipelined", "then", "comm", "all"}));
   app.add_option("--runtime", o.runtime,
                  "tbb (default: the --mode variants) or openmp (transposes as detached OpenMP tasks overlapping "
                  "the FFT tasks; strata built with strata::openmp only; ignores --mode)")
@@ -234,6 +239,15 @@ inline std::vector<std::pair<int, int>> ranges(int n, int k) {
   return r;
 }
 
+/// Splits columns [0, n) into k ranges whose bounds are multiples of 4
+/// where n allows (aligned FFTW column plans); k clipped to n.
+inline std::vector<std::pair<int, int>> column_ranges(int n, int k) {
+  if (n % 4 != 0 || n / 4 < k) return ranges(n, k);
+  std::vector<std::pair<int, int>> r;
+  for (auto [a, e] : ranges(n / 4, k)) r.emplace_back(4 * a, 4 * e);
+  return r;
+}
+
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 inline std::int64_t ns_since(Clock::time_point t) {
@@ -245,11 +259,12 @@ inline std::int64_t ns_since(Clock::time_point t) {
 struct Times {
   double total = 0, fft = 0, pack = 0, wait = 0;
   std::atomic<std::int64_t> node_fft_ns{0}, node_pack_ns{0};
+  size_t sent_bytes = 0;  // to other ranks (all transposes)
   double node_fft() const { return static_cast<double>(node_fft_ns.load()) * 1e-9; }
   double node_pack() const { return static_cast<double>(node_pack_ns.load()) * 1e-9; }
 };
 
-enum class Mode { blocking, overlap, pipelined, then, openmp };
+enum class Mode { blocking, overlap, pipelined, then, openmp, comm };
 inline const char* name(Mode m) {
   switch (m) {
     case Mode::blocking:
@@ -262,6 +277,8 @@ inline const char* name(Mode m) {
       return "then";
     case Mode::openmp:
       return "openmp";
+    case Mode::comm:
+      return "comm";
   }
   return "?";
 }
@@ -278,6 +295,11 @@ struct Transpose {
   bool stage2_on_x = false;              // destination rows are x (x survives the transpose)
   std::function<void(int, int)> stage1;  // FFTs over source rows [a, e) of x; empty = none
   std::function<void(int, int)> stage2;  // FFTs over destination rows [a, e)
+  // The pipelined mode's split along the run (columns [r0, r1) of every
+  // run; set when both stages exist and stage 2 is not over x): `pre` before
+  // the chunks, stage 1 and stage 2 over column ranges, `post` after them.
+  std::function<void()> pre, post;
+  std::function<void(int, int)> stage1_cols, stage2_cols;
 };
 
 /// Process grid P1 x P2 for @p p ranks; returns an error message or "".
@@ -364,12 +386,9 @@ class Fft3d {
     // The k1 transforms of C: planes [N1][M3].
     k1f_ = strided(n1_, m3_, FFTW_FORWARD);
     k1b_ = strided(n1_, m3_, FFTW_BACKWARD);
-    if (!pencil_) {
-      FftwBuffer plane(sz(n2_) * sz(n3_));
-      p2f_ = Plan(fftw_plan_dft_2d(n2_, n3_, fc(plane.p), fc(plane.p), FFTW_FORWARD, flags(sz(n2_) * sz(n3_))));
-      p2b_ = Plan(fftw_plan_dft_2d(n2_, n3_, fc(plane.p), fc(plane.p), FFTW_BACKWARD, flags(sz(n2_) * sz(n3_))));
-    } else {
-      // Contiguous transforms along i3 of a plane of A: [M2][N3].
+    {
+      // Contiguous transforms along i3 of a plane of A: [M2][N3] (slab: the
+      // pipelined mode's first half of the 2D FFT).
       FftwBuffer t(sz(m2_) * sz(n3_));
       int len[1] = {n3_};
       for (int dir : {FFTW_FORWARD, FFTW_BACKWARD}) {
@@ -377,6 +396,12 @@ class Fft3d {
                                   flags(sz(m2_) * sz(n3_))));
         (dir == FFTW_FORWARD ? i3f_ : i3b_) = std::move(q);
       }
+    }
+    if (!pencil_) {
+      FftwBuffer plane(sz(n2_) * sz(n3_));
+      p2f_ = Plan(fftw_plan_dft_2d(n2_, n3_, fc(plane.p), fc(plane.p), FFTW_FORWARD, flags(sz(n2_) * sz(n3_))));
+      p2b_ = Plan(fftw_plan_dft_2d(n2_, n3_, fc(plane.p), fc(plane.p), FFTW_BACKWARD, flags(sz(n2_) * sz(n3_))));
+    } else {
       // Strided transforms along i2 of a plane of B: [N2][M3].
       i2f_ = strided(n2_, m3_, FFTW_FORWARD);
       i2b_ = strided(n2_, m3_, FFTW_BACKWARD);
@@ -396,6 +421,10 @@ class Fft3d {
       Transpose x = slab_like(a_.p, c_.p, l1_, k2_, n3_, sz(n2_) * sz(n3_), sz(n1_) * sz(n3_));
       x.stage1 = [this](int a, int e) { planes(p2f_, a_.p, sz(n2_) * sz(n3_), a, e); };
       x.stage2 = [this](int a, int e) { planes(k1f_, c_.p, sz(n1_) * sz(m3_), a, e); };
+      // Pipelined: the 2D FFT as i3 rows first, then i2 columns per chunk of i3.
+      x.pre = [this] { planes(i3f_, a_.p, sz(n2_) * sz(n3_), 0, l1_); };
+      x.stage1_cols = [this](int r0, int r1) { columns(n2_, n3_, FFTW_FORWARD, a_.p, l1_, r0, r1); };
+      x.stage2_cols = [this](int r0, int r1) { columns(n1_, m3_, FFTW_FORWARD, c_.p, k2_, r0, r1); };
       run(x, world_, m, chunks, t);
     } else {
       Transpose x1 = diagonal(a_.p, b_.p, true);
@@ -419,11 +448,18 @@ class Fft3d {
       Transpose x = slab_like(c_.p, a_.p, k2_, l1_, n3_, sz(n1_) * sz(n3_), sz(n2_) * sz(n3_));
       x.stage1 = [this](int a, int e) { planes(k1b_, c_.p, sz(n1_) * sz(m3_), a, e); };
       x.stage2 = [this, scale](int a, int e) { planes(p2b_, a_.p, sz(n2_) * sz(n3_), a, e, scale); };
+      x.stage1_cols = [this](int r0, int r1) { columns(n1_, m3_, FFTW_BACKWARD, c_.p, k2_, r0, r1); };
+      x.stage2_cols = [this](int r0, int r1) { columns(n2_, n3_, FFTW_BACKWARD, a_.p, l1_, r0, r1); };
+      x.post = [this, scale] { planes(i3b_, a_.p, sz(n2_) * sz(n3_), 0, l1_, scale); };
       run(x, world_, m, chunks, t);
     } else {
       Transpose x2 = slab_like(c_.p, b_.p, k2_, l1_, m3_, sz(n1_) * sz(m3_), sz(n2_) * sz(m3_));
       x2.stage1 = [this](int a, int e) { planes(k1b_, c_.p, sz(n1_) * sz(m3_), a, e); };
       if (mid_late) x2.stage2 = [this](int a, int e) { planes(i2b_, b_.p, sz(n2_) * sz(m3_), a, e); };
+      if (mid_late) {
+        x2.stage1_cols = [this](int r0, int r1) { columns(n1_, m3_, FFTW_BACKWARD, c_.p, k2_, r0, r1); };
+        x2.stage2_cols = [this](int r0, int r1) { columns(n2_, m3_, FFTW_BACKWARD, b_.p, l1_, r0, r1); };
+      }
       run(x2, *col_, m, chunks, t);
       Transpose x1 = diagonal(b_.p, a_.p, false);
       if (!mid_late) x1.stage1 = [this](int a, int e) { planes(i2b_, b_.p, sz(n2_) * sz(m3_), a, e); };
@@ -442,6 +478,32 @@ class Fft3d {
       if (scale != 0)
         for (size_t j = 0; j < plane; ++j) x[j] *= scale;
     }
+  }
+
+  // Strided 1D transforms of length n over columns [r0, r1) of each of
+  // `count` planes [n][h] from base. Plans per (n, h, width, direction,
+  // alignment), made at first use under a lock (FFTW's planner is not
+  // thread-safe; executing is): the warm-up iteration makes them all.
+  void columns(int n, int h, int dir, Cplx* base, int count, int r0, int r1) {
+    if (r1 <= r0) return;
+    const size_t plane = sz(n) * sz(h);
+    const bool aligned = r0 % 4 == 0 && plane % 4 == 0;
+    const fftw_plan q = column_plan(n, h, r1 - r0, dir, aligned);
+    for (int i = 0; i < count; ++i) {
+      Cplx* x = base + sz(i) * plane + sz(r0);
+      fftw_execute_dft(q, fc(x), fc(x));
+    }
+  }
+  fftw_plan column_plan(int n, int h, int w, int dir, bool aligned) {
+    std::lock_guard<std::mutex> lk(col_mu_);
+    Plan& q = col_plans_[std::make_tuple(n, h, w, dir, aligned)];
+    if (q.p == nullptr) {
+      FftwBuffer t(sz(n) * sz(h));
+      int len[1] = {n};
+      const unsigned fl = FFTW_ESTIMATE | (aligned ? 0u : unsigned{FFTW_UNALIGNED});
+      q = Plan(fftw_plan_many_dft(1, len, w, fc(t.p), nullptr, h, 1, fc(t.p), nullptr, h, 1, dir, fl));
+    }
+    return q.p;
   }
 
   // Slab form: S[x][peer*ny + y][run] -> D[y][peer*nx + x][run] (x: sl source
@@ -473,20 +535,21 @@ class Fft3d {
 
   struct Chunk {
     int x0, x1, y0, y1;
+    int r0, r1;     // columns [r0, r1) of every run
     size_t offset;  // in send_/recv_ (complex elements)
     size_t count;   // complex elements per peer
   };
 
   // Packs (to the send buffer) or unpacks (from the receive buffer) the block of one peer of a chunk.
   void copy_block(const Transpose& t, const Chunk& c, int peer, bool packing) {
-    const size_t run_bytes = t.run * sizeof(Cplx);
+    const size_t w = sz(c.r1 - c.r0), r0 = sz(c.r0), run_bytes = w * sizeof(Cplx);
     Cplx* buf = (packing ? send_.p : recv_.p) + c.offset + sz(peer) * c.count;
     for (int x = c.x0; x < c.x1; ++x)
-      for (int y = c.y0; y < c.y1; ++y, buf += t.run) {
+      for (int y = c.y0; y < c.y1; ++y, buf += w) {
         if (packing)
-          std::memcpy(static_cast<void*>(buf), t.src + sz(x) * t.sx + sz(y) * t.sy + sz(peer) * t.sp, run_bytes);
+          std::memcpy(static_cast<void*>(buf), t.src + sz(x) * t.sx + sz(y) * t.sy + sz(peer) * t.sp + r0, run_bytes);
         else
-          std::memcpy(static_cast<void*>(t.dst + sz(x) * t.dx + sz(y) * t.dy + sz(peer) * t.dp), buf, run_bytes);
+          std::memcpy(static_cast<void*>(t.dst + sz(x) * t.dx + sz(y) * t.dy + sz(peer) * t.dp + r0), buf, run_bytes);
       }
   }
 
@@ -508,33 +571,60 @@ class Fft3d {
   void run(const Transpose& t, B& comm, Mode m, int chunks, Times& tm) {
     const int p = comm.size();
     const bool late = m == Mode::pipelined || m == Mode::then;
+    // Pipelined: both stages run per chunk. Chunks along x when x survives
+    // the transpose, else along the run (the columns both stages keep).
+    const bool by_run = m == Mode::pipelined && !t.stage2_on_x && t.stage1_cols && t.stage2_cols;
+    const bool s1_per_chunk = !late || by_run || (m == Mode::pipelined && t.stage2_on_x);
     std::vector<Chunk> cs;
     size_t off = 0;
-    auto add = [&](int x0, int x1, int y0, int y1) {
-      const size_t cnt = sz(x1 - x0) * sz(y1 - y0) * t.run;
-      cs.push_back({x0, x1, y0, y1, off, cnt});
+    auto add = [&](int x0, int x1, int y0, int y1, int r0, int r1) {
+      const size_t cnt = sz(x1 - x0) * sz(y1 - y0) * sz(r1 - r0);
+      cs.push_back({x0, x1, y0, y1, r0, r1, off, cnt});
       off += cnt * sz(p);
     };
-    if (m == Mode::blocking) {
-      add(0, t.nx, 0, t.ny);
+    const int run = static_cast<int>(t.run);
+    if (m == Mode::blocking || m == Mode::comm) {
+      add(0, t.nx, 0, t.ny, 0, run);
+    } else if (by_run) {
+      for (auto [a, e] : column_ranges(run, chunks)) add(0, t.nx, 0, t.ny, a, e);
     } else if (!late || t.stage2_on_x) {
-      for (auto [a, e] : ranges(t.nx, chunks)) add(a, e, 0, t.ny);
+      for (auto [a, e] : ranges(t.nx, chunks)) add(a, e, 0, t.ny, 0, run);
     } else {
-      for (auto [a, e] : ranges(t.ny, chunks)) add(0, t.nx, a, e);
+      for (auto [a, e] : ranges(t.ny, chunks)) add(0, t.nx, a, e, 0, run);
     }
-    auto stage2_range = [&t](const Chunk& c) {
-      return t.stage2_on_x ? std::make_pair(c.x0, c.x1) : std::make_pair(c.y0, c.y1);
+    // Stage 2 of one chunk (after its last block landed).
+    auto stage2_of = [&t, by_run](const Chunk& c) {
+      if (by_run)
+        t.stage2_cols(c.r0, c.r1);
+      else if (t.stage2)
+        t.stage2_on_x ? t.stage2(c.x0, c.x1) : t.stage2(c.y0, c.y1);
+    };
+    auto stage1_of = [&t, by_run](const Chunk& c) {
+      if (by_run)
+        t.stage1_cols(c.r0, c.r1);
+      else if (t.stage1)
+        t.stage1(c.x0, c.x1);
     };
     const int rows2 = t.stage2_on_x ? t.nx : t.ny;
+    if (m == Mode::comm) {  // the transpose's alltoall alone: no FFT, no packing (the floor's transfer part)
+      const auto tc = Clock::now();
+      auto r = comm.ialltoall(send_.p, recv_.p, cs[0].count);
+      comm.wait(r);
+      tm.wait += since(tc);
+      tm.sent_bytes += cs[0].count * sz(p - 1) * sizeof(Cplx);
+      return;
+    }
+    tm.sent_bytes += off / sz(p) * sz(p - 1) * sizeof(Cplx);
     if constexpr (B::kOpenMP) {
       if (m == Mode::openmp) {
         run_tasks(t, comm, cs, tm);
         return;
       }
     }
-    if (late && t.stage1) {
+    {
       const auto tc = Clock::now();
-      t.stage1(0, t.nx);
+      if (by_run && t.pre) t.pre();
+      if (!s1_per_chunk && t.stage1) t.stage1(0, t.nx);
       tm.fft += since(tc);
     }
     // Arrivals per chunk (pipelined on the executor: the last block's node runs stage 2).
@@ -546,33 +636,30 @@ class Fft3d {
       for (size_t i = 0; i < cs.size(); ++i) {
         const Chunk& c = cs[i];
         auto tc = Clock::now();
-        if (!late && t.stage1) t.stage1(c.x0, c.x1);
+        if (s1_per_chunk) stage1_of(c);
         tm.fft += since(tc);
         tc = Clock::now();
         for (int peer = 0; peer < p; ++peer) copy_block(t, c, peer, true);
         tm.pack += since(tc);
         tc = Clock::now();
+        bool posted = false;
         if constexpr (B::kExecutorWork) {
           if (m == Mode::pipelined) {
             std::atomic<int>* cnt = &arrived[i];
             reqs.push_back(comm.ialltoall_blocks(send_.p + c.offset, recv_.p + c.offset, c.count,
-                                                 [this, &t, &c, &tm, cnt, p, stage2_range](int src) {
+                                                 [this, &t, &c, &tm, cnt, p, stage2_of](int src) {
                                                    auto tn = Clock::now();
                                                    copy_block(t, c, src, false);
                                                    tm.node_pack_ns += ns_since(tn);
                                                    if (cnt->fetch_add(1, std::memory_order_acq_rel) + 1 != p) return;
-                                                   if (!t.stage2) return;
                                                    tn = Clock::now();
-                                                   const auto [a, e] = stage2_range(c);
-                                                   t.stage2(a, e);
+                                                   stage2_of(c);
                                                    tm.node_fft_ns += ns_since(tn);
                                                  }));
-          } else {
-            reqs.push_back(comm.ialltoall(send_.p + c.offset, recv_.p + c.offset, c.count));
+            posted = true;
           }
-        } else {
-          reqs.push_back(comm.ialltoall(send_.p + c.offset, recv_.p + c.offset, c.count));
         }
+        if (!posted) reqs.push_back(comm.ialltoall(send_.p + c.offset, recv_.p + c.offset, c.count));
         if (m == Mode::blocking) comm.wait(reqs.back());
         tm.wait += since(tc);
       }
@@ -589,14 +676,13 @@ class Fft3d {
       tm.wait += since(tw);
     } else if (late) {
       // then (strata) / pipelined (MPI): whole chunks as their alltoalls complete.
-      comm.on_each(reqs, [this, &t, &cs, &tm, p, stage2_range](int i) {
+      comm.on_each(reqs, [this, &t, &cs, &tm, p, stage2_of](int i) {
         const Chunk& c = cs[sz(i)];
         auto tn = Clock::now();
         for (int peer = 0; peer < p; ++peer) copy_block(t, c, peer, false);
         const std::int64_t pack_ns = ns_since(tn);
         tn = Clock::now();
-        const auto [a, e] = stage2_range(c);
-        if (t.stage2) t.stage2(a, e);
+        stage2_of(c);
         const std::int64_t fft_ns = ns_since(tn);
         if (B::kExecutorWork) {  // ran in a continuation
           tm.node_pack_ns += pack_ns;
@@ -622,6 +708,11 @@ class Fft3d {
         t.stage2(0, rows2);
         tm.fft += since(tc);
       }
+    }
+    if (by_run && t.post) {
+      const auto tc = Clock::now();
+      t.post();
+      tm.fft += since(tc);
     }
   }
 
@@ -700,7 +791,44 @@ class Fft3d {
   size_t local_;
   FftwBuffer a_, b_, c_, send_, recv_;
   Plan p2f_, p2b_, k1f_, k1b_, i3f_, i3b_, i2f_, i2b_;
+  std::mutex col_mu_;
+  std::map<std::tuple<int, int, int, int, bool>, Plan> col_plans_;  // columns()
 };
+
+/// CPU time of this process (all its threads, getrusage) and the softirq +
+/// irq time of the CPUs it may run on (/proc/stat, USER_HZ ticks): the
+/// kernel's network work for a transfer lands there (docs/apps.md, "Floor").
+struct CpuTimes {
+  double user = 0, sys = 0, irq = 0;
+  int cpus = 0;
+};
+inline CpuTimes cpu_times() {
+  CpuTimes c;
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    c.user = static_cast<double>(ru.ru_utime.tv_sec) + static_cast<double>(ru.ru_utime.tv_usec) * 1e-6;
+    c.sys = static_cast<double>(ru.ru_stime.tv_sec) + static_cast<double>(ru.ru_stime.tv_usec) * 1e-6;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return c;
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) return c;
+  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  char line[512];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    int cpu = -1;
+    unsigned long long u = 0, ni = 0, sy = 0, idle = 0, iow = 0, irq = 0, sirq = 0;
+    if (std::sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu", &cpu, &u, &ni, &sy, &idle, &iow, &irq, &sirq) ==
+            8 &&
+        cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &set)) {
+      c.irq += static_cast<double>(irq + sirq) / hz;
+      ++c.cpus;
+    }
+  }
+  std::fclose(f);
+  return c;
+}
 
 struct Errors {
   double vs_ref = -1, spot = 0, round_trip = 0, parseval = 0;
@@ -768,6 +896,7 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
     if (o.mode == "overlap" || o.mode == "all") modes.push_back(Mode::overlap);
     if (o.mode == "pipelined" || o.mode == "all") modes.push_back(Mode::pipelined);
     if (o.mode == "then") modes.push_back(Mode::then);
+    if (o.mode == "comm") modes.push_back(Mode::comm);
   }
 
   Fft3d<Bk> s(b, o, p1, p2);
@@ -814,12 +943,14 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
   std::vector<std::string> check_lines;
   for (Mode m : modes) {
     Times t, warm;
+    CpuTimes c0;
     for (int it = -1; it < o.iters; ++it) {  // iteration -1: warm-up (plans, caches), not timed
+      if (it == 0) c0 = cpu_times();
       std::copy(x0.begin(), x0.end(), s.input());
       Times& tt = it < 0 ? warm : t;
       b.barrier();
       s.forward(m, o.chunks, tt);
-      if (o.check && it == o.iters - 1) {  // check the forward result
+      if (o.check && m != Mode::comm && it == o.iters - 1) {  // check the forward result (comm: data only)
         Errors e;
         double diff = 0, refn = 0, outn = 0;
         for (int k2l = 0; k2l < k2; ++k2l)
@@ -878,8 +1009,11 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
         s.inverse(m, o.chunks, tt);
       }
     }
+    const CpuTimes c1 = cpu_times();
     const double n = o.iters;
     const double total = b.max(t.total) / n;
+    const double user = b.sum(c1.user - c0.user) / p / n, sys = b.sum(c1.sys - c0.sys) / p / n;
+    const double irq = b.sum(c1.irq - c0.irq) / p / n, sent = b.sum(static_cast<double>(t.sent_bytes)) / p / n;
     const double nodes = t.node_fft() + t.node_pack();
     const double fft = b.sum(t.fft + t.node_fft()) / p / n;
     const double pack = b.sum(t.pack + t.node_pack()) / p / n;
@@ -896,6 +1030,10 @@ int main_with(Bk& b, const Options& o, const char* backend_name, const std::stri
       else if (m == Mode::openmp)
         std::printf("   (in_comm: FFT+pack+unpack in OpenMP tasks)");
       std::printf("\n");
+      std::printf(
+          "fft3d: cpu %-9s user_ms %.3f sys_ms %.3f irq_ms %.3f sent_mb %.3f   (per forward+inverse, mean "
+          "over ranks: the process's CPU time, the softirq+irq time of its %d CPU(s), bytes to other ranks)\n",
+          name(m), user * 1e3, sys * 1e3, irq * 1e3, sent / 1e6, c1.cpus);
       std::fflush(stdout);
     }
   }

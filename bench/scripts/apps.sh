@@ -13,7 +13,9 @@
 #         MPI_Waitany order), plus strata's Future::then variant and, when
 #         fft3d was built with strata::openmp, --runtime openmp (every step an
 #         OpenMP task, the alltoalls detached tasks: variant "openmp");
-#         ms per forward+inverse (slowest rank), comm_wait_ms in parentheses
+#         ms per forward+inverse (slowest rank), comm_wait_ms in parentheses;
+#         and --mode comm (the transposes alone, 10x ITERS) for the overlap
+#         floor table: CPU work (FFT + pack + kernel) against the link time
 #   asp --n ASP_N, blocking and pipelined broadcast schedules; ms per solve
 #   multigrid MG_ARGS, when $BUILD/bin/multigrid exists (its twins when they
 #         exist); the "total" of its "multigrid: time" line (MG_TIME_REGEX, a
@@ -76,7 +78,9 @@ fi
 
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/strata-apps.XXXXXX")
 REC=$OUT/records.tsv # app, problem, variant, backend, value_ms, wait_ms
+CPU=$OUT/cpu.tsv     # fft3d: problem, variant, backend, fft_ms, pack_ms, user_ms, sys_ms, irq_ms, sent_mb
 : >"$REC"
+: >"$CPU"
 
 # run BACKEND APP ARGS...: prints the program's output; returns its status.
 PIN=$ROOT/bench/scripts/pin.sh
@@ -123,8 +127,8 @@ for ((r = 1; r <= RUNS; ++r)); do
   for backend in strata openmpi mpich; do
     if wanted fft3d && available $backend fft3d; then
       for decomp in slab pencil; do
-        modes=all
-        [ $backend = strata ] && modes="all then"
+        modes="all comm"
+        [ $backend = strata ] && modes="all then comm"
         [ $backend = strata ] && [ "$have_omp" = 1 ] && modes="$modes openmp"
         for m in $modes; do
           log "round $r: fft3d $decomp --mode $m on $backend"
@@ -133,13 +137,21 @@ for ((r = 1; r <= RUNS; ++r)); do
           else
             mode_args=(--mode "$m")
           fi
-          out=$(run $backend fft3d --grid "$GRID" --decomp $decomp "${mode_args[@]}" --iters "$ITERS" --chunks "$CHUNKS" 2>&1)
+          iters=$ITERS
+          [ "$m" = comm ] && iters=$((ITERS * 10)) # transfers alone: more of them, for the 10 ms irq ticks
+          out=$(run $backend fft3d --grid "$GRID" --decomp $decomp "${mode_args[@]}" --iters "$iters" --chunks "$CHUNKS" 2>&1)
           rc=$?
           [ $rc = 0 ] || { log "fft3d failed ($rc):"; echo "$out" >&2; }
           # fft3d: MODE total_ms fft_ms pack_ms comm_wait_ms in_comm_ms other_ms
           awk -v d=$decomp -v b=$backend -v g="$GRID" \
             '$1 == "fft3d:" && $2 ~ /^(blocking|overlap|pipelined|then|openmp)$/ && $3 ~ /^[0-9.]+$/ {
                printf "fft3d\t%s %s\t%s\t%s\t%s\t%s\n", g, d, $2, b, $3, $6 }' <<<"$out" >>"$REC"
+          # fft3d: cpu MODE user_ms U sys_ms S irq_ms I sent_mb M (after its MODE line: fft_ms, pack_ms)
+          awk -v d=$decomp -v b=$backend -v g="$GRID" \
+            '$1 == "fft3d:" && $3 ~ /^[0-9.]+$/ { fft[$2] = $4; pack[$2] = $5 }
+             $1 == "fft3d:" && $2 == "cpu" {
+               printf "%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g, d, $3, b, fft[$3], pack[$3], $5, $7, $9, $11 }' \
+            <<<"$out" >>"$CPU"
         done
       done
     fi
@@ -216,7 +228,49 @@ for key in order:
         row.append(f"{m['strata'] / m[b]:.2f}" if "strata" in m and b in m and m[b] > 0 else "-")
     print("| " + " | ".join(row) + " |")
 EOF
+floor=$OUT/floor.md
+python3 - "$REC" "$CPU" "$NET" >"$floor" <<'EOF' || exit 1
+import re, statistics, sys
+rec, cpu, net = sys.argv[1:4]
+m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", net.strip().lower()) if net else None
+rate = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else None
+times, parts = {}, {}
+for line in open(rec):
+    app, prob, var, back, val, _ = line.rstrip("\n").split("\t")
+    if app == "fft3d" and var != "comm":
+        times.setdefault(prob, {}).setdefault((back, var), []).append(float(val))
+for line in open(cpu):
+    prob, var, back, fft, pack, user, sys_, irq, sent = line.rstrip("\n").split("\t")
+    parts.setdefault(prob, {}).setdefault((back, var), []).append(
+        (float(fft or 0), float(pack or 0), float(user), float(sys_), float(irq), float(sent)))
+med = statistics.median
+names = {"strata": "strata", "openmpi": "Open MPI", "mpich": "MPICH"}
+print("| problem | compute ms (FFT + pack) | kernel ms (sys + irq) | link ms | floor ms | best strata ms (variant) "
+      "| best MPI ms (variant) | strata / floor | MPI / floor | strata / MPI |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for prob, cells in times.items():
+    p = parts.get(prob, {})
+    # Compute: the blocking variant's FFT + packing (nothing overlaps them), the lowest backend.
+    comp = [med([f + k for f, k, *_ in v]) for (b, var), v in p.items() if var == "blocking"]
+    # Kernel: the transfers alone (--mode comm): system + softirq/irq time, the lowest backend.
+    kern = [med([x[3] + x[4] for x in v]) for (b, var), v in p.items() if var == "comm"]
+    sent = [med([x[5] for x in v]) for (b, var), v in p.items() if var == "comm"]
+    if not comp or not kern:
+        continue
+    c, k = min(comp), min(kern)
+    link = max(sent) * 8e6 / rate * 1e3 if rate and sent else 0.0
+    fl = max(c + k, link)
+    def best(backs):
+        return min(((med(v), b, var) for (b, var), v in cells.items() if b in backs), default=None)
+    s, mp = best({"strata"}), best({"openmpi", "mpich"})
+    if not s or not mp:
+        continue
+    print(f"| {prob} | {c:.1f} | {k:.1f} | {link:.1f} | **{fl:.1f}** | {s[0]:.1f} ({s[2]}) "
+          f"| {mp[0]:.1f} ({names[mp[1]]} {mp[2]}) | {s[0] / fl:.2f} | {mp[0] / fl:.2f} | {s[0] / mp[0]:.2f} |")
+EOF
 cat "$table"
+echo
+cat "$floor"
 
 if [ "$doc" = 1 ]; then
   section=$OUT/section.md
@@ -230,6 +284,10 @@ if [ "$doc" = 1 ]; then
     echo "- fft3d: \`--grid $GRID --iters $ITERS --chunks $CHUNKS --mode all\` (and \`--mode then\` on strata), \`--decomp slab\` and \`--decomp pencil\` (1x2 process grid: the first transpose is between the 2 ranks, the second within 1-rank column communicators, a local copy); asp: \`--n $ASP_N\`."
     echo
     cat "$table"
+    echo
+    echo "fft3d's overlap floor (docs/apps.md, \"The overlap floor\"): the larger of a rank's CPU work per forward+inverse (FFT + packing of the blocking variant, plus the kernel's system and softirq/irq time for the transposes alone, \`--mode comm\`; each part the lowest over the backends) and the link time of its bytes at NET=${NET:-none}:"
+    echo
+    cat "$floor"
   } >"$section"
   python3 - "$DOC" "$section" <<'EOF' || exit 1
 import sys
