@@ -338,6 +338,10 @@ class Ctx {
       else
         b_.algorithm(c_.algo.hierarchical ? "tree (host/numa/core levels)" : "tree (single level)");
     }
+    if (c_.compute) {  // CollOptions::compute: a root, so it starts with the call; the end waits for it
+      const NodeId w = b_.compute([fn = c_.compute](const dag::ComputeArgs&) { fn(); }, Region{});
+      b_.label(w, "application compute");
+    }
     {
       const std::size_t n = b_.size();
       std::vector<char> has_succ(n, 0);

@@ -140,7 +140,8 @@ void fold(Ctx& x, const Region& self, NodeId self_ready, std::uint64_t off, cons
 }  // namespace
 
 bool mapped_possible(const Group& g, const Call& c) {
-  if (g.mapped_word == 0 || g.size() < 2 || c.direct || c.on_block || c.entry_all || c.exit_all) return false;
+  if (g.mapped_word == 0 || g.size() < 2 || c.direct || c.on_block || c.compute || c.entry_all || c.exit_all)
+    return false;
   if (!kind_supported(c) || c.count > (std::size_t{1} << 30)) return false;
   const std::size_t es = c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype);
   const std::uint64_t block = c.kind == Kind::barrier ? 0 : c.count * es;

@@ -161,7 +161,7 @@ void declare_rooted(Ctx& x, bool scatter, std::uint64_t bb) {
 }  // namespace
 
 bool single_copy_possible(const Group& g, const Call& c) {
-  return g.publish_word != 0 && g.size() >= 2 && !c.direct && !c.on_block;
+  return g.publish_word != 0 && g.size() >= 2 && !c.direct && !c.on_block && !c.compute;
 }
 
 bool single_copy(const Group& g, const Call& c, std::uint64_t block) {
@@ -413,7 +413,7 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
 
 bool single_copy_reduce_scatter(const Group& g, const Call& c) {
   if (c.kind != Kind::reduce_scatter_block || c.in_place || g.publish_word == 0 || g.size() < 2 || c.direct ||
-      c.on_block)
+      c.on_block || c.compute)
     return false;
   if (shared_single_copy(g, c)) return true;  // shared buffers
   // Automatic with ordinary buffers (Call::fast_ok: the ring's name is the decision then).

@@ -40,9 +40,9 @@ namespace key_detail {
 template <class Scalar, class Vec, class Name>
 bool for_each_key_field(const coll::Call& c, Scalar&& scalar, Vec&& vec, Name&& name) {
   const auto& [kind, count, dtype, op, user_op, root, in_place, entry_all, exit_all, counts, displs, rcounts, rdispls,
-               direct, on_block, algo, fast_ok, shared_buffers, checked, tag] = c;
-  // Not cached: a user reduction or a per-block callback is code, not data.
-  if (user_op || on_block) return false;
+               direct, on_block, compute, algo, fast_ok, shared_buffers, checked, tag] = c;
+  // Not cached: a user reduction, a per-block callback or a compute node is code, not data.
+  if (user_op || on_block || compute) return false;
   // Not in the key: the tag only routes the call to its communicator's tag
   // lane (CommImpl::submit_tagged), whose plans do not depend on it.
   (void)tag;

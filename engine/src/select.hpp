@@ -87,7 +87,7 @@ inline bool algo_env_set(coll::Kind kind) {
 // (CommImpl::submit_plain). "auto" counts as an explicit algorithm here.
 inline bool plain_options(const CollOptions& o) noexcept {
   return o.algorithm.empty() && o.sync.entry == SyncMode::mine && o.sync.exit == SyncMode::mine && o.tree.empty() &&
-         o.fragment.empty() && o.direction.empty() && !o.shared_buffers && !o.on_block && o.tag < 0;
+         o.fragment.empty() && o.direction.empty() && !o.shared_buffers && !o.on_block && !o.compute && o.tag < 0;
 }
 
 // Strict synchronization and the automatic memory-protocol plans' eligibility (an automatic
@@ -96,8 +96,9 @@ inline void apply_sync(coll::Call& c, const CollOptions& o) {
   c.entry_all = o.sync.entry == SyncMode::all;
   c.exit_all = o.sync.exit == SyncMode::all;
   c.fast_ok = !c.entry_all && !c.exit_all && coll::automatic_request(o.algorithm) && o.tree.empty() &&
-              o.fragment.empty() && o.direction.empty() && !o.on_block && !algo_env_set(c.kind);
+              o.fragment.empty() && o.direction.empty() && !o.on_block && !o.compute && !algo_env_set(c.kind);
   c.shared_buffers = o.shared_buffers;
+  c.compute = o.compute;
   c.tag = o.tag;
 }
 

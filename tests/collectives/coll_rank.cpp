@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -227,6 +228,63 @@ int main(int argc, char** argv) {
       bool once = true;
       for (auto& k : seen) once = once && k.load() == 1;
       EXPECT(once && wrong.load() == 0, "alltoall on_block count %zu: wrong %d", count, wrong.load());
+    }
+
+    // Application work in any collective's graph (CollOptions::compute): it
+    // runs exactly once per call, the call ends only after it, the results are
+    // those of the plain call, and its exception fails the call with its text.
+    {
+      const std::size_t count = 1000;
+      std::vector<std::int32_t> s(count * static_cast<std::size_t>(n)), r(s.size(), -1), a(count), b(count, -1);
+      for (std::size_t i = 0; i < s.size(); ++i) s[i] = val(me, i);
+      for (std::size_t i = 0; i < count; ++i) a[i] = val(me, i);
+      std::atomic<int> runs{0};
+      std::atomic<bool> finished{false};
+      strata::CollOptions o = opts;
+      o.tree.clear();
+      o.compute = [&] {
+        finished.store(false);
+        runs.fetch_add(1);
+        volatile double x = 0;  // some work, so that a call ending early would be seen
+        for (int i = 0; i < 200000; ++i) x = x + 1.0 / (i + 1);
+        finished.store(true);
+      };
+      world.alltoall(s.data(), r.data(), count, strata::Datatype::int32, o).get();
+      EXPECT(runs.load() == 1 && finished.load(), "alltoall compute ran %d time(s), finished %d", runs.load(),
+             static_cast<int>(finished.load()));
+      bool ok = true;
+      for (int src = 0; src < n && ok; ++src)
+        for (std::size_t i = 0; i < count && ok; ++i)
+          ok = r[static_cast<std::size_t>(src) * count + i] == val(src, static_cast<std::size_t>(me) * count + i);
+      EXPECT(ok, "alltoall with compute: wrong result");
+      world.allreduce(a.data(), b.data(), count, strata::Datatype::int32, strata::Op::sum, o).get();
+      EXPECT(runs.load() == 2 && finished.load(), "allreduce compute ran %d time(s) in all", runs.load());
+      ok = true;
+      for (std::size_t i = 0; i < count && ok; ++i) {
+        std::int32_t want = 0;
+        for (int k = 0; k < n; ++k) want += val(k, i);
+        ok = b[i] == want;
+      }
+      EXPECT(ok, "allreduce with compute: wrong result");
+      world.barrier(o).get();
+      EXPECT(runs.load() == 3 && finished.load(), "barrier compute ran %d time(s) in all", runs.load());
+      strata::CollOptions bad = o;
+      // Rank 0's node throws: its call fails with the text; another member's
+      // call fails naming rank 0 unless it had completed before the notice
+      // came (the failure protocol, docs/reliability.md).
+      bad.compute = [] {
+        if (me == 0) throw std::runtime_error("smoother diverged");
+      };
+      bool ok_error = me != 0;
+      try {
+        world.barrier(bad).get();
+      } catch (const strata::Error& e) {
+        const std::string w = e.what();
+        ok_error = w.find(me == 0 ? "smoother diverged" : "failed on rank 0") != std::string::npos;
+        if (!ok_error) std::fprintf(stderr, "rank %d: compute error: %s\n", me, e.what());
+      }
+      EXPECT(ok_error, "a throwing compute node did not fail the call with its message");
+      world.barrier().get();  // the communicator still works
     }
 
     // Many in flight at once on one communicator (loose pipelining beyond the credits).

@@ -158,6 +158,9 @@ TEST(CacheKey, CallsWithCodeAreNotCached) {
   Call d = base(false);
   d.user_op = std::make_shared<strata::dag::UserReduce>();
   EXPECT_TRUE(key_of(d).empty());
+  Call e = base(false);
+  e.compute = [] {};
+  EXPECT_TRUE(key_of(e).empty());
 }
 
 }  // namespace

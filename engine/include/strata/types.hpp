@@ -100,6 +100,16 @@ struct CollOptions {
   /// goes on (e.g. transform each block of an FFT transpose on arrival). An
   /// exception thrown by it fails the collective's future with its message.
   std::function<void(int source, void* block, std::size_t bytes)> on_block;
+  /// Any collective: application work put into the collective's graph as one
+  /// compute node that depends on nothing, so it starts with the call and
+  /// runs on the engine's executor while the call's transfers go on (e.g. the
+  /// interior of a stencil while the halo moves); the call's future completes
+  /// after it and after every transfer. It must not block on strata futures.
+  /// An exception thrown by it fails the collective's future with its
+  /// message. Calls with it are compiled per call (not cached) and never take
+  /// the mapped or single-copy plans (docs/algorithms.md, "Application work
+  /// inside a collective").
+  std::function<void()> compute;
   /// Tagged collective (docs/embedding.md, "Tagged collectives"): with tag
   /// T >= 0 the call matches the other members' calls with tag T, the k-th
   /// with the k-th, whatever the order of calls with other tags and of

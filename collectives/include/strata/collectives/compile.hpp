@@ -242,6 +242,9 @@ struct Call {
   /// block address, block bytes) as soon as the block from that source has
   /// landed in the receive buffer; plans with it are not cached.
   std::function<void(int source, void* data, std::size_t bytes)> on_block;
+  /// Any kind: one compute node without predecessors (it runs as the call
+  /// starts, beside its transfers; the call ends after it); not cached.
+  std::function<void()> compute;
   Algorithm algo;
   /// Engine only (not compiled, not in the plan-cache key): the algorithm was
   /// left automatic and the call is loose, so the memory-protocol plans
