@@ -31,13 +31,16 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -55,6 +58,7 @@ struct Options {
   bool check = false;
   std::string trace;
   std::string backend;
+  std::string halo = "window";  ///< window | graph (strata only: CollOptions::compute)
 };
 
 inline std::string parse(int argc, char** argv, Options& o, std::string& help) {
@@ -71,8 +75,21 @@ inline std::string parse(int argc, char** argv, Options& o, std::string& help) {
   app.add_option_function<int>(
          "--nu", [&o](int v) { o.nu1 = o.nu2 = v; }, "pre- and post-smoothing sweeps (default 2)")
       ->check(strata::cli::integer(0, 50));
+  app.add_option("--halo", o.halo,
+                 "window (default: one-sided puts, the interior smoothed on the main thread meanwhile) or graph "
+                 "(strata only: the exchange as one alltoallv whose graph runs the interior smoothing as a compute "
+                 "node and unpacks each neighbour's faces as they land)")
+      ->check(strata::cli::one_of({"window", "graph"}));
   return apps::parse_app(app, argc, argv, help);
 }
+
+/// Backends with exchange(l, parity, sends, recvs, interior, unpack): the
+/// whole halo exchange of one smoothing step as one collective call whose
+/// graph also runs interior() and unpack(msg) (--halo graph).
+template <class B, class = void>
+struct GraphHalo : std::false_type {};
+template <class B>
+struct GraphHalo<B, std::void_t<decltype(&B::exchange)>> : std::true_type {};
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -513,7 +530,8 @@ class Solver {
       for (int f = 0; f < 6; ++f)
         if (lc.faces[static_cast<std::size_t>(i)][static_cast<std::size_t>(f)].kind == 2)
           face_copy<false>(box(l, i), box(l, i).u, f, &send_[slot_offset(l, i, f, par)]);
-    b_.begin(l, par, lc.sends[par], lc.recvs[par]);
+    const bool graph = GraphHalo<B>::value && o_.halo == "graph";  // the exchange is one call, below
+    if (!graph) b_.begin(l, par, lc.sends[par], lc.recvs[par]);
     // Domain boundary and faces between boxes of this rank: local.
     for (int i = 0; i < lay_.k; ++i)
       for (int f = 0; f < 6; ++f) {
@@ -528,6 +546,39 @@ class Solver {
       }
     times_->exchange += since(t);
     record("halo: pack, post, local faces", ns);
+    if constexpr (GraphHalo<B>::value) {
+      if (graph) {
+        // One graph: the faces' transfers, the interior as a compute node
+        // beside them, each neighbour's faces unpacked as they land.
+        t = Clock::now();
+        ns = now_ns();
+        std::atomic<std::int64_t> inner_ns{0};
+        b_.exchange(
+            l, par, lc.sends[par], lc.recvs[par],
+            [&] {
+              const auto t0 = Clock::now();
+              for (int i = 0; i < lay_.k; ++i) {
+                const Range r = interior(box(l, i));
+                if (!r.empty()) kernel(box(l, i), r);
+              }
+              inner_ns.store(static_cast<std::int64_t>(since(t0) * 1e9));
+            },
+            [&](const Msg& m) { face_copy<true>(box(l, m.box), box(l, m.box).u, m.face, m.local); });
+        const double whole = since(t), inner = static_cast<double>(inner_ns.load()) * 1e-9;
+        times_->compute += inner;
+        if (!lc.sends[par].empty()) times_->overlap += inner;
+        times_->wait += std::max(0.0, whole - inner);
+        record("halo + interior (one graph)", ns);
+        t = Clock::now();
+        ns = now_ns();
+        for (int i = 0; i < lay_.k; ++i)
+          for (const Range& r : shell(box(l, i)))
+            if (!r.empty()) kernel(box(l, i), r);
+        times_->compute += since(t);
+        record("shell", ns);
+        return;
+      }
+    }
     // Interior of every box while the remote faces are in flight.
     t = Clock::now();
     ns = now_ns();
@@ -818,12 +869,20 @@ int main_with(B& b, const Options& o, const char* backend_name, const std::strin
     if (me == 0) std::fprintf(stderr, "multigrid: error: %s\n", err.c_str());
     return 2;
   }
+  if (o.halo == "graph" && !GraphHalo<B>::value) {
+    if (me == 0)
+      std::fprintf(stderr,
+                   "multigrid: error: --halo graph needs the strata backend (CollOptions::compute); backend %s "
+                   "has only --halo window\n",
+                   backend_name);
+    return 2;
+  }
   if (me == 0) {
     std::printf(
         "multigrid: n=%d ranks=%d hosts=%s boxes/rank=%d (%dx%dx%d boxes of %dx%dx%d, ranks %dx%dx%d) levels=%d "
-        "(coarsest %d^3) cycles=%d nu=%d/%d backend=%s\n",
+        "(coarsest %d^3) cycles=%d nu=%d/%d backend=%s halo=%s\n",
         o.n, P, hosts.c_str(), lay.k, lay.nb[0], lay.nb[1], lay.nb[2], lay.bs[0], lay.bs[1], lay.bs[2], lay.p[0],
-        lay.p[1], lay.p[2], lay.levels, o.n >> (lay.levels - 1), o.cycles, o.nu1, o.nu2, backend_name);
+        lay.p[1], lay.p[2], lay.levels, o.n >> (lay.levels - 1), o.cycles, o.nu1, o.nu2, backend_name, o.halo.c_str());
     std::fflush(stdout);
   }
   Solver<B> s(b, lay, o, !o.trace.empty());
@@ -859,6 +918,7 @@ int main_with(B& b, const Options& o, const char* backend_name, const std::strin
     if (e1.empty()) {
       Options so = o;
       so.levels = lay.levels;
+      so.halo = "window";
       Solver<SerialBackend> ref(sb, one, so, false);
       (void)ref.run(false, nullptr);
       diff = s.max_diff(ref);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,58 @@ class StrataBackend {
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
 
-  void setup(double* recv, std::size_t doubles) { win_ = comm_.create_window(recv, doubles * sizeof(double)); }
+  void setup(double* recv, std::size_t doubles) {
+    recv_base_ = recv;
+    win_ = comm_.create_window(recv, doubles * sizeof(double));
+  }
+
+  // --halo graph: the exchange of one step as one alltoallv. Faces travel per
+  // neighbour in the order of their receive slots (the sender's remote_off is
+  // the receiver's slot offset, so both sides agree); interior() is the call's
+  // CollOptions::compute node, beside the transfers; on_block unpacks each
+  // neighbour's faces as soon as its block landed. Returns when all is done.
+  void exchange(int, int, const std::vector<mg::Msg>& sends, const std::vector<mg::Msg>& recvs,
+                const std::function<void()>& interior, const std::function<void(const mg::Msg&)>& unpack) {
+    const auto n = static_cast<std::size_t>(size());
+    auto by_peer = [n](const std::vector<mg::Msg>& ms, auto offset_of) {
+      std::vector<std::vector<const mg::Msg*>> per(n);
+      for (const mg::Msg& m : ms) per[static_cast<std::size_t>(m.peer)].push_back(&m);
+      for (auto& v : per)
+        std::sort(v.begin(), v.end(),
+                  [&](const mg::Msg* a, const mg::Msg* b) { return offset_of(*a) < offset_of(*b); });
+      return per;
+    };
+    const auto out = by_peer(sends, [](const mg::Msg& m) { return m.remote_off; });
+    const auto in = by_peer(recvs, [this](const mg::Msg& m) { return static_cast<std::size_t>(m.local - recv_base_); });
+    std::vector<std::size_t> sc(n, 0), sd(n, 0), rc(n, 0), rd(n, 0);
+    std::size_t st = 0, rt = 0;
+    for (std::size_t p = 0; p < n; ++p) {
+      sd[p] = st;
+      for (const mg::Msg* m : out[p]) sc[p] += m->count;
+      st += sc[p];
+      rd[p] = rt;
+      for (const mg::Msg* m : in[p]) rc[p] += m->count;
+      rt += rc[p];
+    }
+    sbuf_.resize(std::max<std::size_t>(st, 1));
+    rbuf_.resize(std::max<std::size_t>(rt, 1));
+    for (std::size_t p = 0; p < n; ++p) {
+      double* d = sbuf_.data() + sd[p];
+      for (const mg::Msg* m : out[p]) d = std::copy(m->local, m->local + m->count, d);
+    }
+    strata::CollOptions opts;
+    opts.compute = interior;
+    opts.on_block = [&in, &unpack](int src, void* block, std::size_t) {
+      auto* at = static_cast<double*>(block);
+      for (const mg::Msg* m : in[static_cast<std::size_t>(src)]) {
+        mg::Msg landed = *m;
+        landed.local = at;  // unpack straight from the block
+        unpack(landed);
+        at += m->count;
+      }
+    };
+    comm_.alltoallv(sbuf_.data(), sc, sd, rbuf_.data(), rc, rd, strata::Datatype::float64, opts).get();
+  }
 
   // Waits until each receiver freed the slot set of this (level, parity) (its
   // "free" signal of the exchange two before), then put_signals every face.
@@ -93,6 +145,8 @@ class StrataBackend {
 
   strata::Communicator comm_;
   strata::Window win_;
+  double* recv_base_ = nullptr;
+  std::vector<double> sbuf_, rbuf_;  // --halo graph
   std::vector<bool> used_;
   std::vector<strata::Future<void>> sent_, freed_;
 };
