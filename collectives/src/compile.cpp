@@ -613,6 +613,17 @@ std::shared_ptr<const dag::Plan> allreduce_tree_plan(const Group& g, const Call&
 }
 }  // namespace cc
 
+dag::BoundComputeFn bound_compute(const Call& c) {
+  if (!c.compute && !c.on_block) return {};
+  return [compute = c.compute, on_block = c.on_block](std::uint32_t k, const dag::ComputeArgs& a) {
+    if (k == kComputeNode) {
+      if (compute) compute();
+    } else if (on_block) {
+      on_block(static_cast<int>(k - kOnBlockNode), a.data, a.len);
+    }
+  };
+}
+
 std::shared_ptr<const dag::Plan> compile(const Group& g, const Call& call, int slot) {
   // Tree shapes / directions left to the tuning table: resolve them on a copy.
   if (call.algo.tree_from_table || call.algo.direction_from_table) {

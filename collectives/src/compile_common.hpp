@@ -339,7 +339,7 @@ class Ctx {
         b_.algorithm(c_.algo.hierarchical ? "tree (host/numa/core levels)" : "tree (single level)");
     }
     if (c_.compute) {  // CollOptions::compute: a root, so it starts with the call; the end waits for it
-      const NodeId w = b_.compute([fn = c_.compute](const dag::ComputeArgs&) { fn(); }, Region{});
+      const NodeId w = b_.compute_bound(kComputeNode, Region{});
       b_.label(w, "application compute");
     }
     {

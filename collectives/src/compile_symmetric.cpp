@@ -533,12 +533,11 @@ std::shared_ptr<const dag::Plan> compile_alltoall(const Group& g, const Call& c,
   }
   // Application work in the graph: a compute node per source block that runs
   // as soon as every node writing that block of recv is done (the on_block hook).
+  // Bound per start (kOnBlockNode + source): the plan holds no code and is cached.
   if (c.on_block) {
     for (std::size_t r = 0; r < nn; ++r) {
       if (rb[r] == 0) continue;
-      const auto fn = c.on_block;
-      const int src = static_cast<int>(r);
-      x.b().on_fragment(dag::out(0, rat[r], rb[r]), [fn, src](const dag::ComputeArgs& a) { fn(src, a.data, a.len); });
+      x.b().on_fragment_bound(dag::out(0, rat[r], rb[r]), kOnBlockNode + static_cast<std::uint32_t>(r));
     }
   }
   return done(x);

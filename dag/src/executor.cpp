@@ -486,6 +486,7 @@ Instance* make_instance(const Start& s, void* block, const BufBind* binds, std::
   in->shadow_words = s.b.flag_shadows != nullptr ? s.b.shadow_words : 0;
   in->flag_wake = s.b.flag_wake;
   in->shift = s.b.shift;
+  in->compute = s.b.compute;
   in->drain = s.b.flags != nullptr ? s.im.drain_of(s.comm) : nullptr;
   if (s.im.obs != nullptr) s.im.obs->instance_start(*in);
   if (binds != nullptr)

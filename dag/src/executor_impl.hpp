@@ -211,6 +211,7 @@ struct Instance {
   std::atomic<std::uint64_t>* const* shadows = nullptr;  // Bindings::flag_shadows
   std::uint32_t shadow_words = 0;                        // Bindings::shadow_words
   std::uint64_t shift = 0;                               // Bindings::shift (relative nodes)
+  const BoundComputeFn* compute = nullptr;               // Bindings::compute (bound compute nodes)
   NodeId granting = kNoNode;      // the flag_set whose grants go out after the instance completed
   struct Drain* drain = nullptr;  // the communicator's drain watermark (bind_flags with copies)
   void* block = nullptr;

@@ -117,7 +117,15 @@ void Executor::Impl::run_compute(Instance* in, NodeId id, const Node& nd) {
   args.comm = in->comm;
   args.node = id;
   try {
-    p.compute_fns()[static_cast<std::size_t>(nd.compute)](args);
+    if (nd.compute > kBoundCompute) {
+      p.compute_fns()[static_cast<std::size_t>(nd.compute)](args);
+    } else if (in->compute != nullptr && *in->compute) {
+      (*in->compute)(static_cast<std::uint32_t>(kBoundCompute - nd.compute), args);
+    } else {
+      fail_soft(in,
+                Status(Errc::invalid_argument,
+                       p.describe(id) + ": a bound compute node, but the start bound no callable (Bindings::compute)"));
+    }
   } catch (const Error& e) {
     fail_soft(in, Status(e.errc(), p.describe(id) + ": " + e.what()));
   } catch (const std::exception& e) {

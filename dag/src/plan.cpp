@@ -297,16 +297,33 @@ NodeId PlanBuilder::compute(ComputeFn fn, const Region& region, std::vector<Node
   n.deps = std::move(deps);
   return add(std::move(n));
 }
-NodeId PlanBuilder::on_fragment(const Region& region, ComputeFn fn) {
+NodeId PlanBuilder::compute_bound(std::uint32_t k, const Region& region, std::vector<NodeId> deps) {
+  Node n;
+  n.kind = NodeKind::compute;
+  n.src = region;
+  n.compute = kBoundCompute - static_cast<std::int32_t>(k);
+  n.deps = std::move(deps);
+  return add(std::move(n));
+}
+namespace {
+// The nodes already in @p nodes that write an overlapping part of @p region.
+std::vector<NodeId> writers_of(const std::vector<Node>& nodes, const Region& region) {
   std::vector<NodeId> deps;
-  for (NodeId i = 0; i < plan_->nodes_.size(); ++i) {
-    const Node& n = plan_->nodes_[i];
+  for (NodeId i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
     const bool writes = ((n.kind == NodeKind::copy || n.kind == NodeKind::reduce || n.kind == NodeKind::get) &&
                          overlaps(n.dst, region)) ||
                         (n.kind == NodeKind::wait && n.src.len > 0 && overlaps(n.src, region));
     if (writes) deps.push_back(i);
   }
-  return compute(std::move(fn), region, std::move(deps));
+  return deps;
+}
+}  // namespace
+NodeId PlanBuilder::on_fragment(const Region& region, ComputeFn fn) {
+  return compute(std::move(fn), region, writers_of(plan_->nodes_, region));
+}
+NodeId PlanBuilder::on_fragment_bound(const Region& region, std::uint32_t k) {
+  return compute_bound(k, region, writers_of(plan_->nodes_, region));
 }
 PlanBuilder& PlanBuilder::depend(NodeId after, NodeId before) {
   if (after < plan_->nodes_.size()) plan_->nodes_[after].deps.push_back(before);

@@ -193,8 +193,9 @@ Status validate(const Plan& p, bool require_output_coverage) {
             return bad(p, i, "grants its flag to rank " + std::to_string(r));
         break;
       case NodeKind::compute:
-        if (nd.compute < 0 || static_cast<std::size_t>(nd.compute) >= p.compute_fns().size() ||
-            !p.compute_fns()[nd.compute])
+        if (nd.compute > kBoundCompute &&
+            (nd.compute < 0 || static_cast<std::size_t>(nd.compute) >= p.compute_fns().size() ||
+             !p.compute_fns()[static_cast<std::size_t>(nd.compute)]))
           return bad(p, i, "has no callable");
         if (nd.src.len > 0 && !(st = check_region(p, i, nd.src, "region", true))) return st;
         break;

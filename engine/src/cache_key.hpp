@@ -41,8 +41,10 @@ template <class Scalar, class Vec, class Name>
 bool for_each_key_field(const coll::Call& c, Scalar&& scalar, Vec&& vec, Name&& name) {
   const auto& [kind, count, dtype, op, user_op, root, in_place, entry_all, exit_all, counts, displs, rcounts, rdispls,
                direct, on_block, compute, algo, fast_ok, shared_buffers, checked, tag] = c;
-  // Not cached: a user reduction, a per-block callback or a compute node is code, not data.
-  if (user_op || on_block || compute) return false;
+  // Not cached: a user reduction is code in the plan. The on_block and
+  // compute callables are bound per start (Bindings::compute): only whether
+  // the call has them shapes the plan.
+  if (user_op) return false;
   // Not in the key: the tag only routes the call to its communicator's tag
   // lane (CommImpl::submit_tagged), whose plans do not depend on it.
   (void)tag;
@@ -60,6 +62,7 @@ bool for_each_key_field(const coll::Call& c, Scalar&& scalar, Vec&& vec, Name&& 
   scalar(static_cast<std::uint8_t>(in_place | entry_all << 1 | exit_all << 2 | direct << 3 | hierarchical << 4 |
                                    fast_ok << 5 | tree_from_table << 6 | direction_from_table << 7));
   scalar(static_cast<std::uint8_t>(shared_buffers));  // single-copy plans read through the mappings
+  scalar(static_cast<std::uint8_t>(static_cast<bool>(on_block) | static_cast<bool>(compute) << 1));
   for (const coll::Shape* sh : {&host, &numa, &core, &single}) {
     const auto& [shape_kind, radix] = *sh;
     scalar(shape_kind);

@@ -363,7 +363,8 @@ std::optional<Promise<void>> CommImpl::vacate(Slot& sl, std::uint32_t seq, std::
 }
 
 bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send,
-                      void* recv, const std::vector<dag::PeerKey>* peer_keys, std::uint64_t keys_stamp) {
+                      void* recv, const std::vector<dag::PeerKey>* peer_keys, std::uint64_t keys_stamp,
+                      std::shared_ptr<const dag::BoundComputeFn> bound) {
   // Queued starts may run while the engine shuts down (the executor's drain
   // completes the instance ahead of them): fail them, never start.
   Status st = core->check_alive(plan->name().c_str());
@@ -395,12 +396,18 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const
     // The window's peer table and flag words never change once sealed: a
     // cached plan's next start reuses its resolved bindings (pre-built instance).
     b.stamp = peer_keys == nullptr ? bind_stamp : keys_stamp;
+    b.compute = bound.get();  // on_block / compute callables (the instance's done callback keeps them)
     // Sequence numbers travel modulo 2^28 (the executor's and the signals' width).
     // The callback captures 16 trivially copyable bytes: std::function keeps
     // them inline (no allocation); the slot holds the promise and `keep`.
     const auto slot32 = static_cast<std::uint32_t>(slot);
-    st = core->exec->start(std::move(plan), b, id, seq & dag::kSeqMask,
-                           [this, slot32, seq](const Status& s) { finished(slot32, seq, s); });
+    if (bound)
+      st = core->exec->start(
+          std::move(plan), b, id, seq & dag::kSeqMask,
+          [this, slot32, seq, bound = std::move(bound)](const Status& s) { finished(slot32, seq, s); });
+    else
+      st = core->exec->start(std::move(plan), b, id, seq & dag::kSeqMask,
+                             [this, slot32, seq](const Status& s) { finished(slot32, seq, s); });
   }
   if (st.is_ok()) return true;
   std::shared_ptr<CommImpl> keep;
@@ -524,7 +531,8 @@ std::optional<Future<void>> CommImpl::start_persistent(Persistent& ps, coll::Kin
 
 Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan,
                                   const void* send, void* recv, const std::vector<dag::PeerKey>* peer_keys,
-                                  coll::Kind kind, std::uint64_t keys_stamp) {
+                                  coll::Kind kind, std::uint64_t keys_stamp,
+                                  std::shared_ptr<const dag::BoundComputeFn> bound) {
   // The cached plan starts before any promise exists: a call that completes
   // inside its start (a 1-rank communicator; the last member to arrive at
   // a mapped plan) returns the engine's completed future, with no promise
@@ -535,7 +543,7 @@ Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, std::shar
   rec.seq = seq;
   LazyEnd* const outer = tls_lazy;
   tls_lazy = &rec;
-  const bool started = launch(slot, seq, std::move(plan), send, recv, peer_keys, keys_stamp);
+  const bool started = launch(slot, seq, std::move(plan), send, recv, peer_keys, keys_stamp, std::move(bound));
   tls_lazy = outer;
   if (!started) release(slot);
   if (rec.done) return rec.st.is_ok() ? Future<void>(core->ready_state) : make_error_future<void>(rec.st);
@@ -739,6 +747,9 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     // holds the slot (it waits for a survivor that gave up): forever.
     return make_error_future<void>(dead);
   }
+  // The call's on_block / compute callables, bound per start (the plan has none).
+  std::shared_ptr<const dag::BoundComputeFn> bound;
+  if (c.on_block || c.compute) bound = std::make_shared<const dag::BoundComputeFn>(coll::bound_compute(c));
   // A persistent plan remembers the plan of this window slot for its next starts there.
   const auto keep_for = [&] {
     if (remember == nullptr) return;
@@ -749,7 +760,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   if (lazy) {
     keep_for();
     return start_lazy(slot, seq, std::move(plan), send, recv, peer_keys.get(), c.kind,
-                      remember != nullptr ? remember->stamp : 0);
+                      remember != nullptr ? remember->stamp : 0, std::move(bound));
   }
   promise.emplace(core->fctx);
   Future<void> fut = promise->get_future();
@@ -778,27 +789,28 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   if (!failed) keep_for();
   // Behind the slot's holder: the start waits in the slot's queue.
   auto queue = [&](Slot& sl) {
-    sl.pending.emplace_back([this, plan, send, recv, seq, promise = std::move(*promise), peer_keys]() mutable -> bool {
-      const auto slot_index = static_cast<std::size_t>(seq % queues);
-      Status st;
-      {
-        // A member's death (broken), and the promise parked in the slot for
-        // fail_all (the slot is this call's until it releases it).
-        std::lock_guard<CommLock> lk(mu);
-        st = broken;
-        if (st.is_ok()) {
-          Slot& held = slots[slot_index];
-          held.live = std::move(promise);
-          held.live_seq = seq;
-          held.keep = shared_from_this();
-        }
-      }
-      if (!st.is_ok()) {
-        promise.set_error(st);
-        return false;
-      }
-      return launch(slot_index, seq, plan, send, recv, peer_keys.get());
-    });
+    sl.pending.emplace_back(
+        [this, plan, send, recv, seq, promise = std::move(*promise), peer_keys, bound]() mutable -> bool {
+          const auto slot_index = static_cast<std::size_t>(seq % queues);
+          Status st;
+          {
+            // A member's death (broken), and the promise parked in the slot for
+            // fail_all (the slot is this call's until it releases it).
+            std::lock_guard<CommLock> lk(mu);
+            st = broken;
+            if (st.is_ok()) {
+              Slot& held = slots[slot_index];
+              held.live = std::move(promise);
+              held.live_seq = seq;
+              held.keep = shared_from_this();
+            }
+          }
+          if (!st.is_ok()) {
+            promise.set_error(st);
+            return false;
+          }
+          return launch(slot_index, seq, plan, send, recv, peer_keys.get(), 0, bound);
+        });
   };
   Status late;  // a member died (or the engine shut down) while this call compiled
   if (!memo_hit || !run_now) {
@@ -829,7 +841,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
     promise->set_error(late);
     return fut;
   }
-  if (run_now && !launch(slot, seq, plan, send, recv, peer_keys.get())) release(slot);
+  if (run_now && !launch(slot, seq, plan, send, recv, peer_keys.get(), 0, std::move(bound))) release(slot);
   if (failed) std::rethrow_exception(failed);
   detail::logger().debug("{} #{} on comm {}: algorithm {} ({} nodes)", coll::to_string(c.kind), seq, id, c.algo.name,
                          plan->size());

@@ -356,7 +356,8 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // @p keys_stamp: the Bindings::stamp of a start with @p peer_keys (a
   // persistent plan's fixed key table; 0: resolve them at every start).
   bool launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send, void* recv,
-              const std::vector<dag::PeerKey>* peer_keys, std::uint64_t keys_stamp = 0);
+              const std::vector<dag::PeerKey>* peer_keys, std::uint64_t keys_stamp = 0,
+              std::shared_ptr<const dag::BoundComputeFn> bound = nullptr);
 
   static constexpr std::size_t kPlanCacheEntries = 512;  // per communicator (docs/algorithms.md)
   std::shared_ptr<const dag::Plan> plan_for(const coll::Call& c, int slot, const std::string& key);
@@ -404,7 +405,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // inside the start, else a promise made now.
   Future<void> start_lazy(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan, const void* send,
                           void* recv, const std::vector<dag::PeerKey>* peer_keys, coll::Kind kind,
-                          std::uint64_t keys_stamp = 0);
+                          std::uint64_t keys_stamp = 0, std::shared_ptr<const dag::BoundComputeFn> bound = nullptr);
 };
 
 // An internal allreduce of @p n words over @p impl (the tree algorithm),

@@ -390,7 +390,8 @@ Future<void> Plan::start() {
   // Checked and resolved when the plan was made: from the second start in
   // each window slot, straight to the remembered plan (docs/algorithms.md,
   // "Persistent plans"). A tagged plan goes through its lane (submit).
-  if (pi.prep.call.tag < 0)
+  // (Calls with on_block / compute callables bind them per start: submit.)
+  if (pi.prep.call.tag < 0 && !pi.prep.call.on_block && !pi.prep.call.compute)
     if (auto f = pi.comm->start_persistent(pi.persist, pi.prep.call.kind, pi.prep.call.count, pi.prep.send,
                                            pi.prep.recv, pi.peers.get()))
       return std::move(*f);

@@ -1,6 +1,6 @@
 // The plan-cache key (engine/src/cache_key.hpp): changing any field of a call
 // that the compiler reads changes the key, so two different calls never share
-// a plan; calls with code in them (a user reduction, an on_block callback) get
+// a plan; calls with code in them (a user reduction) get
 // no key; equal calls get equal keys.
 #include <gtest/gtest.h>
 
@@ -151,16 +151,29 @@ TEST(CacheKey, TheTagIsNotInTheKey) {
   EXPECT_EQ(key_of(a), key_of(b));
 }
 
-TEST(CacheKey, CallsWithCodeAreNotCached) {
-  Call c = base(false);
-  c.on_block = [](int, void*, std::size_t) {};
-  EXPECT_TRUE(key_of(c).empty());
+TEST(CacheKey, UserReductionsAreNotCached) {
   Call d = base(false);
   d.user_op = std::make_shared<strata::dag::UserReduce>();
   EXPECT_TRUE(key_of(d).empty());
-  Call e = base(false);
-  e.compute = [] {};
-  EXPECT_TRUE(key_of(e).empty());
+}
+
+// on_block and compute callables are bound per start (Bindings::compute):
+// their presence is in the key, the callables are not.
+TEST(CacheKey, CallbacksAreBoundPerStartSoOnlyTheirPresenceIsKeyed) {
+  const Call plain = base(false);
+  Call a = plain, b = plain, c = plain, d = plain;
+  a.on_block = [](int, void*, std::size_t) {};
+  b.on_block = [](int, void*, std::size_t) { (void)0; };
+  c.compute = [] {};
+  d.compute = [] {};
+  d.on_block = a.on_block;
+  for (const Call* x : {&a, &b, &c, &d}) EXPECT_FALSE(key_of(*x).empty());
+  EXPECT_EQ(key_of(a), key_of(b));
+  EXPECT_NE(key_of(a), key_of(plain));
+  EXPECT_NE(key_of(c), key_of(plain));
+  EXPECT_NE(key_of(c), key_of(a));
+  EXPECT_NE(key_of(d), key_of(a));
+  EXPECT_NE(key_of(d), key_of(c));
 }
 
 }  // namespace

@@ -273,6 +273,17 @@ std::string allreduce_auto(const Group& g, std::uint64_t bytes, bool ordered);
 /// (selection_rules(const Tuning&) for a table).
 std::vector<std::pair<std::string, std::string>> selection_rules();
 
+/// @brief Indices of a compiled call's bound compute nodes
+/// (dag::PlanBuilder::compute_bound): kComputeNode runs Call::compute,
+/// kOnBlockNode + r runs Call::on_block for the block from source r.
+constexpr std::uint32_t kComputeNode = 0;
+constexpr std::uint32_t kOnBlockNode = 1;
+
+/// @brief The callable to bind (dag::Bindings::compute) when starting a plan
+/// compiled from @p c; empty when @p c has neither on_block nor compute.
+/// Plans hold no application code: a cached plan serves every callable.
+dag::BoundComputeFn bound_compute(const Call& c);
+
 /// @brief Compiles this rank's slice for instance slot @p slot (0 <= slot < credits).
 /// Throws strata::Error(invalid_argument / unsupported) naming the argument;
 /// the argument checks (check_call(), strata/collectives/checks.hpp) run

@@ -184,7 +184,11 @@ struct Bindings {
   /// slot of a ring of same-sized slots; the caller keeps the moved regions
   /// inside the declared peer buffers. Bound per start, like the outputs.
   std::uint64_t shift = 0;
-  /// Identity of everything here except @p inputs and @p outputs (the peer
+  /// The callable of the plan's bound compute nodes (PlanBuilder::compute_bound),
+  /// bound per start like the outputs; must outlive the instance. Required
+  /// when the plan has bound compute nodes.
+  const BoundComputeFn* compute = nullptr;
+  /// Identity of everything here except @p inputs, @p outputs and @p compute (the peer
   /// table's contents, the flag, wake and shadow words); 0 = none. A start
   /// whose nonzero stamp equals the one its plan's last finished instance on
   /// this executor had reuses that instance's resolved and checked peer and

@@ -166,6 +166,12 @@ struct ComputeArgs {
 };
 /// @brief An application callable; throwing fails the instance with the message.
 using ComputeFn = std::function<void(const ComputeArgs&)>;
+/// @brief The per-start callable of bound compute nodes (Bindings::compute):
+/// called with the node's index @p k (PlanBuilder::compute_bound) and its
+/// arguments; throwing fails the instance with the message.
+using BoundComputeFn = std::function<void(std::uint32_t k, const ComputeArgs&)>;
+/// @brief Node::compute of a bound compute node with index k is kBoundCompute - k.
+constexpr std::int32_t kBoundCompute = -2;
 
 /// @brief Node::relative bits (PlanBuilder::relative): parts of a node that
 /// move by the instance's Bindings::shift, so that one plan serves every slot
@@ -189,11 +195,12 @@ struct Node {
   std::uint32_t count = 0;  ///< wait: signals expected; flag_wait: lag (instances between the two users)
   ReduceOp op = ReduceOp::sum;
   DataType dtype = DataType::u8;
-  std::int32_t user_op = -1;           ///< reduce: index of a UserReduce, or -1 for a built-in op
-  std::int32_t compute = -1;           ///< compute: index of the callable
-  bool streaming = false;              ///< copy: write dst with non-temporal stores (large data not read again soon)
-  bool granted = false;                ///< flag_wait: the flag is a local copy kept current by the peer's grants
-  bool fold = false;                   ///< read_peer: dst = dst OP the peer's bytes (op / dtype or user_op)
+  std::int32_t user_op = -1;  ///< reduce: index of a UserReduce, or -1 for a built-in op
+  std::int32_t compute =
+      -1;                  ///< compute: index of the callable; <= kBoundCompute: bound (index kBoundCompute - compute)
+  bool streaming = false;  ///< copy: write dst with non-temporal stores (large data not read again soon)
+  bool granted = false;    ///< flag_wait: the flag is a local copy kept current by the peer's grants
+  bool fold = false;       ///< read_peer: dst = dst OP the peer's bytes (op / dtype or user_op)
   std::uint8_t relative = 0;           ///< kRel* bits: what moves by the instance's Bindings::shift
   std::vector<std::int32_t> grants;    ///< flag_set: ranks sent the new flag value (granted flag_waits)
   std::vector<std::uint32_t> refresh;  ///< flag_set: own words kept within 2^20 instances of seq + 1
@@ -430,6 +437,12 @@ class PlanBuilder {
   /// writes an overlapping part of it (copy/reduce/get destination, wait guard)
   /// is done: the hook for overlapping application work with a collective.
   NodeId on_fragment(const Region& region, ComputeFn fn);
+  /// @brief A compute node whose callable comes with each start
+  /// (Bindings::compute, called with @p k): the plan holds no code, so it can
+  /// be cached and shared by calls with different callables.
+  NodeId compute_bound(std::uint32_t k, const Region& region, std::vector<NodeId> deps = {});
+  /// @brief on_fragment() with a bound callable (compute_bound).
+  NodeId on_fragment_bound(const Region& region, std::uint32_t k);
   /// @brief Adds the edge @p before -> @p after.
   PlanBuilder& depend(NodeId after, NodeId before);
   /// @brief Sets a node's label (DOT, traces).
