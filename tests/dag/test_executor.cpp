@@ -294,6 +294,37 @@ TEST(Executor, ComputeExceptionFailsInstanceAndSkipsSuccessors) {
   EXPECT_FALSE(after);
 }
 
+// Bound compute nodes (PlanBuilder::compute_bound): one plan, a different
+// callable per start, called with the node's index; a start that binds none
+// fails the instance with a message naming Bindings::compute.
+TEST(Executor, BoundComputeNodesTakeTheCallableOfEachStart) {
+  Cluster c(1);
+  PlanBuilder b("bound", 0, 1);
+  const NodeId first = b.compute_bound(7, Region{});
+  b.compute_bound(3, Region{}, {first});
+  auto plan = b.build();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::uint32_t> seen;
+    const BoundComputeFn fn = [&seen, round](std::uint32_t k, const ComputeArgs&) {
+      seen.push_back(k + static_cast<std::uint32_t>(100 * round));
+    };
+    Bindings bind;
+    bind.compute = &fn;
+    Done d;
+    ASSERT_TRUE(c.ex[0]->start(plan, bind, 0, static_cast<std::uint32_t>(round), d.fn()).is_ok());
+    ASSERT_TRUE(c.pump([&] { return d.done(); }));
+    EXPECT_TRUE(d.status.is_ok()) << d.status.message();
+    const std::vector<std::uint32_t> want{7u + 100u * static_cast<std::uint32_t>(round),
+                                          3u + 100u * static_cast<std::uint32_t>(round)};
+    EXPECT_EQ(seen, want);
+  }
+  Done d;
+  ASSERT_TRUE(c.ex[0]->start(plan, {}, 0, 3, d.fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return d.done(); }));
+  EXPECT_EQ(d.status.code(), Errc::invalid_argument);
+  EXPECT_NE(d.status.message().find("Bindings::compute"), std::string::npos) << d.status.message();
+}
+
 // cores_busy (a waiter's cue to sleep instead of polling): true while
 // compute nodes run (or wait to run) on every CPU of the arena, false once the
 // node ended; with two threads, one running node leaves a CPU free.
