@@ -5,12 +5,13 @@ libfabric providers, docs/fabric.md "Progress, waiting"). Latency of every
 size and, optionally, OSU overlap.
 
   bench/scripts/strata_ab.py [--a-build build] [--b-build build] [--a-env K=V,...] [--b-env K=V,...]
-                             [--hosts 1] [--net RATE] [--colls allreduce,bcast,alltoall]
+                             [--a-args ARGS] [--b-args ARGS] [--hosts 1] [--net RATE] [--colls allreduce,bcast,alltoall]
                              [--sizes 8,64,1K,8K,64K,1M,4M] [--overlap-sizes 64K,1M,4M] [--rounds 3] [--out DIR]
 
 Examples:
   providers across 2 emulated hosts:  --hosts 2 --net 10gbit --a-env STRATA_PROVIDER=net --b-env 'STRATA_PROVIDER=tcp;ofi_rxm'
   a change on one host:               --a-build build-before --b-build build --overlap-sizes ''
+  one-shot against persistent plans:  --b-args=--persistent --overlap-sizes ''
 
 Prints per collective and size the slowest rank's median time of each
 (median [min-max] over rounds) and the ratio A / B per round (median
@@ -41,6 +42,8 @@ def main():
     ap.add_argument("--b-build", default=root_build)
     ap.add_argument("--a-env", default="")
     ap.add_argument("--b-env", default="")
+    ap.add_argument("--a-args", default="", help="extra strata-bench arguments of A's latency runs (e.g. --persistent)")
+    ap.add_argument("--b-args", default="", help="extra strata-bench arguments of B's latency runs")
     ap.add_argument("--hosts", type=int, default=1)
     ap.add_argument("--net", default=None)
     ap.add_argument("--colls", default="allreduce,bcast,alltoall")
@@ -53,6 +56,7 @@ def main():
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = a.out or os.path.join(a.b_build, "bench-results", f"ab-{stamp}")
     side = {"A": (a.a_build, env_of(a.a_env)), "B": (a.b_build, env_of(a.b_env))}
+    extra = {"A": a.a_args.split(), "B": a.b_args.split()}
     runners = {t: cmp.Runner(argparse.Namespace(build=b, hosts=a.hosts, net=a.net, ranks=2, out=out))
                for t, (b, _) in side.items()}
     lat = {"A": [], "B": []}
@@ -60,15 +64,16 @@ def main():
     for rnd in range(a.rounds):
         for t in ("A", "B"):
             R, env = runners[t], side[t][1]
-            recs = R.strata(f"lat-{t}-r{rnd}", ["--coll", a.colls, "--sizes", a.sizes, "--no-memcpy"], env=env)
+            recs = R.strata(f"lat-{t}-r{rnd}", ["--coll", a.colls, "--sizes", a.sizes, "--no-memcpy"] + extra[t],
+                            env=env)
             lat[t].append({(r["collective"], r["bytes"]): r["max_us"] for r in recs
-                           if r.get("variant", "").startswith("blocking")})
+                           if r.get("variant", "").startswith(("blocking", "persistent"))})
             if a.overlap_sizes:
                 R.strata(f"ovl-{t}-r{rnd}", ["--coll", a.colls, "--sizes", a.overlap_sizes, "--overlap"], env=env)
                 ovl[t].append(parse(os.path.join(out, f"ovl-{t}-r{rnd}.log")))
     where = f"2 ranks, {a.hosts} host(s)" + (f", {a.net} links" if a.net else "")
     lines = [f"# strata A/B ({stamp}): {where}\n",
-             f"A = {side['A'][0]} {a.a_env}; B = {side['B'][0]} {a.b_env}\n",
+             f"A = {side['A'][0]} {a.a_env} {a.a_args}; B = {side['B'][0]} {a.b_env} {a.b_args}\n",
              f"machine: {cmp.load_avg()}; {a.rounds} interleaved rounds; slowest rank's median, us\n",
              "| collective | size | A us | B us | A / B per round |", "|---|---|---|---|---|"]
     keys = sorted({k for r in lat["A"] for k in r}, key=lambda k: (k[0], k[1]))
