@@ -23,6 +23,21 @@
 
 namespace {
 
+// The collective of a run, compared on every call (a string compare per
+// call cost ~200 instructions inside the timed region).
+enum class Coll { bcast, reduce, allreduce, allgather, alltoall, gather, scatter, reduce_scatter, barrier };
+inline Coll coll_kind(const std::string& s) {
+  if (s == "bcast") return Coll::bcast;
+  if (s == "reduce") return Coll::reduce;
+  if (s == "allreduce") return Coll::allreduce;
+  if (s == "allgather") return Coll::allgather;
+  if (s == "alltoall") return Coll::alltoall;
+  if (s == "gather") return Coll::gather;
+  if (s == "scatter") return Coll::scatter;
+  if (s == "reduce_scatter") return Coll::reduce_scatter;
+  return Coll::barrier;
+}
+
 using strata::bench::pattern;
 
 using strata::bench::Record;
@@ -85,6 +100,7 @@ class Bench {
   // Fills send buffers for @p coll with @p elems floats per block.
   void prepare(const std::string& coll, std::size_t bytes) {
     coll_ = coll;
+    c_ = coll_kind(coll);  // compared per call: an enum, not the string
     elems_ = bytes / sizeof(float);
     std::size_t send_elems = elems_, recv_elems = elems_;
     if (coll == "allgather" || coll == "gather") recv_elems = elems_ * static_cast<std::size_t>(size_);
@@ -115,24 +131,24 @@ class Bench {
   void blocking(int it) {
     Buffers& b = buf(it);
     const int n = count();
-    if (coll_ == "bcast")
+    if (c_ == Coll::bcast)
       MPI_Bcast(b.send.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    else if (coll_ == "reduce")
+    else if (c_ == Coll::reduce)
       MPI_Reduce(b.send.data(), b.recv.data(), n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
-    else if (coll_ == "allreduce")
+    else if (c_ == Coll::allreduce)
       MPI_Allreduce(b.send.data(), b.recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    else if (coll_ == "allgather")
+    else if (c_ == Coll::allgather)
       MPI_Allgather(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
-    else if (coll_ == "alltoall")
+    else if (c_ == Coll::alltoall)
       MPI_Alltoall(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD);
-    else if (coll_ == "gather")
+    else if (c_ == Coll::gather)
       MPI_Gather(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    else if (coll_ == "scatter")
+    else if (c_ == Coll::scatter)
       MPI_Scatter(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    else if (coll_ == "reduce_scatter")
+    else if (c_ == Coll::reduce_scatter)
       MPI_Reduce_scatter_block(b.send.data(), b.recv.data(), static_cast<int>(block_), MPI_FLOAT, MPI_SUM,
                                MPI_COMM_WORLD);
-    else if (coll_ == "barrier")
+    else if (c_ == Coll::barrier)
       MPI_Barrier(MPI_COMM_WORLD);
   }
 
@@ -140,24 +156,24 @@ class Bench {
     Buffers& b = buf(it);
     const int n = count();
     MPI_Request r = MPI_REQUEST_NULL;
-    if (coll_ == "bcast")
+    if (c_ == Coll::bcast)
       MPI_Ibcast(b.send.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD, &r);
-    else if (coll_ == "reduce")
+    else if (c_ == Coll::reduce)
       MPI_Ireduce(b.send.data(), b.recv.data(), n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD, &r);
-    else if (coll_ == "allreduce")
+    else if (c_ == Coll::allreduce)
       MPI_Iallreduce(b.send.data(), b.recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
-    else if (coll_ == "allgather")
+    else if (c_ == Coll::allgather)
       MPI_Iallgather(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD, &r);
-    else if (coll_ == "alltoall")
+    else if (c_ == Coll::alltoall)
       MPI_Ialltoall(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD, &r);
-    else if (coll_ == "gather")
+    else if (c_ == Coll::gather)
       MPI_Igather(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD, &r);
-    else if (coll_ == "scatter")
+    else if (c_ == Coll::scatter)
       MPI_Iscatter(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD, &r);
-    else if (coll_ == "reduce_scatter")
+    else if (c_ == Coll::reduce_scatter)
       MPI_Ireduce_scatter_block(b.send.data(), b.recv.data(), static_cast<int>(block_), MPI_FLOAT, MPI_SUM,
                                 MPI_COMM_WORLD, &r);
-    else if (coll_ == "barrier")
+    else if (c_ == Coll::barrier)
       MPI_Ibarrier(MPI_COMM_WORLD, &r);
     return r;
   }
@@ -169,24 +185,24 @@ class Bench {
     const int n = count();
     MPI_Request r = MPI_REQUEST_NULL;
     MPI_Info info = MPI_INFO_NULL;
-    if (coll_ == "bcast")
+    if (c_ == Coll::bcast)
       MPI_Bcast_init(b.send.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD, info, &r);
-    else if (coll_ == "reduce")
+    else if (c_ == Coll::reduce)
       MPI_Reduce_init(b.send.data(), b.recv.data(), n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD, info, &r);
-    else if (coll_ == "allreduce")
+    else if (c_ == Coll::allreduce)
       MPI_Allreduce_init(b.send.data(), b.recv.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, info, &r);
-    else if (coll_ == "allgather")
+    else if (c_ == Coll::allgather)
       MPI_Allgather_init(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD, info, &r);
-    else if (coll_ == "alltoall")
+    else if (c_ == Coll::alltoall)
       MPI_Alltoall_init(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, MPI_COMM_WORLD, info, &r);
-    else if (coll_ == "gather")
+    else if (c_ == Coll::gather)
       MPI_Gather_init(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD, info, &r);
-    else if (coll_ == "scatter")
+    else if (c_ == Coll::scatter)
       MPI_Scatter_init(b.send.data(), n, MPI_FLOAT, b.recv.data(), n, MPI_FLOAT, 0, MPI_COMM_WORLD, info, &r);
-    else if (coll_ == "reduce_scatter")
+    else if (c_ == Coll::reduce_scatter)
       MPI_Reduce_scatter_block_init(b.send.data(), b.recv.data(), static_cast<int>(block_), MPI_FLOAT, MPI_SUM,
                                     MPI_COMM_WORLD, info, &r);
-    else if (coll_ == "barrier")
+    else if (c_ == Coll::barrier)
       MPI_Barrier_init(MPI_COMM_WORLD, info, &r);
     return r;
   }
@@ -203,7 +219,7 @@ class Bench {
 
   // Restores bcast's send buffer on non-roots so --check sees fresh data.
   void reset_for_check(int it) {
-    if (coll_ == "bcast" && rank_ != 0) {
+    if (c_ == Coll::bcast && rank_ != 0) {
       Buffers& b = buf(it);
       std::fill(b.send.begin(), b.send.end(), -1.0f);
     }
@@ -213,6 +229,7 @@ class Bench {
   const Options& o_;
   int rank_, size_;
   std::string coll_;
+  Coll c_ = Coll::barrier;
   std::size_t elems_ = 0, block_ = 0;
   std::vector<Buffers> bufs_;
 };

@@ -31,6 +31,21 @@
 namespace strata::bench {
 namespace {
 
+// The collective of a run, compared on every call (a string compare per
+// call cost ~200 instructions inside the timed region).
+enum class Coll { bcast, reduce, allreduce, allgather, alltoall, gather, scatter, reduce_scatter, barrier };
+inline Coll coll_kind(const std::string& s) {
+  if (s == "bcast") return Coll::bcast;
+  if (s == "reduce") return Coll::reduce;
+  if (s == "allreduce") return Coll::allreduce;
+  if (s == "allgather") return Coll::allgather;
+  if (s == "alltoall") return Coll::alltoall;
+  if (s == "gather") return Coll::gather;
+  if (s == "scatter") return Coll::scatter;
+  if (s == "reduce_scatter") return Coll::reduce_scatter;
+  return Coll::barrier;
+}
+
 using strata::bench::pattern;
 
 using Clock = std::chrono::steady_clock;
@@ -80,6 +95,7 @@ class CollBench {
   /// Sizes the buffers of @p coll for @p bytes; @p min_sets buffer sets at least.
   void prepare(const std::string& coll, std::size_t bytes, std::size_t min_sets, bool persistent) {
     coll_ = coll;
+    c_ = coll_kind(coll);  // compared per call: an enum, not the string
     elems_ = bytes / sizeof(float);
     block_ = 0;
     std::size_t send_elems = elems_, recv_elems = elems_;
@@ -117,19 +133,19 @@ class CollBench {
     if (b.plan.valid()) return b.plan.start();
     const std::size_t n = elems_;
     constexpr Datatype f32 = Datatype::float32;
-    if (coll_ == "bcast") return comm_.broadcast(b.send.data(), n, f32, 0, copts);
-    if (coll_ == "reduce") return comm_.reduce(b.send.data(), b.recv.data(), n, f32, Op::sum, 0, copts);
-    if (coll_ == "allreduce") return comm_.allreduce(b.send.data(), b.recv.data(), n, f32, Op::sum, copts);
-    if (coll_ == "allgather") return comm_.allgather(b.send.data(), n, b.recv.data(), f32, copts);
-    if (coll_ == "alltoall") return comm_.alltoall(b.send.data(), b.recv.data(), n, f32, copts);
-    if (coll_ == "gather") return comm_.gather(b.send.data(), n, b.recv.data(), f32, 0, copts);
-    if (coll_ == "scatter") return comm_.scatter(b.send.data(), b.recv.data(), n, f32, 0, copts);
-    if (coll_ == "reduce_scatter")
+    if (c_ == Coll::bcast) return comm_.broadcast(b.send.data(), n, f32, 0, copts);
+    if (c_ == Coll::reduce) return comm_.reduce(b.send.data(), b.recv.data(), n, f32, Op::sum, 0, copts);
+    if (c_ == Coll::allreduce) return comm_.allreduce(b.send.data(), b.recv.data(), n, f32, Op::sum, copts);
+    if (c_ == Coll::allgather) return comm_.allgather(b.send.data(), n, b.recv.data(), f32, copts);
+    if (c_ == Coll::alltoall) return comm_.alltoall(b.send.data(), b.recv.data(), n, f32, copts);
+    if (c_ == Coll::gather) return comm_.gather(b.send.data(), n, b.recv.data(), f32, 0, copts);
+    if (c_ == Coll::scatter) return comm_.scatter(b.send.data(), b.recv.data(), n, f32, 0, copts);
+    if (c_ == Coll::reduce_scatter)
       return comm_.reduce_scatter_block(b.send.data(), b.recv.data(), block_, f32, Op::sum, copts);
     return comm_.barrier(copts);
   }
   Future<void> start(int it) {
-    if (!copts_.tree.empty() && (coll_ == "allgather" || coll_ == "alltoall" || coll_ == "reduce_scatter")) {
+    if (!copts_.tree.empty() && (c_ == Coll::allgather || c_ == Coll::alltoall || c_ == Coll::reduce_scatter)) {
       // --tree shapes the tree collectives; the step-schedule ones refuse a tree shape.
       CollOptions c = copts_;
       c.tree.clear();
@@ -147,8 +163,8 @@ class CollBench {
   /// Clears what the next call must write, so --check sees fresh data.
   void reset_for_check(int it) {
     Buffers& b = buf(it);
-    if (coll_ == "bcast" && rank_ != 0) std::fill(b.send.begin(), b.send.end(), -1.0f);
-    if (coll_ != "bcast") std::fill(b.recv.begin(), b.recv.end(), -1.0f);
+    if (c_ == Coll::bcast && rank_ != 0) std::fill(b.send.begin(), b.send.end(), -1.0f);
+    if (c_ != Coll::bcast) std::fill(b.recv.begin(), b.recv.end(), -1.0f);
   }
 
  private:
@@ -156,10 +172,10 @@ class CollBench {
 
   Plan make_plan(Buffers& b) {
     constexpr Datatype f32 = Datatype::float32;
-    if (coll_ == "bcast") return comm_.plan_broadcast(b.send.data(), elems_, f32, 0, copts_);
-    if (coll_ == "reduce") return comm_.plan_reduce(b.send.data(), b.recv.data(), elems_, f32, Op::sum, 0, copts_);
-    if (coll_ == "allreduce") return comm_.plan_allreduce(b.send.data(), b.recv.data(), elems_, f32, Op::sum, copts_);
-    if (coll_ == "barrier") return comm_.plan_barrier(copts_);
+    if (c_ == Coll::bcast) return comm_.plan_broadcast(b.send.data(), elems_, f32, 0, copts_);
+    if (c_ == Coll::reduce) return comm_.plan_reduce(b.send.data(), b.recv.data(), elems_, f32, Op::sum, 0, copts_);
+    if (c_ == Coll::allreduce) return comm_.plan_allreduce(b.send.data(), b.recv.data(), elems_, f32, Op::sum, copts_);
+    if (c_ == Coll::barrier) return comm_.plan_barrier(copts_);
     // The others: the one-shot call, recorded once (Communicator::plan).
     const std::size_t index = static_cast<std::size_t>(&b - bufs_.data());
     return comm_.plan([this, index](Communicator&) { return start(static_cast<int>(index)); });
@@ -171,6 +187,7 @@ class CollBench {
   int rank_, size_;
   Engine* engine_;
   std::string coll_;
+  Coll c_ = Coll::barrier;
   std::size_t elems_ = 0, block_ = 0, send_elems_ = 0;
   std::vector<Buffers> bufs_;
 };
