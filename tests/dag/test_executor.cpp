@@ -1,6 +1,7 @@
 // The executor over the deterministic fake transport.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -298,27 +299,27 @@ TEST(Executor, ComputeExceptionFailsInstanceAndSkipsSuccessors) {
 // callable per start, called with the node's index; a start that binds none
 // fails the instance with a message naming Bindings::compute.
 TEST(Executor, BoundComputeNodesTakeTheCallableOfEachStart) {
+  // Declared before the cluster: a worker may still be returning from a done
+  // callback when the test moves on, so they must outlive the executor.
+  std::array<Done, 4> done;
+  std::array<std::vector<std::uint32_t>, 3> seen;
   Cluster c(1);
   PlanBuilder b("bound", 0, 1);
   const NodeId first = b.compute_bound(7, Region{});
   b.compute_bound(3, Region{}, {first});
   auto plan = b.build();
-  for (int round = 0; round < 3; ++round) {
-    std::vector<std::uint32_t> seen;
-    const BoundComputeFn fn = [&seen, round](std::uint32_t k, const ComputeArgs&) {
-      seen.push_back(k + static_cast<std::uint32_t>(100 * round));
-    };
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    std::vector<std::uint32_t>& got = seen[round];
+    const BoundComputeFn fn = [&got, round](std::uint32_t k, const ComputeArgs&) { got.push_back(k + 100 * round); };
     Bindings bind;
     bind.compute = &fn;
-    Done d;
-    ASSERT_TRUE(c.ex[0]->start(plan, bind, 0, static_cast<std::uint32_t>(round), d.fn()).is_ok());
+    Done& d = done[round];
+    ASSERT_TRUE(c.ex[0]->start(plan, bind, 0, round, d.fn()).is_ok());
     ASSERT_TRUE(c.pump([&] { return d.done(); }));
     EXPECT_TRUE(d.status.is_ok()) << d.status.message();
-    const std::vector<std::uint32_t> want{7u + 100u * static_cast<std::uint32_t>(round),
-                                          3u + 100u * static_cast<std::uint32_t>(round)};
-    EXPECT_EQ(seen, want);
+    EXPECT_EQ(got, (std::vector<std::uint32_t>{7 + 100 * round, 3 + 100 * round}));
   }
-  Done d;
+  Done& d = done[3];
   ASSERT_TRUE(c.ex[0]->start(plan, {}, 0, 3, d.fn()).is_ok());
   ASSERT_TRUE(c.pump([&] { return d.done(); }));
   EXPECT_EQ(d.status.code(), Errc::invalid_argument);
