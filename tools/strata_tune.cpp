@@ -1073,13 +1073,13 @@ int main(int argc, char** argv) {
       "strata-tune"};
   auto* quick = app.add_flag_callback(
       "--quick", [&o] { o.mode = Mode::quick; },
-      "about 1 min on 2 cores (50-70 s measured): fewer sizes and candidates, 3 rounds");
+      "about 1 min on 2 cores (48-53 s measured on a shared one): fewer sizes and candidates, 3 rounds");
   auto* smoke = app.add_flag_callback(
       "--smoke", [&o] { o.mode = Mode::smoke; },
       "about 5 s: tiny sizes, one search (tests; the table is not worth using)");
   auto* full = app.add_flag_callback(
       "--full", [&o] { o.mode = Mode::full; },
-      "the default, about 5 minutes on 2 cores: more candidates and sizes, 5 rounds");
+      "the default, about 5 min on 2 cores (310 s measured on a shared one): more candidates and sizes, 5 rounds");
   quick->excludes(smoke)->excludes(full);
   smoke->excludes(full);
   app.add_option("-o,--output", o.out, "tuning file to write");
@@ -1087,7 +1087,7 @@ int main(int argc, char** argv) {
       ->check(strata::cli::integer(2, 64));
   app.add_option("--rounds", o.rounds,
                  "interleaved rounds per search (default 3 in --quick and --smoke, 5 in full mode); an alternative "
-                 "replaces a default only if it wins by more than the spread of its per-round ratios and 5%")
+                 "replaces a default only if it wins by more than 5% plus the spread of its per-round ratios")
       ->check(strata::cli::integer(3, 100));
   app.add_flag("-v,--verbose", o.verbose, "print every measurement command");
   bool simulate = false;
