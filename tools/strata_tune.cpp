@@ -204,10 +204,12 @@ class Tuner {
     std::printf("strata-tune: wrote %s (%s mode, %.1f s, %zu bytes)\n", out_path().c_str(), mode_name(), secs,
                 static_cast<std::size_t>(std::filesystem::file_size(out_path())));
     // The table: every searched field, its value, the default and why (two runs diff line by line).
-    std::printf("%-34s %14s %14s %-8s %s\n", "field", "value", "default", "decision", "reason");
+    // probe_us: the search's placement reference (strata-handoff-probe, 64 KiB; 0: no probe). Two runs
+    // whose tables differ where this differs measured two placements of the machine (docs/tuning.md).
+    std::printf("%-34s %14s %14s %8s %-8s %s\n", "field", "value", "default", "probe_us", "decision", "reason");
     for (const Decision& d : decisions_)
-      std::printf("%-34s %14llu %14llu %-8s %s\n", d.field.c_str(), static_cast<unsigned long long>(d.value),
-                  static_cast<unsigned long long>(d.def), d.status.c_str(), d.reason.c_str());
+      std::printf("%-34s %14llu %14llu %8.1f %-8s %s\n", d.field.c_str(), static_cast<unsigned long long>(d.value),
+                  static_cast<unsigned long long>(d.def), d.probe_us, d.status.c_str(), d.reason.c_str());
     std::printf("(%zu fields not searched keep their defaults: measurements.not_measured says why)\n",
                 strata::coll::tuning_fields().size() - decisions_.size());
     return 0;
@@ -903,9 +905,11 @@ class Tuner {
       r["placement"] = std::move(pl);
     }
     // Progress: one line per decision, as it is made.
-    std::printf("[%2zu/%zu %5.1f s] %s: default %s vs %s (alt/default, median [min-max] of %zu rounds) -> %s: %s\n",
-                index, count, elapsed(), s.field, label(m.cand[m.idef]).c_str(), line.c_str(), m.t.size(),
-                label(m.cand[ibest]).c_str(), c.reason.c_str());
+    std::printf(
+        "[%2zu/%zu %5.1f s] %s: default %s vs %s (alt/default, median [min-max] of %zu rounds; placement probe %.1f "
+        "us) -> %s: %s\n",
+        index, count, elapsed(), s.field, label(m.cand[m.idef]).c_str(), line.c_str(), m.t.size(), ref_probe_,
+        label(m.cand[ibest]).c_str(), c.reason.c_str());
     std::fflush(stdout);
     return r;
   }
@@ -943,7 +947,7 @@ class Tuner {
         r["reason"] = Value(std::string("not measured (default kept): ") + e.what());
         all[s.field] = std::move(r);
         decisions_.push_back(
-            {s.field, file_.table.*field->member, dv, "skipped", "not measured: " + first_line(e.what())});
+            {s.field, file_.table.*field->member, dv, 0.0, "skipped", "not measured: " + first_line(e.what())});
         std::printf("[%2zu/%zu %5.1f s] %s: not measured (default kept): %s\n", si + 1, list.size(), elapsed(), s.field,
                     first_line(e.what()).c_str());
         std::fflush(stdout);
@@ -959,7 +963,7 @@ class Tuner {
         ibest = a < m.idef ? a : a + 1;
       }
       file_.table.*field->member = m.cand[ibest];
-      decisions_.push_back({s.field, m.cand[ibest], dv, ibest == m.idef ? "kept" : "changed", c.reason});
+      decisions_.push_back({s.field, m.cand[ibest], dv, ref_probe_, ibest == m.idef ? "kept" : "changed", c.reason});
       all[s.field] = record(s, m, alts, c, ibest, si + 1, list.size());
     }
     return all;
@@ -989,6 +993,7 @@ class Tuner {
   struct Decision {
     std::string field;
     std::uint64_t value = 0, def = 0;
+    double probe_us = 0;         // the search's placement reference
     std::string status, reason;  // status: "kept", "changed" or "skipped" (not measured)
   };
   std::vector<Decision> decisions_;

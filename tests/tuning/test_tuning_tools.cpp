@@ -111,7 +111,7 @@ TEST_F(TuningTools, SmokeRunPrintsProgressAndATableWithReasons) {
     if (line.rfind("[ 1/1 ", 0) == 0) {
       progress = true;  // the decision line: candidates, ratios, decision
       EXPECT_NE(line.find("pipeline_fragment: default 128K vs 64K "), std::string::npos) << line;
-      EXPECT_NE(line.find("of 3 rounds) -> "), std::string::npos) << line;
+      EXPECT_NE(line.find("of 3 rounds; placement probe "), std::string::npos) << line;
       EXPECT_FALSE(header) << "progress after the table:\n" << t.out;
     }
     if (line.rfind("field ", 0) == 0) {
@@ -122,7 +122,9 @@ TEST_F(TuningTools, SmokeRunPrintsProgressAndATableWithReasons) {
     std::istringstream row(line);
     std::string field, decision, reason;
     unsigned long long value = 0, def = 0;
-    ASSERT_TRUE(static_cast<bool>(row >> field >> value >> def >> decision)) << line;
+    double probe_us = -1;
+    ASSERT_TRUE(static_cast<bool>(row >> field >> value >> def >> probe_us >> decision)) << line;
+    EXPECT_GE(probe_us, 0.0) << line;
     std::getline(row, reason);
     EXPECT_TRUE(decision == "kept" || decision == "changed" || decision == "skipped") << line;
     EXPECT_EQ(decision == "kept", value == def) << line;
