@@ -421,6 +421,10 @@ class Tuner {
     // Which measured (collective, bytes) points count, given the table so far
     // (null: all): a point where every candidate runs the same plan adds only noise.
     std::function<bool(const std::string&, std::uint64_t, const Tuning&)> scored = nullptr;
+    // Whether a point of @p bytes runs another plan under value @p alt than under @p def (null: every
+    // point counts). An alternative is compared with the default only where it differs: a point where
+    // both run one plan adds its noise to the ratio's spread and can veto a real win.
+    std::function<bool(std::uint64_t bytes, std::uint64_t alt, std::uint64_t def, const Tuning&)> differs = nullptr;
   };
 
   // Over ~80 lines: the whole search plan is one table, read top to bottom.
@@ -428,6 +432,14 @@ class Tuner {
     constexpr std::uint64_t K = 1024, M = 1024 * 1024;
     if (o_.mode == Mode::smoke) return {{"pipeline_fragment", {64 * K}, {"bcast"}, {256 * K}, "smoke test"}};
     const bool q = o_.mode == Mode::quick;
+    // Search::differs of a threshold compared as "bytes <= value" (up_to) or "bytes >= value" (from):
+    // the allreduce crossovers (allreduce_auto in compile_allreduce.cpp).
+    const auto up_to = [](std::uint64_t b, std::uint64_t alt, std::uint64_t def, const Tuning&) {
+      return (b <= alt) != (b <= def);
+    };
+    const auto from = [](std::uint64_t b, std::uint64_t alt, std::uint64_t def, const Tuning&) {
+      return (b >= alt) != (b >= def);
+    };
     std::vector<Search> s = {
         {"pipeline_fragment",
          q ? std::vector<std::uint64_t>{64 * K, 256 * K} : std::vector<std::uint64_t>{32 * K, 64 * K, 256 * K, 512 * K},
@@ -439,7 +451,11 @@ class Tuner {
          q ? std::vector<std::uint64_t>{4 * K, 64 * K} : std::vector<std::uint64_t>{4 * K, 64 * K, 256 * K},
          {"allreduce"},
          q ? std::vector<std::uint64_t>{8 * K, 32 * K} : std::vector<std::uint64_t>{8 * K, 32 * K, 128 * K},
-         "allreduce on one host: recursive doubling vs rabenseifner"},
+         "allreduce on one host: recursive doubling vs rabenseifner",
+         {},
+         {},
+         nullptr,
+         up_to},
         // The same choice across two virtual hosts (loopback). Session 23: the
         // one-host table's 4 KiB, applied to the network too, took the
         // 2 x 1 host 8 KiB allreduce (10 Gbit/s) from 11.6-11.9 to 22.2-22.7 us.
@@ -453,12 +469,18 @@ class Tuner {
            : std::vector<std::uint64_t>{8 * K, 16 * K, 32 * K, 64 * K},
          "allreduce across hosts: recursive doubling vs rabenseifner (measured across 2 virtual hosts over loopback)",
          {},
-         {"--hosts", "2"}},
+         {"--hosts", "2"},
+         nullptr,
+         up_to},
         {"allreduce_ring_min_bytes",
          q ? std::vector<std::uint64_t>{512 * K, 8 * M} : std::vector<std::uint64_t>{512 * K, 8 * M, 32 * M},
          {"allreduce"},
          q ? std::vector<std::uint64_t>{1 * M, 4 * M} : std::vector<std::uint64_t>{1 * M, 4 * M, 16 * M},
-         "allreduce: rabenseifner vs ring"},
+         "allreduce: rabenseifner vs ring",
+         {},
+         {},
+         nullptr,
+         from},
         // Across two virtual hosts (loopback): tcp;ofi_rxm against the default,
         // libfabric's net provider (event-driven progress; docs/fabric.md).
         {"fabric_prefer_net",
@@ -562,7 +584,14 @@ class Tuner {
                  {"bcast"},
                  q ? std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K}
                    : std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K, 32 * K},
-                 "one host: broadcast read out of the root's buffer (CMA) from this size, vs the mapped plan"});
+                 "one host: broadcast read out of the root's buffer (CMA) from this size, vs the mapped plan",
+                 {},
+                 {},
+                 nullptr,
+                 // Single copy for a broadcast of b bytes when min <= b <= max (compile_single_copy.cpp).
+                 [](std::uint64_t b, std::uint64_t alt, std::uint64_t def, const Tuning& t) {
+                   return b <= t.bcast_single_copy_max_bytes && (b >= alt) != (b >= def);
+                 }});
     // The mapped broadcast in two halves (Tuning::mapped_bcast_split_min_bytes),
     // where the mapped plan still decides a broadcast (below the single-copy
     // window this machine just chose). Session 24 (2 ranks, one per core): 8
@@ -579,6 +608,10 @@ class Tuner {
                  {},
                  [](const std::string&, std::uint64_t bytes, const Tuning& t) {
                    return bytes < t.bcast_single_copy_min_bytes && bytes <= t.mapped_max_bytes;
+                 },
+                 // Two halves when split > 0 and b >= split (compile_mapped.cpp).
+                 [](std::uint64_t b, std::uint64_t alt, std::uint64_t def, const Tuning&) {
+                   return (alt > 0 && b >= alt) != (def > 0 && b >= def);
                  }});
     // Where the broadcast's single copy hands over to the pipelined window
     // tree (two copies). Session 23 (2 ranks, one per core, hot buffers):
@@ -794,7 +827,7 @@ class Tuner {
 
   // The alternative @p i against the default, per round (paired: both from
   // the same round) and per point (median over the rounds).
-  strata::tune::Alternative compare(const Rounds& m, std::size_t i) const {
+  strata::tune::Alternative compare(const Search& s, const Rounds& m, std::size_t i) const {
     strata::tune::Alternative a;
     a.value = m.cand[i];
     std::map<std::pair<std::string, std::uint64_t>, std::vector<double>> per_point;
@@ -804,6 +837,7 @@ class Tuner {
       for (const auto& [k, us] : round[i]) {
         const auto d = round[m.idef].find(k);
         if (d == round[m.idef].end() || d->second <= 0 || us <= 0) continue;
+        if (s.differs && !s.differs(k.second, m.cand[i], m.cand[m.idef], file_.table)) continue;
         lg += std::log(us / d->second);
         ++n;
         per_point[k].push_back(us / d->second);
@@ -955,7 +989,7 @@ class Tuner {
       }
       std::vector<strata::tune::Alternative> alts;
       for (std::size_t i = 0; i < m.cand.size(); ++i)
-        if (i != m.idef) alts.push_back(compare(m, i));
+        if (i != m.idef) alts.push_back(compare(s, m, i));
       const strata::tune::Choice c = strata::tune::choose(alts, rule());
       std::size_t ibest = m.idef;
       if (c.index >= 0) {
@@ -1078,7 +1112,7 @@ int main(int argc, char** argv) {
       "strata-tune"};
   auto* quick = app.add_flag_callback(
       "--quick", [&o] { o.mode = Mode::quick; },
-      "about 1 min on 2 cores (48-53 s measured on a shared one): fewer sizes and candidates, 3 rounds");
+      "about 1 min on 2 cores (46-67 s measured on a shared one): fewer sizes and candidates, 3 rounds");
   auto* smoke = app.add_flag_callback(
       "--smoke", [&o] { o.mode = Mode::smoke; },
       "about 5 s: tiny sizes, one search (tests; the table is not worth using)");
