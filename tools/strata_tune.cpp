@@ -175,8 +175,8 @@ class Tuner {
         "medians in microseconds; a search measures the default and its alternatives in interleaved rounds and "
         "lists per alternative its per-round ratio to the default (geometric mean over the points of alt / "
         "default time, < 1: faster), their median and min-max, and per point the median over the rounds; an "
-        "alternative replaces the default only if its win (1 - median ratio) exceeds the margin and the min-max "
-        "spread of its ratios, and it is nowhere slower than the point tolerance");
+        "alternative replaces the default only if its win (1 - median ratio) exceeds the margin plus the "
+        "min-max spread of its ratios, and it is nowhere slower than the point tolerance");
     step("memcpy bandwidth (hot, off-cache)");
     m["memcpy"] = memcpy_bw();
     step("same-host data paths");
@@ -231,7 +231,7 @@ class Tuner {
     std::printf("[%5.1f s] %s\n", elapsed(), what);
     std::fflush(stdout);
   }
-  // What the mode takes (docs/tuning.md, "Measured here").
+  // What the mode takes (docs/tuning.md, "Run time and repeatability").
   const char* duration_hint() const {
     return o_.mode == Mode::smoke   ? "about 5 s"
            : o_.mode == Mode::quick ? "about 1 min on 2 cores"
@@ -1052,6 +1052,7 @@ int simulate_main(const Options& o, const std::string& machine, int hosts, int p
   namespace sim = strata::sim;
   if (machine.empty() && hosts == 0) die("--simulate needs --machine FILE (or --hosts and --topology)");
   if (o.ranks != 2) die("--ranks does not apply to --simulate (the machine file gives the ranks)");
+  if (o.rounds != 0) die("--rounds does not apply to --simulate (nothing is measured, so nothing is noisy)");
   sim::MachineSpec m;
   sim::CostModel cost;
   if (!machine.empty()) sim::load_machine_file(machine, &m, &cost);
