@@ -7,7 +7,7 @@
 # --slurm also installs Slurm and munge (scripts/slurm-emulated.sh: srun
 # --mpi=pmix across the emulated cluster; scripts/test.sh asks for it).
 # After a build, writes a quick tuning table for this machine (strata-tune
-# --quick, ~15 s; docs/tuning.md) when there is none yet at the default
+# --quick, about 1 min; docs/tuning.md) when there is none yet at the default
 # location; never for a Debug or sanitizer build, never with --no-tune (what
 # scripts/test.sh and CI use), never when STRATA_TUNING is set. A failure only warns.
 set -euo pipefail
@@ -78,7 +78,7 @@ if [ "$do_build" = 1 ] && [ "$do_tune" = 1 ] && [ -z "${STRATA_TUNING:-}" ] && [
   else
     table="${XDG_CONFIG_HOME:-${HOME:-}/.config}/strata/tuning.json"
     if [ -n "${HOME:-}${XDG_CONFIG_HOME:-}" ] && [ ! -e "$table" ]; then
-      echo "setup: measuring this machine for its tuning table (strata-tune --quick, ~15 s; --no-tune skips)" >&2
+      echo "setup: measuring this machine for its tuning table (strata-tune --quick, about 1 min; --no-tune skips)" >&2
       "$build_dir/bin/strata-tune" --quick >&2 \
         || echo "setup: strata-tune failed; engines use the built-in defaults (run it again later)" >&2
     fi

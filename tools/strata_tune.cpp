@@ -5,12 +5,14 @@
 // node and per tiny collective, then searches the crossovers of the tuning
 // table by measurement: for each searched field it runs real collectives on 2
 // ranks (build/bin/strata-run + strata-bench, real engines that load a
-// candidate table through STRATA_TUNING) for every candidate value and keeps
-// the best one, the built-in default unless a candidate beats it by a margin.
-// Writes the table with the machine's fingerprint and every measurement
-// behind each decision.
+// candidate table through STRATA_TUNING), the default and every alternative
+// value in interleaved rounds, and keeps the default unless an alternative
+// wins by more than the spread of its per-round ratios and a margin
+// (common/tune_rule.hpp). Prints a line per phase and per decision as it
+// goes, then the table; writes the table with the machine's fingerprint and
+// every measurement behind each decision.
 //
-//   strata-tune [--quick | --smoke] [-o FILE] [--ranks N] [--verbose]
+//   strata-tune [--quick | --smoke] [-o FILE] [--ranks N] [--rounds R] [--verbose]
 //   strata-tune --simulate --machine FILE [--hosts H --ppn P --topology T] [--quick] [-o FILE]
 //
 // --simulate searches the table of a synthetic machine with the simulator
@@ -47,6 +49,7 @@
 #include "strata/sim/autotune.hpp"
 #include "strata/version.hpp"
 #include "strata_cli.hpp"
+#include "tune_rule.hpp"
 
 extern char** environ;
 
@@ -62,6 +65,7 @@ struct Options {
   Mode mode = Mode::full;
   std::string out;
   int ranks = 2;
+  int rounds = 0;  // interleaved rounds per search (0: 3 in --quick and --smoke, 5 in full mode)
   bool verbose = false;
 };
 
@@ -101,6 +105,18 @@ std::string slurp(const std::string& path) {
 }
 
 std::string tail(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(s.size() - n); }
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// A value for people (progress lines): 1T, 1G, 128K, 16.
+std::string label(std::uint64_t b) {
+  constexpr std::uint64_t G = 1ull << 30;
+  if (b >= 1024 * G && b % (1024 * G) == 0) return std::to_string(b / (1024 * G)) + "T";
+  if (b >= G && b % G == 0) return std::to_string(b / G) + "G";
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + "M";
+  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
 
 std::string human(std::uint64_t b) {
   if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + "M";
@@ -146,15 +162,21 @@ class Tuner {
   Tuner& operator=(const Tuner&) = delete;
 
   int run() {
-    const auto t0 = std::chrono::steady_clock::now();
+    t0_ = std::chrono::steady_clock::now();
+    std::printf("strata-tune %s: %zu search(es), %d interleaved rounds each (%s), writing %s\n", mode_name(),
+                plan().size(), rounds_count(), duration_hint(), out_path().c_str());
+    std::fflush(stdout);
     file_.machine = here_;
     file_.tool = std::string("strata-tune ") + mode_name() + " (strata " + STRATA_VERSION_STRING + ")";
     Value m = Value::object();
     m["mode"] = Value(mode_name());
     m["ranks"] = Value(static_cast<std::uint64_t>(o_.ranks));
     m["note"] = Value(
-        "medians in microseconds; searched fields list every candidate's time per "
-        "(collective, bytes) and its score (geometric mean of time over the best time)");
+        "medians in microseconds; a search measures the default and its alternatives in interleaved rounds and "
+        "lists per alternative its per-round ratio to the default (geometric mean over the points of alt / "
+        "default time, < 1: faster), their median and min-max, and per point the median over the rounds; an "
+        "alternative replaces the default only if its win (1 - median ratio) exceeds the margin plus the "
+        "min-max spread of its ratios, and it is nowhere slower than the point tolerance");
     step("memcpy bandwidth (hot, off-cache)");
     m["memcpy"] = memcpy_bw();
     step("same-host data paths");
@@ -163,10 +185,16 @@ class Tuner {
       step("executor cost");
       m["executor"] = executor();
     }
-    step("crossovers");
+    step("crossover searches (one line per decision)");
+    Value rl = Value::object();
+    rl["rounds"] = Value(static_cast<std::uint64_t>(rounds_count()));
+    rl["margin"] = Value(rule().margin);
+    rl["point_tolerance"] = Value(rule().point_tolerance);
+    rl["spread"] = Value("max - min of the per-round ratios");
+    m["rule"] = std::move(rl);
     m["searches"] = searches();
     m["not_measured"] = not_measured();
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs = elapsed();
     m["duration_s"] = Value(secs);
     file_.measurements = m.dump();
     file_.created = now_utc();
@@ -175,13 +203,15 @@ class Tuner {
     (void)strata::coll::read_tuning_file(out_path());
     std::printf("strata-tune: wrote %s (%s mode, %.1f s, %zu bytes)\n", out_path().c_str(), mode_name(), secs,
                 static_cast<std::size_t>(std::filesystem::file_size(out_path())));
-    const Tuning def{};
-    for (const TuningField& f : strata::coll::tuning_fields()) {
-      const std::uint64_t v = file_.table.*f.member;
-      if (v != def.*f.member)
-        std::printf("  %-26s %llu (default %llu)\n", f.name, static_cast<unsigned long long>(v),
-                    static_cast<unsigned long long>(def.*f.member));
-    }
+    // The table: every searched field, its value, the default and why (two runs diff line by line).
+    // probe_us: the search's placement reference (strata-handoff-probe, 64 KiB; 0: no probe). Two runs
+    // whose tables differ where this differs measured two placements of the machine (docs/tuning.md).
+    std::printf("%-34s %14s %14s %8s %-8s %s\n", "field", "value", "default", "probe_us", "decision", "reason");
+    for (const Decision& d : decisions_)
+      std::printf("%-34s %14llu %14llu %8.1f %-8s %s\n", d.field.c_str(), static_cast<unsigned long long>(d.value),
+                  static_cast<unsigned long long>(d.def), d.probe_us, d.status.c_str(), d.reason.c_str());
+    std::printf("(%zu fields not searched keep their defaults: measurements.not_measured says why)\n",
+                strata::coll::tuning_fields().size() - decisions_.size());
     return 0;
   }
 
@@ -196,8 +226,16 @@ class Tuner {
   const char* mode_name() const {
     return o_.mode == Mode::smoke ? "--smoke" : o_.mode == Mode::quick ? "--quick" : "full";
   }
+  // Progress: one line per measurement phase, flushed (stdout, like the decisions).
   void step(const char* what) const {
-    if (o_.verbose) std::fprintf(stderr, "strata-tune: %s\n", what);
+    std::printf("[%5.1f s] %s\n", elapsed(), what);
+    std::fflush(stdout);
+  }
+  // What the mode takes (docs/tuning.md, "Run time and repeatability").
+  const char* duration_hint() const {
+    return o_.mode == Mode::smoke   ? "about 5 s"
+           : o_.mode == Mode::quick ? "about 1 min on 2 cores"
+                                    : "about 5 min on 2 cores";
   }
 
   // Runs strata-bench (under strata-run with @p ranks > 0) with @p args and
@@ -383,6 +421,10 @@ class Tuner {
     // Which measured (collective, bytes) points count, given the table so far
     // (null: all): a point where every candidate runs the same plan adds only noise.
     std::function<bool(const std::string&, std::uint64_t, const Tuning&)> scored = nullptr;
+    // Whether a point of @p bytes runs another plan under value @p alt than under @p def (null: every
+    // point counts). An alternative is compared with the default only where it differs: a point where
+    // both run one plan adds its noise to the ratio's spread and can veto a real win.
+    std::function<bool(std::uint64_t bytes, std::uint64_t alt, std::uint64_t def, const Tuning&)> differs = nullptr;
   };
 
   // Over ~80 lines: the whole search plan is one table, read top to bottom.
@@ -390,6 +432,14 @@ class Tuner {
     constexpr std::uint64_t K = 1024, M = 1024 * 1024;
     if (o_.mode == Mode::smoke) return {{"pipeline_fragment", {64 * K}, {"bcast"}, {256 * K}, "smoke test"}};
     const bool q = o_.mode == Mode::quick;
+    // Search::differs of a threshold compared as "bytes <= value" (up_to) or "bytes >= value" (from):
+    // the allreduce crossovers (allreduce_auto in compile_allreduce.cpp).
+    const auto up_to = [](std::uint64_t b, std::uint64_t alt, std::uint64_t def, const Tuning&) {
+      return (b <= alt) != (b <= def);
+    };
+    const auto from = [](std::uint64_t b, std::uint64_t alt, std::uint64_t def, const Tuning&) {
+      return (b >= alt) != (b >= def);
+    };
     std::vector<Search> s = {
         {"pipeline_fragment",
          q ? std::vector<std::uint64_t>{64 * K, 256 * K} : std::vector<std::uint64_t>{32 * K, 64 * K, 256 * K, 512 * K},
@@ -401,7 +451,11 @@ class Tuner {
          q ? std::vector<std::uint64_t>{4 * K, 64 * K} : std::vector<std::uint64_t>{4 * K, 64 * K, 256 * K},
          {"allreduce"},
          q ? std::vector<std::uint64_t>{8 * K, 32 * K} : std::vector<std::uint64_t>{8 * K, 32 * K, 128 * K},
-         "allreduce on one host: recursive doubling vs rabenseifner"},
+         "allreduce on one host: recursive doubling vs rabenseifner",
+         {},
+         {},
+         nullptr,
+         up_to},
         // The same choice across two virtual hosts (loopback). Session 23: the
         // one-host table's 4 KiB, applied to the network too, took the
         // 2 x 1 host 8 KiB allreduce (10 Gbit/s) from 11.6-11.9 to 22.2-22.7 us.
@@ -415,12 +469,18 @@ class Tuner {
            : std::vector<std::uint64_t>{8 * K, 16 * K, 32 * K, 64 * K},
          "allreduce across hosts: recursive doubling vs rabenseifner (measured across 2 virtual hosts over loopback)",
          {},
-         {"--hosts", "2"}},
+         {"--hosts", "2"},
+         nullptr,
+         up_to},
         {"allreduce_ring_min_bytes",
          q ? std::vector<std::uint64_t>{512 * K, 8 * M} : std::vector<std::uint64_t>{512 * K, 8 * M, 32 * M},
          {"allreduce"},
          q ? std::vector<std::uint64_t>{1 * M, 4 * M} : std::vector<std::uint64_t>{1 * M, 4 * M, 16 * M},
-         "allreduce: rabenseifner vs ring"},
+         "allreduce: rabenseifner vs ring",
+         {},
+         {},
+         nullptr,
+         from},
         // Across two virtual hosts (loopback): tcp;ofi_rxm against the default,
         // libfabric's net provider (event-driven progress; docs/fabric.md).
         {"fabric_prefer_net",
@@ -524,7 +584,14 @@ class Tuner {
                  {"bcast"},
                  q ? std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K}
                    : std::vector<std::uint64_t>{4 * K, 8 * K, 16 * K, 32 * K},
-                 "one host: broadcast read out of the root's buffer (CMA) from this size, vs the mapped plan"});
+                 "one host: broadcast read out of the root's buffer (CMA) from this size, vs the mapped plan",
+                 {},
+                 {},
+                 nullptr,
+                 // Single copy for a broadcast of b bytes when min <= b <= max (compile_single_copy.cpp).
+                 [](std::uint64_t b, std::uint64_t alt, std::uint64_t def, const Tuning& t) {
+                   return b <= t.bcast_single_copy_max_bytes && (b >= alt) != (b >= def);
+                 }});
     // The mapped broadcast in two halves (Tuning::mapped_bcast_split_min_bytes),
     // where the mapped plan still decides a broadcast (below the single-copy
     // window this machine just chose). Session 24 (2 ranks, one per core): 8
@@ -541,6 +608,10 @@ class Tuner {
                  {},
                  [](const std::string&, std::uint64_t bytes, const Tuning& t) {
                    return bytes < t.bcast_single_copy_min_bytes && bytes <= t.mapped_max_bytes;
+                 },
+                 // Two halves when split > 0 and b >= split (compile_mapped.cpp).
+                 [](std::uint64_t b, std::uint64_t alt, std::uint64_t def, const Tuning&) {
+                   return (alt > 0 && b >= alt) != (def > 0 && b >= def);
                  }});
     // Where the broadcast's single copy hands over to the pipelined window
     // tree (two copies). Session 23 (2 ranks, one per core, hot buffers):
@@ -677,12 +748,14 @@ class Tuner {
     // (reference) is taken again, up to 3 times, so that the candidates of
     // one search are compared in one placement.
     for (int attempt = 0;; ++attempt) {
-      const double before = placement();
+      // One probe between two measurements brackets both (the previous one's after is this one's before).
+      const double before = last_probe_ > 0 ? last_probe_ : placement();
       out.clear();
       for (const Record& r : bench(o_.ranks, args, {"STRATA_TUNING=" + path}, s.launch))
         if (r.library == "strata" && (!s.scored || s.scored(r.collective, r.bytes, file_.table)))
           out[{r.collective, r.bytes}] = r.median_us;
       const double after = placement();
+      last_probe_ = after;
       if (before <= 0 || after <= 0) break;  // no probe: nothing to compare
       if (ref_probe_ <= 0 && same_state(before, after)) ref_probe_ = std::min(before, after);
       if (same_state(before, after) && same_state(before, ref_probe_)) break;
@@ -718,233 +791,214 @@ class Tuner {
   }
   static bool same_state(double a, double b) { return a > 0 && b > 0 && std::max(a, b) / std::min(a, b) < 1.5; }
 
-  // Over ~80 lines: the searches run in one sequence, each deciding from the table the ones before wrote.
+  using Times = std::map<std::pair<std::string, std::uint64_t>, double>;  // (collective, bytes) -> median us
+
+  // The searched field's candidates, their measurements per round, and placement bookkeeping.
+  struct Rounds {
+    std::vector<std::uint64_t> cand;  // sorted, the default among them
+    std::size_t idef = 0;
+    std::vector<std::vector<Times>> t;  // t[round][candidate]
+    bool restarted = false;
+  };
+
+  // Measures every candidate of @p s in interleaved rounds: round r runs them
+  // in ascending order when r is even, descending when odd, so that drift
+  // over a search hits the default and its alternatives alike. A placement
+  // that changed for good during the search (measure()) runs all rounds once
+  // more in the new one.
+  void measure_rounds(const Search& s, const TuningField& field, Rounds& m) {
+    const int rounds = rounds_count();
+    for (int pass = 0; pass < 2; ++pass) {
+      moved_ = false;
+      ref_probe_ = 0;
+      last_probe_ = 0;
+      m.t.assign(static_cast<std::size_t>(rounds), std::vector<Times>(m.cand.size()));
+      for (int r = 0; r < rounds; ++r)
+        for (std::size_t j = 0; j < m.cand.size(); ++j) {
+          const std::size_t i = r % 2 == 0 ? j : m.cand.size() - 1 - j;
+          Tuning t = file_.table;
+          t.*field.member = m.cand[i];
+          m.t[static_cast<std::size_t>(r)][i] = measure(t, s);
+        }
+      if (!moved_ || pass == 1) break;
+      m.restarted = true;
+    }
+  }
+
+  // The alternative @p i against the default, per round (paired: both from
+  // the same round) and per point (median over the rounds).
+  strata::tune::Alternative compare(const Search& s, const Rounds& m, std::size_t i) const {
+    strata::tune::Alternative a;
+    a.value = m.cand[i];
+    std::map<std::pair<std::string, std::uint64_t>, std::vector<double>> per_point;
+    for (const std::vector<Times>& round : m.t) {
+      double lg = 0;
+      std::size_t n = 0;
+      for (const auto& [k, us] : round[i]) {
+        const auto d = round[m.idef].find(k);
+        if (d == round[m.idef].end() || d->second <= 0 || us <= 0) continue;
+        if (s.differs && !s.differs(k.second, m.cand[i], m.cand[m.idef], file_.table)) continue;
+        lg += std::log(us / d->second);
+        ++n;
+        per_point[k].push_back(us / d->second);
+      }
+      if (n > 0) a.ratios.push_back(std::exp(lg / static_cast<double>(n)));
+    }
+    for (const auto& [k, v] : per_point) {
+      const double med = strata::tune::median(v);
+      if (a.worst_where.empty() || med > a.worst_point) {
+        a.worst_point = med;
+        a.worst_where = k.first + " " + human(k.second);
+      }
+    }
+    return a;
+  }
+
+  strata::tune::Rule rule() const {
+    strata::tune::Rule r;
+    r.margin = 0.05;
+    r.point_tolerance = o_.mode == Mode::full ? 0.05 : 0.08;
+    r.min_rounds = 3;
+    return r;
+  }
+  int rounds_count() const { return o_.rounds > 0 ? o_.rounds : o_.mode == Mode::full ? 5 : 3; }
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+
+  // Over ~80 lines: one search's record in the file and its progress line are written together.
+  Value record(const Search& s, const Rounds& m, const std::vector<strata::tune::Alternative>& alts,
+               const strata::tune::Choice& c, std::size_t ibest, std::size_t index, std::size_t count) {
+    Value cands = Value::array();
+    std::string line;
+    char buf[160];
+    for (std::size_t i = 0; i < m.cand.size(); ++i) {
+      // Per point: the median over the rounds of this candidate's medians.
+      std::map<std::pair<std::string, std::uint64_t>, std::vector<double>> pts;
+      for (const std::vector<Times>& round : m.t)
+        for (const auto& [k, us] : round[i]) pts[k].push_back(us);
+      Value per = Value::array();
+      for (const auto& [k, v] : pts) {
+        Value e = Value::object();
+        e["collective"] = Value(k.first);
+        e["bytes"] = Value(k.second);
+        e["median_us"] = Value(strata::tune::median(v));
+        Value rr = Value::array();
+        for (double x : v) rr.push_back(Value(x));
+        e["rounds_us"] = std::move(rr);
+        per.push_back(std::move(e));
+      }
+      Value cv = Value::object();
+      cv["value"] = Value(m.cand[i]);
+      cv["runs"] = Value(static_cast<std::uint64_t>(m.t.size()));
+      if (i != m.idef) {
+        const std::size_t a = i < m.idef ? i : i - 1;
+        const strata::tune::Verdict& v = c.verdicts[a];
+        Value rr = Value::array();
+        for (double x : alts[a].ratios) rr.push_back(Value(x));
+        cv["round_ratios"] = std::move(rr);
+        cv["ratio_median"] = Value(v.r.median);
+        cv["ratio_min"] = Value(v.r.lo);
+        cv["ratio_max"] = Value(v.r.hi);
+        cv["worst_vs_default"] = Value(alts[a].worst_point);
+        cv["worst_at"] = Value(alts[a].worst_where);
+        cv["verdict"] = Value(v.why);
+        std::snprintf(buf, sizeof buf, "%s%s %.3f [%.3f-%.3f]", line.empty() ? "" : ", ", label(m.cand[i]).c_str(),
+                      v.r.median, v.r.lo, v.r.hi);
+        line += buf;
+      }
+      cv["times"] = std::move(per);
+      cands.push_back(std::move(cv));
+    }
+    Value r = Value::object();
+    r["what"] = Value(s.why);
+    std::string cl;
+    for (const auto& x : s.colls) cl += (cl.empty() ? "" : ",") + x;
+    r["collectives"] = Value(cl);
+    Value sz = Value::array();
+    for (std::uint64_t b : s.sizes) sz.push_back(Value(b));
+    r["bytes"] = std::move(sz);
+    r["ranks"] = Value(static_cast<std::uint64_t>(o_.ranks));
+    if (!s.launch.empty()) {
+      std::string la;
+      for (const auto& x : s.launch) la += (la.empty() ? "" : " ") + x;
+      r["launcher_args"] = Value(la);
+    }
+    r["rounds"] = Value(static_cast<std::uint64_t>(m.t.size()));
+    r["default"] = Value(m.cand[m.idef]);
+    r["chosen"] = Value(m.cand[ibest]);
+    r["reason"] = Value(c.reason);
+    r["candidates"] = std::move(cands);
+    if (!probes_.empty()) {
+      Value pl = Value::object();
+      pl["reference_us"] = Value(ref_probe_);
+      Value all_probes = Value::array();
+      for (double v : probes_) all_probes.push_back(Value(v));
+      pl["probes_us"] = std::move(all_probes);
+      pl["remeasured"] = Value(static_cast<std::uint64_t>(remeasured_));
+      pl["unstable"] = Value(static_cast<std::uint64_t>(unstable_));
+      pl["restarted"] = Value(m.restarted);
+      r["placement"] = std::move(pl);
+    }
+    // Progress: one line per decision, as it is made.
+    std::printf(
+        "[%2zu/%zu %5.1f s] %s: default %s vs %s (alt/default, median [min-max] of %zu rounds; placement probe %.1f "
+        "us) -> %s: %s\n",
+        index, count, elapsed(), s.field, label(m.cand[m.idef]).c_str(), line.c_str(), m.t.size(), ref_probe_,
+        label(m.cand[ibest]).c_str(), c.reason.c_str());
+    std::fflush(stdout);
+    return r;
+  }
+
+  // The searches run in one sequence, each deciding from the table the ones before wrote.
   Value searches() {
     Value all = Value::object();
     const Tuning def{};
-    const double margin = o_.mode == Mode::full ? 0.03 : 0.05;
-    const double tolerance = o_.mode == Mode::full ? 0.05 : 0.08;  // noise allowed per point vs the default
-    const int rounds = o_.mode == Mode::full ? 2 : 1;
-    for (const Search& s : plan()) {
+    const std::vector<Search> list = plan();
+    for (std::size_t si = 0; si < list.size(); ++si) {
+      const Search& s = list[si];
       const TuningField* field = nullptr;
       for (const TuningField& f : strata::coll::tuning_fields())
         if (std::strcmp(f.name, s.field) == 0) field = &f;
       if (field == nullptr) die(std::string("internal: no field ") + s.field);
-      ref_probe_ = 0;
       remeasured_ = unstable_ = 0;
       probes_.clear();
-      std::vector<std::uint64_t> cand = s.candidates;
+      Rounds m;
+      m.cand = s.candidates;
       const std::uint64_t dv = def.*field->member;
-      if (std::find(cand.begin(), cand.end(), dv) == cand.end()) cand.push_back(dv);
-      std::sort(cand.begin(), cand.end());
-      // times[c][key]: best median over the rounds (rounds alternate the order against drift).
-      std::vector<std::map<std::pair<std::string, std::uint64_t>, double>> times(cand.size());
-      std::vector<int> runs(cand.size(), 0);
-      // Measures candidate i on search @p what (s, or one point of it).
-      auto run_on = [&](std::size_t i, const Search& what) {
-        Tuning t = file_.table;
-        t.*field->member = cand[i];
-        for (const auto& [k, us] : measure(t, what)) {
-          auto it = times[i].find(k);
-          if (it == times[i].end() || us < it->second) times[i][k] = us;
-        }
-      };
-      auto run_one = [&](std::size_t i) {
-        run_on(i, s);
-        ++runs[i];
-      };
-      // Rounds alternate the order against drift; a candidate keeps its best median per (collective, bytes).
-      moved_ = false;
-      bool restarted = false;
-      bool probed = false;
-      if (!s.launch.empty()) {
+      if (std::find(m.cand.begin(), m.cand.end(), dv) == m.cand.end()) m.cand.push_back(dv);
+      std::sort(m.cand.begin(), m.cand.end());
+      m.idef = static_cast<std::size_t>(std::find(m.cand.begin(), m.cand.end(), dv) - m.cand.begin());
+      try {
+        measure_rounds(s, *field, m);
+      } catch (const std::exception& e) {
         // A search that needs more of the machine (virtual hosts: the
         // libfabric path) may not run everywhere: without it the field keeps
         // its value and the rest of the table is still written.
-        try {
-          run_one(0);  // round 0's first run (below it is not repeated)
-          probed = true;
-        } catch (const std::exception& e) {
-          Value r = Value::object();
-          r["what"] = Value(s.why);
-          r["default"] = Value(dv);
-          r["chosen"] = Value(file_.table.*field->member);
-          r["reason"] = Value(std::string("not measured (default kept): ") + e.what());
-          all[s.field] = std::move(r);
-          std::fprintf(stderr, "strata-tune: %s not measured (default kept): %s\n", s.field, e.what());
-          continue;
-        }
+        if (s.launch.empty()) throw;
+        Value r = Value::object();
+        r["what"] = Value(s.why);
+        r["default"] = Value(dv);
+        r["chosen"] = Value(file_.table.*field->member);
+        r["reason"] = Value(std::string("not measured (default kept): ") + e.what());
+        all[s.field] = std::move(r);
+        decisions_.push_back(
+            {s.field, file_.table.*field->member, dv, 0.0, "skipped", "not measured: " + first_line(e.what())});
+        std::printf("[%2zu/%zu %5.1f s] %s: not measured (default kept): %s\n", si + 1, list.size(), elapsed(), s.field,
+                    first_line(e.what()).c_str());
+        std::fflush(stdout);
+        continue;
       }
-      for (int round = 0; round < rounds; ++round)
-        for (std::size_t j = round == 0 && probed ? 1 : 0; j < cand.size(); ++j)
-          run_one(round % 2 == 0 ? j : cand.size() - 1 - j);
-      if (moved_) {  // the placement changed for good during the search: once more, all in the new one
-        restarted = true;
-        moved_ = false;
-        ref_probe_ = 0;
-        for (auto& tm : times) tm.clear();
-        std::fill(runs.begin(), runs.end(), 0);
-        for (int round = 0; round < rounds; ++round)
-          for (std::size_t j = 0; j < cand.size(); ++j) run_one(round % 2 == 0 ? j : cand.size() - 1 - j);
+      std::vector<strata::tune::Alternative> alts;
+      for (std::size_t i = 0; i < m.cand.size(); ++i)
+        if (i != m.idef) alts.push_back(compare(s, m, i));
+      const strata::tune::Choice c = strata::tune::choose(alts, rule());
+      std::size_t ibest = m.idef;
+      if (c.index >= 0) {
+        const auto a = static_cast<std::size_t>(c.index);
+        ibest = a < m.idef ? a : a + 1;
       }
-      std::vector<double> score(cand.size(), 0.0);
-      auto rescore = [&] {
-        std::map<std::pair<std::string, std::uint64_t>, double> best;
-        for (const auto& tm : times)
-          for (const auto& [k, us] : tm) {
-            auto it = best.find(k);
-            if (it == best.end() || us < it->second) best[k] = us;
-          }
-        for (std::size_t i = 0; i < cand.size(); ++i) {
-          double lg = 0;
-          std::size_t n = 0;
-          for (const auto& [k, b] : best) {
-            const auto it = times[i].find(k);
-            if (it == times[i].end() || b <= 0) continue;
-            lg += std::log(it->second / b);
-            ++n;
-          }
-          score[i] = n > 0 ? std::exp(lg / static_cast<double>(n)) : 1e9;
-        }
-      };
-      rescore();
-      const std::size_t idef = static_cast<std::size_t>(std::find(cand.begin(), cand.end(), dv) - cand.begin());
-      // worst[i]: candidate i's largest time over the default's at any measured point. A candidate
-      // clearly slower than the default anywhere (beyond the noise tolerance) is not eligible,
-      // whatever its mean: the tuned table must not be worse than the defaults at a measured size.
-      std::vector<double> worst(cand.size(), 1.0);
-      auto reworst = [&] {
-        for (std::size_t i = 0; i < cand.size(); ++i) {
-          worst[i] = 0;
-          for (const auto& [k, us] : times[i]) {
-            const auto d = times[idef].find(k);
-            if (d != times[idef].end() && d->second > 0) worst[i] = std::max(worst[i], us / d->second);
-          }
-        }
-      };
-      auto pick = [&] {
-        reworst();
-        std::size_t b = idef;
-        for (std::size_t i = 0; i < cand.size(); ++i)
-          if (worst[i] <= 1.0 + tolerance && score[i] < score[b]) b = i;
-        return b;
-      };
-      std::size_t ibest = pick();
-      bool confirmed = false;
-      // The best eligible candidate and the one with the best mean, eligible
-      // or not: one that beats the default clearly on the mean but was ruled
-      // out by a single point gets the same second look (a quick run's 15
-      // repetitions at a 5 us size can be 14% off; a per-point time is the
-      // best over every run).
-      std::vector<std::size_t> looks;
-      const auto raw_best = static_cast<std::size_t>(std::min_element(score.begin(), score.end()) - score.begin());
-      for (std::size_t c : {ibest, raw_best})
-        if (c != idef && score[c] * (1.0 + margin) <= score[idef] &&
-            std::find(looks.begin(), looks.end(), c) == looks.end())
-          looks.push_back(c);
-      if (!looks.empty() && o_.mode != Mode::smoke) {
-        // A change from the default must survive a second look: all again, in both orders
-        // (not in --smoke, which only has to run every step once, quickly).
-        run_one(idef);
-        for (std::size_t c : looks) run_one(c);
-        for (auto it = looks.rbegin(); it != looks.rend(); ++it) run_one(*it);
-        run_one(idef);
-        rescore();
-        ibest = pick();
-        confirmed = true;
-        // The best mean still ruled out at some points: those points alone,
-        // twice more for it and the default (alternating), before it is refused.
-        // A point where both take the same path is noise and clears; a real
-        // loss stays.
-        const std::size_t r = static_cast<std::size_t>(std::min_element(score.begin(), score.end()) - score.begin());
-        if (r != idef && r != ibest && score[r] * (1.0 + margin) <= score[ibest]) {
-          for (const auto& [k, us] : times[r]) {
-            const auto d = times[idef].find(k);
-            if (d == times[idef].end() || us <= d->second * (1.0 + tolerance)) continue;
-            Search point = s;
-            point.colls = {k.first};
-            point.sizes = {k.second};
-            for (int rep = 0; rep < 2; ++rep) {
-              run_on(rep == 0 ? idef : r, point);
-              run_on(rep == 0 ? r : idef, point);
-            }
-          }
-          rescore();
-          ibest = pick();
-        }
-      }
-      std::string reason;
-      const auto pct = [](double x) { return std::to_string(static_cast<int>(std::lround(x * 100))) + "%"; };
-      if (ibest != idef && score[ibest] * (1.0 + margin) > score[idef]) {
-        reason = "best eligible candidate " + std::to_string(cand[ibest]) + " is within " + pct(margin) +
-                 " of the default" + (confirmed ? " on a second look" : "") + ": default kept";
-        ibest = idef;
-      } else if (ibest == idef) {
-        std::size_t raw = static_cast<std::size_t>(std::min_element(score.begin(), score.end()) - score.begin());
-        reason = raw == idef ? "the default measured best"
-                             : "candidate " + std::to_string(cand[raw]) + " scored better on the mean but is " +
-                                   pct(worst[raw] - 1) + " slower than the default at one size (tolerance " +
-                                   pct(tolerance) + "): default kept";
-      } else {
-        reason = "beats the default by " + pct(score[idef] / score[ibest] - 1) +
-                 " (geometric mean of time over the best time" +
-                 (confirmed ? "; confirmed by a second run of both), " : "), ") +
-                 (worst[ibest] <= 1.0 ? std::string("faster at every size")
-                                      : "at most " + pct(worst[ibest] - 1) + " slower at any size");
-      }
-      Value cands = Value::array();
-      for (std::size_t i = 0; i < cand.size(); ++i) {
-        Value per = Value::array();
-        for (const auto& [k, us] : times[i]) {
-          Value e = Value::object();
-          e["collective"] = Value(k.first);
-          e["bytes"] = Value(k.second);
-          e["median_us"] = Value(us);
-          per.push_back(std::move(e));
-        }
-        Value c = Value::object();
-        c["value"] = Value(cand[i]);
-        c["score"] = Value(score[i]);
-        c["worst_vs_default"] = Value(worst[i]);
-        c["runs"] = Value(static_cast<std::uint64_t>(runs[i]));
-        c["times"] = std::move(per);
-        cands.push_back(std::move(c));
-      }
-      file_.table.*field->member = cand[ibest];
-      Value r = Value::object();
-      r["what"] = Value(s.why);
-      std::string cl;
-      for (const auto& c : s.colls) cl += (cl.empty() ? "" : ",") + c;
-      r["collectives"] = Value(cl);
-      Value sz = Value::array();
-      for (std::uint64_t b : s.sizes) sz.push_back(Value(b));
-      r["bytes"] = std::move(sz);
-      r["ranks"] = Value(static_cast<std::uint64_t>(o_.ranks));
-      if (!s.launch.empty()) {
-        std::string la;
-        for (const auto& a : s.launch) la += (la.empty() ? "" : " ") + a;
-        r["launcher_args"] = Value(la);
-      }
-      r["rounds"] = Value(static_cast<std::uint64_t>(rounds));
-      r["default"] = Value(dv);
-      r["chosen"] = Value(cand[ibest]);
-      r["reason"] = Value(reason);
-      r["candidates"] = std::move(cands);
-      if (!probes_.empty()) {
-        Value pl = Value::object();
-        pl["reference_us"] = Value(ref_probe_);
-        Value all_probes = Value::array();
-        for (double v : probes_) all_probes.push_back(Value(v));
-        pl["probes_us"] = std::move(all_probes);
-        pl["remeasured"] = Value(static_cast<std::uint64_t>(remeasured_));
-        pl["unstable"] = Value(static_cast<std::uint64_t>(unstable_));
-        pl["restarted"] = Value(restarted);
-        r["placement"] = std::move(pl);
-      }
-      all[s.field] = std::move(r);
-      if (o_.verbose)
-        std::fprintf(stderr, "  %s: %llu (%s)\n", s.field, static_cast<unsigned long long>(cand[ibest]),
-                     reason.c_str());
+      file_.table.*field->member = m.cand[ibest];
+      decisions_.push_back({s.field, m.cand[ibest], dv, ref_probe_, ibest == m.idef ? "kept" : "changed", c.reason});
+      all[s.field] = record(s, m, alts, c, ibest, si + 1, list.size());
     }
     return all;
   }
@@ -970,14 +1024,23 @@ class Tuner {
     return m;
   }
 
+  struct Decision {
+    std::string field;
+    std::uint64_t value = 0, def = 0;
+    double probe_us = 0;         // the search's placement reference
+    std::string status, reason;  // status: "kept", "changed" or "skipped" (not measured)
+  };
+  std::vector<Decision> decisions_;
+
   Options o_;
   std::string dir_, run_, bench_, probe_, tmp_;
   std::vector<std::string> base_env_;
   strata::coll::Fingerprint here_;
   strata::coll::TuningFile file_;
   int nrun_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   // Placement control of the current search (measure()).
-  double ref_probe_ = 0;
+  double ref_probe_ = 0, last_probe_ = 0;
   int remeasured_ = 0, unstable_ = 0;
   bool moved_ = false;
   std::vector<double> probes_;
@@ -989,6 +1052,7 @@ int simulate_main(const Options& o, const std::string& machine, int hosts, int p
   namespace sim = strata::sim;
   if (machine.empty() && hosts == 0) die("--simulate needs --machine FILE (or --hosts and --topology)");
   if (o.ranks != 2) die("--ranks does not apply to --simulate (the machine file gives the ranks)");
+  if (o.rounds != 0) die("--rounds does not apply to --simulate (nothing is measured, so nothing is noisy)");
   sim::MachineSpec m;
   sim::CostModel cost;
   if (!machine.empty()) sim::load_machine_file(machine, &m, &cost);
@@ -1048,18 +1112,23 @@ int main(int argc, char** argv) {
           strata::coll::default_tuning_path() + ".",
       "strata-tune"};
   auto* quick = app.add_flag_callback(
-      "--quick", [&o] { o.mode = Mode::quick; }, "under 30 s on 2 cores: fewer sizes and candidates");
+      "--quick", [&o] { o.mode = Mode::quick; },
+      "about 1 min on 2 cores (46-67 s measured on a shared one): fewer sizes and candidates, 3 rounds");
   auto* smoke = app.add_flag_callback(
       "--smoke", [&o] { o.mode = Mode::smoke; },
-      "seconds: tiny sizes, one search, no second look (tests; the table is not worth using)");
+      "about 5 s: tiny sizes, one search (tests; the table is not worth using)");
   auto* full = app.add_flag_callback(
       "--full", [&o] { o.mode = Mode::full; },
-      "the default, under 5 minutes: more candidates and sizes, two rounds each");
+      "the default, about 5 min on 2 cores (310 s measured on a shared one): more candidates and sizes, 5 rounds");
   quick->excludes(smoke)->excludes(full);
   smoke->excludes(full);
   app.add_option("-o,--output", o.out, "tuning file to write");
   app.add_option("--ranks", o.ranks, "ranks for the collective runs, 2..64 (run one per core for meaningful numbers)")
       ->check(strata::cli::integer(2, 64));
+  app.add_option("--rounds", o.rounds,
+                 "interleaved rounds per search (default 3 in --quick and --smoke, 5 in full mode); an alternative "
+                 "replaces a default only if it wins by more than 5% plus the spread of its per-round ratios")
+      ->check(strata::cli::integer(3, 100));
   app.add_flag("-v,--verbose", o.verbose, "print every measurement command");
   bool simulate = false;
   std::string machine;

@@ -1,8 +1,8 @@
 // The tuning table end to end, as processes: strata-tune --smoke writes a file
 // that engines on 2 ranks (strata-run, real transports) load and strata-info
-// shows; a tuned table runs collectives correctly; ranks with different tables
-// agree on the defaults; a malformed file stops the engine naming the field; a
-// file for another machine means defaults with one info line (STRATA_BIN from CTest).
+// shows, printing its progress and a table with a reason per decision; a tuned table runs collectives correctly; ranks
+// with different tables agree on the defaults; a malformed file stops the engine naming the field; a file for another
+// machine means defaults with one info line (STRATA_BIN from CTest).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -93,6 +94,60 @@ TEST_F(TuningTools, SmokeRunWritesAFileThatEnginesLoadAndStrataInfoShows) {
   ASSERT_EQ(i.status, 0) << i.out;
   EXPECT_NE(i.out.find("in effect: " + path + " (STRATA_TUNING)"), std::string::npos) << i.out;
   EXPECT_NE(i.out.find("pipeline_fragment"), std::string::npos) << i.out;
+}
+
+// A tiny real tuning run (--smoke: one search, 3 interleaved rounds, a few
+// seconds): progress lines as it goes, then a table whose every row parses and
+// carries a decision and its reason; the file records the rounds behind it.
+TEST_F(TuningTools, SmokeRunPrintsProgressAndATableWithReasons) {
+  const std::string path = dir_ + "/rounds.json";
+  const ProcessResult t = run_command(bin() + "/strata-tune --smoke -o " + path, /*with_stderr=*/false);
+  ASSERT_EQ(t.status, 0) << t.out;
+  std::istringstream lines(t.out);
+  std::string line;
+  bool progress = false, header = false;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("[ 1/1 ", 0) == 0) {
+      progress = true;  // the decision line: candidates, ratios, decision
+      EXPECT_NE(line.find("pipeline_fragment: default 128K vs 64K "), std::string::npos) << line;
+      EXPECT_NE(line.find("of 3 rounds; placement probe "), std::string::npos) << line;
+      EXPECT_FALSE(header) << "progress after the table:\n" << t.out;
+    }
+    if (line.rfind("field ", 0) == 0) {
+      header = true;
+      continue;
+    }
+    if (!header || line.empty() || line[0] == '(') continue;
+    std::istringstream row(line);
+    std::string field, decision, reason;
+    unsigned long long value = 0, def = 0;
+    double probe_us = -1;
+    ASSERT_TRUE(static_cast<bool>(row >> field >> value >> def >> probe_us >> decision)) << line;
+    EXPECT_GE(probe_us, 0.0) << line;
+    std::getline(row, reason);
+    EXPECT_TRUE(decision == "kept" || decision == "changed" || decision == "skipped") << line;
+    EXPECT_EQ(decision == "kept", value == def) << line;
+    EXPECT_GT(reason.size(), 10u) << line;
+    EXPECT_NE(reason.find("over 3 rounds"), std::string::npos) << line;
+    ++rows;
+  }
+  EXPECT_TRUE(progress) << t.out;
+  EXPECT_EQ(rows, 1) << t.out;
+  const auto meas = nlohmann::json::parse(strata::coll::read_tuning_file(path).measurements);
+  EXPECT_EQ(meas["rule"]["rounds"], 3);
+  for (const auto& [name, s] : meas["searches"].items()) {
+    EXPECT_FALSE(s["reason"].get<std::string>().empty()) << name;
+    EXPECT_EQ(s["rounds"], 3) << name;
+    for (const nlohmann::json& c : s["candidates"]) {
+      for (const nlohmann::json& p : c["times"]) EXPECT_EQ(p["rounds_us"].size(), 3u) << name;
+      if (c["value"] == s["default"]) continue;
+      EXPECT_EQ(c["round_ratios"].size(), 3u) << name;
+      EXPECT_LE(c["ratio_min"].get<double>(), c["ratio_median"].get<double>()) << name;
+      EXPECT_LE(c["ratio_median"].get<double>(), c["ratio_max"].get<double>()) << name;
+      EXPECT_FALSE(c["verdict"].get<std::string>().empty()) << name;
+    }
+  }
 }
 
 TEST_F(TuningTools, TunedTableRunsCollectivesCorrectly) {
