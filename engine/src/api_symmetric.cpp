@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -80,6 +81,13 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
   check_buffer(n, c, "recv", recv, (inplace ? total : mine) * esize);
   if (!inplace) check_overlap(n, c, send, total * esize, recv, mine * esize);
   if (!u) coll::check_op(site(n, c), op, dt);
+  // Default options, a built-in operator, equal blocks: the window slot's
+  // memo starts the call without building its key (as allreduce does).
+  std::optional<CommImpl::PlainSig> sig;
+  if (!counts && !u && plain_options(opts) && dag::reduce_kernel(op, dt) != nullptr) {
+    sig = CommImpl::PlainSig::make(kind, count, dt, inplace, op);
+    if (auto f = impl->submit_plain(*sig, inplace ? nullptr : send, recv)) return std::move(*f);
+  }
   coll::Call call;
   call.kind = kind;
   call.count = counts ? mine : count;
@@ -93,6 +101,7 @@ Future<void> do_reduce_scatter(const std::shared_ptr<CommImpl>& impl, coll::Kind
   if (call.user_op && !call.user_op->commutative)
     coll::check_rank_order(site(n, c), kind, call.algo.name, call.user_op->name);
   call.checked = true;
+  if (sig) return impl->submit(call, inplace ? nullptr : send, recv, nullptr, false, &*sig);
   return submit_v(*impl, call, inplace ? nullptr : send, recv);
 }
 
