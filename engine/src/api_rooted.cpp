@@ -131,6 +131,11 @@ Future<void> rooted(Communicator& comm, const std::shared_ptr<CommImpl>& impl, c
   c.checked = true;  // the root checked counts / displs for every rank (share_layout sends those)
   const void* send = gather ? (inplace ? nullptr : a.send) : (root ? a.send : nullptr);
   void* recv = gather ? (root ? a.recv : nullptr) : (inplace ? nullptr : a.recv);
+  if (!v && plain_options(opts)) {  // default options: the window slot's memo starts it (no key built)
+    const auto sig = CommImpl::PlainSig::make(a.kind, a.count, c.dtype, inplace, dag::ReduceOp{}, a.root);
+    if (auto f = impl->submit_plain(sig, send, recv)) return std::move(*f);
+    return impl->submit(c, send, recv, nullptr, false, &sig);
+  }
   return submit_rooted(*impl, c, send, recv);
 }
 

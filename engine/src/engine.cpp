@@ -287,8 +287,18 @@ Future<void> Communicator::broadcast(void* buf, std::size_t count, Datatype type
 
 Future<void> Communicator::reduce(const void* send, void* recv, std::size_t count, Datatype type, Op op, int root,
                                   const CollOptions& opts) {
-  const Prepared p = prep_reduce(impl_, false, send, recv, count, detail::to_dag(type), detail::to_dag(op), nullptr,
-                                 size_of(type), root, opts);
+  const dag::DataType dt = detail::to_dag(type);
+  const dag::ReduceOp o = detail::to_dag(op);
+  if (plain_options(opts)) {
+    check_reduce(impl_, false, send, recv, count, size_of(type), root);
+    const Prepared p =
+        prep_reduce(impl_, false, send, recv, count, dt, o, nullptr, size_of(type), root, opts, /*checked=*/true);
+    // (prep_reduce checked the operator; a plain call then starts from the slot's memo.)
+    const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::reduce, count, dt, send == in_place, o, root);
+    if (auto f = impl_->submit_plain(sig, p.send, p.recv)) return std::move(*f);
+    return impl_->submit(p.call, p.send, p.recv, nullptr, false, &sig);
+  }
+  const Prepared p = prep_reduce(impl_, false, send, recv, count, dt, o, nullptr, size_of(type), root, opts);
   return impl_->submit(p.call, p.send, p.recv);
 }
 Future<void> Communicator::reduce(const void* send, void* recv, std::size_t count, const UserOp& op, int root,
