@@ -3,6 +3,7 @@
 // (docs/algorithms.md, "Gather and scatter").
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -102,7 +103,9 @@ Future<void> rooted(Communicator& comm, const std::shared_ptr<CommImpl>& impl, c
   c.root = a.root;
   c.in_place = inplace;
   apply_sync(c, opts);
-  c.algo = rooted_algorithm(*impl, a.kind, opts);
+  // An option's error comes before the buffers' (a plain call's algorithm is resolved after its memo missed).
+  const bool plain = !v && plain_options(opts);
+  if (!plain) c.algo = rooted_algorithm(*impl, a.kind, opts);
   const std::size_t mine = a.count * es;
   if (root) {
     std::size_t extent = un * mine;
@@ -127,15 +130,18 @@ Future<void> rooted(Communicator& comm, const std::shared_ptr<CommImpl>& impl, c
   } else {
     check_buffer(n, *impl, gather ? "send" : "recv", gather ? a.send : static_cast<const void*>(a.recv), mine);
   }
-  if (v && coll::uses_tree(c.kind, c.algo)) share_layout(comm, *impl, c, a.root, n);
-  c.checked = true;  // the root checked counts / displs for every rank (share_layout sends those)
   const void* send = gather ? (inplace ? nullptr : a.send) : (root ? a.send : nullptr);
   void* recv = gather ? (root ? a.recv : nullptr) : (inplace ? nullptr : a.recv);
-  if (!v && plain_options(opts)) {  // default options: the window slot's memo starts it (no key built)
-    const auto sig = CommImpl::PlainSig::make(a.kind, a.count, c.dtype, inplace, dag::ReduceOp{}, a.root);
-    if (auto f = impl->submit_plain(sig, send, recv)) return std::move(*f);
-    return impl->submit(c, send, recv, nullptr, false, &sig);
+  // Default options: the window slot's memo starts it (no algorithm resolved, no key built).
+  std::optional<CommImpl::PlainSig> sig;
+  if (plain) {
+    sig = CommImpl::PlainSig::make(a.kind, a.count, c.dtype, inplace, dag::ReduceOp{}, a.root);
+    if (auto f = impl->submit_plain(*sig, send, recv)) return std::move(*f);
+    c.algo = rooted_algorithm(*impl, a.kind, opts);
   }
+  if (v && coll::uses_tree(c.kind, c.algo)) share_layout(comm, *impl, c, a.root, n);
+  c.checked = true;  // the root checked counts / displs for every rank (share_layout sends those)
+  if (sig) return impl->submit(c, send, recv, nullptr, false, &*sig);
   return submit_rooted(*impl, c, send, recv);
 }
 

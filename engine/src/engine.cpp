@@ -289,13 +289,14 @@ Future<void> Communicator::reduce(const void* send, void* recv, std::size_t coun
                                   const CollOptions& opts) {
   const dag::DataType dt = detail::to_dag(type);
   const dag::ReduceOp o = detail::to_dag(op);
-  if (plain_options(opts)) {
+  if (plain_options(opts) && dag::reduce_kernel(o, dt) != nullptr) {
     check_reduce(impl_, false, send, recv, count, size_of(type), root);
+    const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::reduce, count, dt, send == in_place, o, root);
+    const bool receives = impl_->rank() == root;
+    if (auto f = impl_->submit_plain(sig, sig.in_place ? nullptr : send, receives ? recv : nullptr))
+      return std::move(*f);
     const Prepared p =
         prep_reduce(impl_, false, send, recv, count, dt, o, nullptr, size_of(type), root, opts, /*checked=*/true);
-    // (prep_reduce checked the operator; a plain call then starts from the slot's memo.)
-    const auto sig = detail::CommImpl::PlainSig::make(coll::Kind::reduce, count, dt, send == in_place, o, root);
-    if (auto f = impl_->submit_plain(sig, p.send, p.recv)) return std::move(*f);
     return impl_->submit(p.call, p.send, p.recv, nullptr, false, &sig);
   }
   const Prepared p = prep_reduce(impl_, false, send, recv, count, dt, o, nullptr, size_of(type), root, opts);
