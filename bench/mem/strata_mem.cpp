@@ -10,8 +10,9 @@
 //   STRATA_PLAN_CACHE_BYTES=1099511627776 strata-run -n 8 -- strata-mem   (unbounded cache)
 //
 // Printed by rank 0, for every rank: VmHWM and VmRSS (kB) after the engine's
-// start, after the communicators' creation and at the end, and the plan
-// cache's counters (Engine::plan_cache_stats). Results are checked (an
+// start, after the communicators' creation and at the end, the plan
+// cache's counters (Engine::plan_cache_stats), and the end's RssAnon and
+// RssShmem (kB): shared memory is the windows (own and mapped peers'). Results are checked (an
 // allreduce sum per call kind); a wrong one exits 1. A memory measurement:
 // no timing.
 #include <algorithm>
@@ -134,9 +135,10 @@ int main(int argc, char** argv) {
   }
   world.barrier().get();
   const strata::Engine::PlanCacheStats st = engine.plan_cache_stats();
-  const std::uint64_t mine[] = {hwm_start,          rss_start,     hwm_comms,   rss_comms,    status_kb("VmHWM"),
-                                status_kb("VmRSS"), st.hits,       st.misses,   st.evictions, st.entries,
-                                st.bytes,           st.peak_bytes, ok ? 0u : 1u};
+  const std::uint64_t mine[] = {
+      hwm_start,   rss_start,    hwm_comms,  rss_comms, status_kb("VmHWM"), status_kb("VmRSS"),   st.hits,
+      st.misses,   st.evictions, st.entries, st.bytes,  st.peak_bytes,      status_kb("RssAnon"), status_kb("RssShmem"),
+      ok ? 0u : 1u};
   constexpr std::size_t kW = sizeof mine / sizeof mine[0];
   std::vector<std::uint64_t> all(kW * static_cast<std::size_t>(size));
   world.allgather(mine, kW, all.data(), strata::Datatype::uint64).get();
@@ -144,21 +146,22 @@ int main(int argc, char** argv) {
   if (world.rank() == 0) {
     std::printf("strata-mem: %d ranks, %d communicators, %d calls, seed %u, plan cache budget %zu bytes\n", size, comms,
                 calls, seed, st.budget);
-    std::printf("%4s %10s %10s %10s %10s %10s %10s %8s %8s %8s %8s %10s %10s\n", "rank", "hwm0_kB", "rss0_kB",
-                "hwm1_kB", "rss1_kB", "hwm_kB", "rss_kB", "hits", "misses", "evicted", "entries", "cache_kB",
-                "peak_kB");
+    std::printf("%4s %10s %10s %10s %10s %10s %10s %8s %8s %8s %8s %10s %10s %10s %10s\n", "rank", "hwm0_kB", "rss0_kB",
+                "hwm1_kB", "rss1_kB", "hwm_kB", "rss_kB", "hits", "misses", "evicted", "entries", "cache_kB", "peak_kB",
+                "anon_kB", "shmem_kB");
     std::uint64_t max_hwm = 0;
     for (int r = 0; r < size; ++r) {
       const std::uint64_t* v = all.data() + kW * static_cast<std::size_t>(r);
-      std::printf("%4d %10llu %10llu %10llu %10llu %10llu %10llu %8llu %8llu %8llu %8llu %10llu %10llu\n", r,
-                  static_cast<unsigned long long>(v[0]), static_cast<unsigned long long>(v[1]),
+      std::printf("%4d %10llu %10llu %10llu %10llu %10llu %10llu %8llu %8llu %8llu %8llu %10llu %10llu %10llu %10llu\n",
+                  r, static_cast<unsigned long long>(v[0]), static_cast<unsigned long long>(v[1]),
                   static_cast<unsigned long long>(v[2]), static_cast<unsigned long long>(v[3]),
                   static_cast<unsigned long long>(v[4]), static_cast<unsigned long long>(v[5]),
                   static_cast<unsigned long long>(v[6]), static_cast<unsigned long long>(v[7]),
                   static_cast<unsigned long long>(v[8]), static_cast<unsigned long long>(v[9]),
-                  static_cast<unsigned long long>(v[10] / 1024), static_cast<unsigned long long>(v[11] / 1024));
+                  static_cast<unsigned long long>(v[10] / 1024), static_cast<unsigned long long>(v[11] / 1024),
+                  static_cast<unsigned long long>(v[12]), static_cast<unsigned long long>(v[13]));
       max_hwm = std::max(max_hwm, v[4]);
-      all_ok = all_ok && v[12] == 0;
+      all_ok = all_ok && v[14] == 0;
     }
     std::printf("strata-mem: peak memory per rank (max VmHWM) %llu kB%s\n", static_cast<unsigned long long>(max_hwm),
                 all_ok ? "" : "; WRONG RESULTS");
