@@ -705,6 +705,8 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
   return launch(s, block, binds, std::move(plan), std::move(done));
 }
 
+std::size_t Executor::instance_bytes(const Plan& plan) noexcept { return block_layout(plan).total; }
+
 bool Executor::cancel(std::uint16_t comm, std::uint32_t seq) {
   Impl& im = *impl_;
   const std::uint64_t key = make_key(comm, seq);

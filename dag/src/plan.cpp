@@ -60,6 +60,31 @@ std::int64_t Plan::buffer_size(const BufferRef& ref) const noexcept {
 bool Plan::involves(int p) const noexcept { return std::binary_search(peers_.begin(), peers_.end(), p); }
 bool Plan::signals(int p) const noexcept { return std::binary_search(signalled_.begin(), signalled_.end(), p); }
 
+namespace {
+// Heap bytes of a string: 0 while it fits the small-string buffer.
+std::size_t heap_bytes(const std::string& s) noexcept {
+  return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;
+}
+template <class T>
+std::size_t heap_bytes(const std::vector<T>& v) noexcept {
+  return v.capacity() * sizeof(T);
+}
+}  // namespace
+
+std::size_t Plan::footprint_bytes() const noexcept {
+  std::size_t n = sizeof(Plan) + heap_bytes(name_) + heap_bytes(algorithm_);
+  n += heap_bytes(nodes_);
+  for (const Node& nd : nodes_)
+    n += heap_bytes(nd.grants) + heap_bytes(nd.refresh) + heap_bytes(nd.label) + heap_bytes(nd.deps);
+  n += heap_bytes(succ_off_) + heap_bytes(succ_) + heap_bytes(buffers_);
+  n += heap_bytes(slot_node_) + heap_bytes(slot_sparse_) + heap_bytes(waits_) + heap_bytes(mapped_reads_);
+  n += heap_bytes(flag_peers_) + heap_bytes(initial_) + heap_bytes(roots_) + heap_bytes(straight_preds_);
+  n += heap_bytes(nbuf_) + heap_bytes(peers_) + heap_bytes(members_) + heap_bytes(signalled_);
+  n += heap_bytes(compute_) + heap_bytes(user_ops_);
+  for (const UserReduce& u : user_ops_) n += heap_bytes(u.name);
+  return n;
+}
+
 NodeId Plan::sparse_wait_node(std::uint32_t slot) const noexcept {
   auto it = std::lower_bound(slot_sparse_.begin(), slot_sparse_.end(), std::make_pair(slot, NodeId{0}));
   return it != slot_sparse_.end() && it->first == slot ? it->second : kNoNode;

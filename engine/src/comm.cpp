@@ -233,7 +233,7 @@ void CommImpl::flags_apply(const FlagsProposal& prop, const std::uint64_t* agree
         shadow_table[static_cast<std::size_t>(group.world[static_cast<std::size_t>(r)])] =
             shadow_store.get() + static_cast<std::size_t>(r) * credits;
   }
-  cache.clear();  // plans compiled before (the agreement itself) use signals only
+  core->plans.drop(serial);  // plans compiled before (the agreement itself) use signals only
   for (Memo& m : memos) {
     m.key.clear();
     m.plan.reset();
@@ -451,23 +451,16 @@ void CommImpl::release(std::size_t slot, std::unique_lock<CommLock>& lk) {
 }
 
 std::shared_ptr<const dag::Plan> CommImpl::plan_for(const coll::Call& c, int slot, const std::string& key) {
-  if (!key.empty()) {
-    std::lock_guard<CommLock> lk(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
+  if (!key.empty())
+    if (auto hit = core->plans.find(serial, key)) return hit;
   auto plan = coll::compile(group, c, slot);
   // One line per compiled plan (cached plans are not logged again): the concrete algorithm.
   detail::logger().info("plan: {} of {} elements on comm {} ({} ranks): algorithm {} ({} nodes)",
                         coll::to_string(c.kind), c.count, id, size(),
                         plan->algorithm().empty() ? c.algo.name : plan->algorithm(), plan->size());
-  if (!key.empty()) {
-    std::lock_guard<CommLock> lk(mu);
-    // Bounded: a program that calls many different shapes must not grow
-    // without limit; an evicted plan stays alive while instances use it.
-    if (cache.size() >= kPlanCacheEntries) cache.erase(cache.begin());
-    cache.emplace(key, plan);
-  }
+  // Bounded by the engine's budget (least recently used plans go first); an
+  // evicted plan stays alive while instances, memos or persistent plans use it.
+  if (!key.empty()) return core->plans.insert(serial, key, std::move(plan));
   return plan;
 }
 

@@ -1,6 +1,6 @@
 // Engine internals (not installed): one communicator on this rank, CommImpl:
 // its window (credit slots, flag words, publication records, mapped slots),
-// the credit slots' queues, the plan cache and submit(), which starts a
+// the credit slots' queues, the plan lookup and submit(), which starts a
 // compiled plan instance on the executor. Bodies: comm.cpp.
 #pragma once
 
@@ -59,7 +59,7 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   std::unique_ptr<WindowMem> window;
   std::vector<dag::PeerKey> peers;
 
-  // Guards the slots, the memos, the cache and the stash: a spin lock (short
+  // Guards the slots, the memos and the stash: a spin lock (short
   // sections, taken twice per call: strata/detail/spinlock.hpp).
   CommLock mu;
   std::uint32_t next_seq = 0;
@@ -202,9 +202,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // queues on its slot, the window in which a member's death used to leave
   // the call unfailed. Null outside that test.
   static std::atomic<void (*)(CommImpl&)> after_compile_hook;
-  std::unordered_map<std::string, std::shared_ptr<const dag::Plan>> cache;
 
   ~CommImpl() {
+    if (core) core->plans.drop(serial);  // its cached plans can never be looked up again
     if (window && core && core->transport) core->transport->deregister_memory(window->p, window->len);
     // This rank's mappings of the members' windows (mapped plans read through them).
     if (core && core->transport && core->alive.load(std::memory_order_acquire))
@@ -359,7 +359,9 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
               const std::vector<dag::PeerKey>* peer_keys, std::uint64_t keys_stamp = 0,
               std::shared_ptr<const dag::BoundComputeFn> bound = nullptr);
 
-  static constexpr std::size_t kPlanCacheEntries = 512;  // per communicator (docs/algorithms.md)
+  // The plan of call @p c in window slot @p slot: from the engine's plan
+  // cache under @p key (this communicator's entries: its serial), else
+  // compiled and cached (uncached when @p key is empty).
   std::shared_ptr<const dag::Plan> plan_for(const coll::Call& c, int slot, const std::string& key);
 
   // A persistent plan's (Plan::start) compiled plans, one per window slot

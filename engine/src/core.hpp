@@ -25,6 +25,7 @@
 
 #include "hooks.hpp"
 #include "ids.hpp"
+#include "plan_cache.hpp"
 #include "strata/collectives/compile.hpp"
 #include "strata/dag/executor.hpp"
 #include "strata/detail/clock.hpp"
@@ -128,6 +129,8 @@ struct LogSinkHandle {
 
 struct EngineCore {
   EngineOptions opts;
+  // Every communicator's compiled plans, under one budget (plan_cache.hpp).
+  PlanCache plans;
   LogSinkHandle log_sink;
   // The tuning table of every communicator of this engine (docs/tuning.md):
   // loaded once at start-up and agreed by all ranks; where it came from.

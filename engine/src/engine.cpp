@@ -80,6 +80,8 @@ EngineOptions EngineOptions::from_environment() {
   o.check = env_long("STRATA_CHECK", 0, 0, 1) == 1;
   o.inline_bytes =
       static_cast<std::size_t>(env_long("STRATA_INLINE_BYTES", static_cast<long>(o.inline_bytes), 0, 1L << 30));
+  o.plan_cache_bytes =
+      static_cast<std::size_t>(env_long("STRATA_PLAN_CACHE_BYTES", static_cast<long>(o.plan_cache_bytes), 0, 1L << 48));
   return o;
 }
 
@@ -570,6 +572,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
       throw bad("credits", std::to_string(opts.credits), "expected a power of two in [1, 64]");
   }
   core_->opts = opts;
+  core_->plans.set_budget(opts.plan_cache_bytes);
   core_->boot = std::move(boot);
   detail::set_log_rank(core_->boot->rank());
   if (opts.log_sink) {
@@ -796,6 +799,7 @@ Engine::ProgressStats Engine::progress_stats() const noexcept {
   out.events = s.events;
   return out;
 }
+Engine::PlanCacheStats Engine::plan_cache_stats() const { return core_->plans.stats(); }
 int Engine::size() const noexcept { return core_->boot->size(); }
 Communicator& Engine::world() noexcept { return world_; }
 const Hierarchy& Engine::hierarchy() const noexcept { return core_->hier; }

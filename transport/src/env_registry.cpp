@@ -55,6 +55,9 @@ const std::vector<Var> kVars = {
    "threads of the executor's task arena (0 = oneTBB default)"},
   {"STRATA_SLOT_BYTES", "bytes 4096..2^32", "1048576", "engine",
    "window bytes per in-flight collective per communicator"},
+  {"STRATA_PLAN_CACHE_BYTES", "bytes 0..2^48", "67108864", "engine",
+   "byte budget of the engine's plan cache, shared by all communicators; least recently used plans are evicted "
+   "first, a plan larger than the budget is not cached, 0 caches nothing (docs/algorithms.md, \"Plan cache\")"},
   {"STRATA_CREDITS", "power of two 1..64", "4", "engine",
    "collectives in flight per communicator (window slots)"},
   {"STRATA_CHECK", "0 or 1", "0", "engine",

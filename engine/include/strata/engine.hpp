@@ -138,6 +138,13 @@ struct EngineOptions {
   /// thread that made them ready (progress server or waiter) instead of as a
   /// oneTBB task: a task hand-off costs tens of microseconds on a busy core.
   std::size_t inline_bytes = 1u << 20;
+  /// STRATA_PLAN_CACHE_BYTES: byte budget of the engine's plan cache, shared
+  /// by all its communicators, least recently used plans evicted first
+  /// (Plan::footprint_bytes plus the instance block a plan keeps; a plan
+  /// larger than the budget is not cached; 0 caches nothing). Evicting drops
+  /// only the cache's reference: calls running it and persistent plans keep
+  /// theirs (docs/algorithms.md, "Plan cache").
+  std::size_t plan_cache_bytes = std::size_t{64} << 20;
   /// Receives every line of strata's log that STRATA_LOG_LEVEL lets through
   /// (default warn), formatted as on stderr or in STRATA_LOG_FILE
   /// ("[time] [host rank R pid P] [level] message", no trailing newline), in
@@ -421,6 +428,21 @@ class Engine {
   };
   /// @brief This rank's ProgressStats. Never blocks.
   [[nodiscard]] ProgressStats progress_stats() const noexcept;
+  /// @brief Counters of this rank's plan cache since start-up
+  /// (EngineOptions::plan_cache_bytes; docs/algorithms.md, "Plan cache"). A
+  /// call whose window slot remembers its plan (a repeated call) does not
+  /// reach the cache and counts neither a hit nor a miss.
+  struct PlanCacheStats {
+    std::uint64_t hits = 0;       ///< lookups that found the plan
+    std::uint64_t misses = 0;     ///< lookups that compiled it
+    std::uint64_t evictions = 0;  ///< plans dropped to fit the budget (a freed communicator's are not counted)
+    std::size_t entries = 0;      ///< plans held now
+    std::size_t bytes = 0;        ///< bytes held now (charged per plan, see plan_cache_bytes)
+    std::size_t peak_bytes = 0;   ///< largest `bytes` so far
+    std::size_t budget = 0;       ///< the budget in effect
+  };
+  /// @brief This rank's PlanCacheStats (takes the cache's lock briefly).
+  [[nodiscard]] PlanCacheStats plan_cache_stats() const;
 
  private:
   std::shared_ptr<detail::EngineCore> core_;

@@ -294,6 +294,11 @@ class Executor {
   /// dead; OK otherwise, and @p done runs exactly once (possibly before start returns).
   Status start(std::shared_ptr<const Plan> plan, const Bindings& bindings, std::uint16_t comm, std::uint32_t seq,
                DoneFn done);
+  /// @brief Bytes of one instance's memory block of @p plan (instance state,
+  /// node states, buffer bindings, scratch slots). A plan that has run keeps
+  /// one such block for its next start (freed with the plan), so a cache of
+  /// plans holds up to this much per plan beyond Plan::footprint_bytes().
+  [[nodiscard]] static std::size_t instance_bytes(const Plan& plan) noexcept;
   /// @brief Next sequence number of communicator @p comm (0, 1, ...), for callers that do not keep their own.
   std::uint32_t next_seq(std::uint16_t comm);
   /// @brief Advisory cancellation: the instance stops launching nodes and

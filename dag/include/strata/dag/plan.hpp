@@ -294,6 +294,17 @@ class Plan {
   [[nodiscard]] std::uint64_t straight_bytes() const noexcept { return straight_bytes_; }
   /// "name#rank node <id> (<kind> '<label>')": used in every error message.
   [[nodiscard]] std::string describe(NodeId id) const;
+  /// Heap bytes this plan holds (what a plan cache that keeps it pays): the
+  /// Plan object, the capacity of every vector (nodes, successor CSR, buffer
+  /// declarations, slot tables, per-node counters and buffer indices, peer
+  /// lists), each node's own vectors (deps, grants, refresh) and strings
+  /// longer than the small-string buffer (name, algorithm, labels, user
+  /// operator names), plus sizeof of each compute / user-reduce callable.
+  /// An estimate from below: allocator headers and the callables' captured
+  /// state are not counted, and neither is the instance block a plan that has
+  /// run keeps for its next start (Executor::instance_bytes()). Computed on
+  /// each call (O(nodes)): callers keep the result.
+  [[nodiscard]] std::size_t footprint_bytes() const noexcept;
 
  private:
   friend class PlanBuilder;
