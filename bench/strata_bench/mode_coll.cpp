@@ -31,21 +31,6 @@
 namespace strata::bench {
 namespace {
 
-// The collective of a run, compared on every call (a string compare per
-// call cost ~200 instructions inside the timed region).
-enum class Coll { bcast, reduce, allreduce, allgather, alltoall, gather, scatter, reduce_scatter, barrier };
-inline Coll coll_kind(const std::string& s) {
-  if (s == "bcast") return Coll::bcast;
-  if (s == "reduce") return Coll::reduce;
-  if (s == "allreduce") return Coll::allreduce;
-  if (s == "allgather") return Coll::allgather;
-  if (s == "alltoall") return Coll::alltoall;
-  if (s == "gather") return Coll::gather;
-  if (s == "scatter") return Coll::scatter;
-  if (s == "reduce_scatter") return Coll::reduce_scatter;
-  return Coll::barrier;
-}
-
 using strata::bench::pattern;
 
 using Clock = std::chrono::steady_clock;

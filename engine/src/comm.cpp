@@ -464,25 +464,34 @@ std::shared_ptr<const dag::Plan> CommImpl::plan_for(const coll::Call& c, int slo
   return plan;
 }
 
-std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void* send, void* recv) {
-  if (core->opts.check || tls_capture != nullptr || held_streams.load(std::memory_order_acquire) != 0 ||
-      !core->check_alive(coll::to_string(s.kind)).is_ok())
+namespace {
+// submit_plain() and start_persistent(): the checks a remembered plan skips
+// nothing of, then under the lock the next sequence number's plan (@p pick:
+// window slot -> plan, null when there is none) and its queue slot, held
+// lazily as submit() does on a memo hit; empty when either is not there (the
+// caller then submits).
+template <class Pick>
+std::optional<Future<void>> start_remembered(CommImpl& c, coll::Kind kind, std::uint64_t count, const void* send,
+                                             void* recv, const std::vector<dag::PeerKey>* peer_keys,
+                                             std::uint64_t keys_stamp, Pick&& pick) {
+  if (c.core->opts.check || tls_capture != nullptr || c.held_streams.load(std::memory_order_acquire) != 0 ||
+      !c.core->check_alive(coll::to_string(kind)).is_ok())
     return std::nullopt;
   std::shared_ptr<const dag::Plan> plan;
   std::uint32_t seq = 0;
   std::size_t slot = 0;
   {
-    std::lock_guard<CommLock> lk(mu);
-    if (!broken.is_ok()) return std::nullopt;
-    const Memo& m = memos[next_seq % slots_per_window()];
-    if (!m.sig_ok || !m.plan || !m.sig.same(s)) return std::nullopt;
-    slot = next_seq % queues;
-    Slot& sl = slots[slot];
+    std::lock_guard<CommLock> lk(c.mu);
+    if (!c.broken.is_ok()) return std::nullopt;
+    const std::shared_ptr<const dag::Plan>* p = pick(c.next_seq % c.slots_per_window());
+    if (p == nullptr || !*p) return std::nullopt;
+    slot = c.next_seq % c.queues;
+    CommImpl::Slot& sl = c.slots[slot];
     if (sl.busy) return std::nullopt;
-    seq = next_seq++;
-    recent[seq % recent.size()] = {seq, s.kind, s.count};
-    plan = m.plan;
-    sl.busy = true;  // held lazily, as submit() does on a memo hit
+    seq = c.next_seq++;
+    c.recent[seq % c.recent.size()] = {seq, kind, count};
+    plan = *p;
+    sl.busy = true;
     sl.live.reset();
     sl.lazy = true;
     sl.live_seq = seq;
@@ -491,35 +500,23 @@ std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void
     // the start returns (a weak-to-strong handle and its release cost ~4% of
     // an 8 B call: alternating rounds, docs/performance.md "Session 22").
   }
-  return start_lazy(slot, seq, std::move(plan), send, recv, nullptr, s.kind);
+  return c.start_lazy(slot, seq, std::move(plan), send, recv, peer_keys, kind, keys_stamp);
+}
+}  // namespace
+
+std::optional<Future<void>> CommImpl::submit_plain(const PlainSig& s, const void* send, void* recv) {
+  return start_remembered(*this, s.kind, s.count, send, recv, nullptr, 0,
+                          [this, &s](std::size_t w) -> const std::shared_ptr<const dag::Plan>* {
+                            const Memo& m = memos[w];
+                            return m.sig_ok && m.sig.same(s) ? &m.plan : nullptr;
+                          });
 }
 
 std::optional<Future<void>> CommImpl::start_persistent(Persistent& ps, coll::Kind kind, std::size_t count,
                                                        const void* send, void* recv,
                                                        const std::vector<dag::PeerKey>* peer_keys) {
-  if (core->opts.check || tls_capture != nullptr || held_streams.load(std::memory_order_acquire) != 0 ||
-      !core->check_alive(coll::to_string(kind)).is_ok())
-    return std::nullopt;
-  std::shared_ptr<const dag::Plan> plan;
-  std::uint32_t seq = 0;
-  std::size_t slot = 0;
-  {
-    std::lock_guard<CommLock> lk(mu);
-    if (!broken.is_ok()) return std::nullopt;
-    const std::size_t w = next_seq % slots_per_window();
-    if (w >= ps.plans.size() || !ps.plans[w]) return std::nullopt;
-    slot = next_seq % queues;
-    Slot& sl = slots[slot];
-    if (sl.busy) return std::nullopt;
-    seq = next_seq++;
-    recent[seq % recent.size()] = {seq, kind, count};
-    plan = ps.plans[w];
-    sl.busy = true;  // held lazily, as in submit_plain()
-    sl.live.reset();
-    sl.lazy = true;
-    sl.live_seq = seq;
-  }
-  return start_lazy(slot, seq, std::move(plan), send, recv, peer_keys, kind, ps.stamp);
+  return start_remembered(*this, kind, count, send, recv, peer_keys, ps.stamp,
+                          [&ps](std::size_t w) { return w < ps.plans.size() ? &ps.plans[w] : nullptr; });
 }
 
 Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, std::shared_ptr<const dag::Plan> plan,
