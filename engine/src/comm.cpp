@@ -465,8 +465,9 @@ std::shared_ptr<const dag::Plan> CommImpl::plan_for(const coll::Call& c, int slo
 }
 
 namespace {
-// submit_plain() and start_persistent(): the checks a remembered plan skips
-// nothing of, then under the lock the next sequence number's plan (@p pick:
+// submit_plain() and start_persistent(): the engine-state checks (a
+// remembered plan skips only the call's own), then under the lock the next
+// sequence number's plan (@p pick:
 // window slot -> plan, null when there is none) and its queue slot, held
 // lazily as submit() does on a memo hit; empty when either is not there (the
 // caller then submits).
