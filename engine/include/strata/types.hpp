@@ -106,9 +106,9 @@ struct CollOptions {
   /// interior of a stencil while the halo moves); the call's future completes
   /// after it and after every transfer. It must not block on strata futures.
   /// An exception thrown by it fails the collective's future with its
-  /// message. Calls with it are compiled per call (not cached) and never take
-  /// the mapped or single-copy plans (docs/algorithms.md, "Application work
-  /// inside a collective").
+  /// message. The callable is bound per start (the call's plan is cached like
+  /// any other); such calls never take the mapped or single-copy plans
+  /// (docs/algorithms.md, "Application work inside a collective").
   std::function<void()> compute;
   /// Tagged collective (docs/embedding.md, "Tagged collectives"): with tag
   /// T >= 0 the call matches the other members' calls with tag T, the k-th

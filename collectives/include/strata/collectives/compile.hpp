@@ -240,10 +240,11 @@ struct Call {
   bool direct = false;
   /// alltoall(v): called as a compute node of the DAG with (source rank,
   /// block address, block bytes) as soon as the block from that source has
-  /// landed in the receive buffer; plans with it are not cached.
+  /// landed in the receive buffer; compiled as a bound compute node
+  /// (kOnBlockNode + source), so plans with it hold no code and are cached.
   std::function<void(int source, void* data, std::size_t bytes)> on_block;
   /// Any kind: one compute node without predecessors (it runs as the call
-  /// starts, beside its transfers; the call ends after it); not cached.
+  /// starts, beside its transfers; the call ends after it), bound (kComputeNode).
   std::function<void()> compute;
   Algorithm algo;
   /// Engine only (not compiled, not in the plan-cache key): the algorithm was
