@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,47 +40,25 @@ class StrataBackend {
   // the receiver's slot offset, so both sides agree); interior() is the call's
   // CollOptions::compute node, beside the transfers; on_block unpacks each
   // neighbour's faces as soon as its block landed. Returns when all is done.
-  void exchange(int, int, const std::vector<mg::Msg>& sends, const std::vector<mg::Msg>& recvs,
+  void exchange(int l, int par, const std::vector<mg::Msg>& sends, const std::vector<mg::Msg>& recvs,
                 const std::function<void()>& interior, const std::function<void(const mg::Msg&)>& unpack) {
-    const auto n = static_cast<std::size_t>(size());
-    auto by_peer = [n](const std::vector<mg::Msg>& ms, auto offset_of) {
-      std::vector<std::vector<const mg::Msg*>> per(n);
-      for (const mg::Msg& m : ms) per[static_cast<std::size_t>(m.peer)].push_back(&m);
-      for (auto& v : per)
-        std::sort(v.begin(), v.end(),
-                  [&](const mg::Msg* a, const mg::Msg* b) { return offset_of(*a) < offset_of(*b); });
-      return per;
-    };
-    const auto out = by_peer(sends, [](const mg::Msg& m) { return m.remote_off; });
-    const auto in = by_peer(recvs, [this](const mg::Msg& m) { return static_cast<std::size_t>(m.local - recv_base_); });
-    std::vector<std::size_t> sc(n, 0), sd(n, 0), rc(n, 0), rd(n, 0);
-    std::size_t st = 0, rt = 0;
-    for (std::size_t p = 0; p < n; ++p) {
-      sd[p] = st;
-      for (const mg::Msg* m : out[p]) sc[p] += m->count;
-      st += sc[p];
-      rd[p] = rt;
-      for (const mg::Msg* m : in[p]) rc[p] += m->count;
-      rt += rc[p];
-    }
-    sbuf_.resize(std::max<std::size_t>(st, 1));
-    rbuf_.resize(std::max<std::size_t>(rt, 1));
-    for (std::size_t p = 0; p < n; ++p) {
-      double* d = sbuf_.data() + sd[p];
-      for (const mg::Msg* m : out[p]) d = std::copy(m->local, m->local + m->count, d);
+    const Layout& lay = layout(static_cast<std::size_t>(l) * 2 + static_cast<std::size_t>(par), sends, recvs);
+    for (std::size_t p = 0; p < lay.out.size(); ++p) {
+      double* d = sbuf_.data() + lay.sd[p];
+      for (const mg::Msg* m : lay.out[p]) d = std::copy(m->local, m->local + m->count, d);
     }
     strata::CollOptions opts;
     opts.compute = interior;
-    opts.on_block = [&in, &unpack](int src, void* block, std::size_t) {
+    opts.on_block = [&lay, &unpack](int src, void* block, std::size_t) {
       auto* at = static_cast<double*>(block);
-      for (const mg::Msg* m : in[static_cast<std::size_t>(src)]) {
+      for (const mg::Msg* m : lay.in[static_cast<std::size_t>(src)]) {
         mg::Msg landed = *m;
         landed.local = at;  // unpack straight from the block
         unpack(landed);
         at += m->count;
       }
     };
-    comm_.alltoallv(sbuf_.data(), sc, sd, rbuf_.data(), rc, rd, strata::Datatype::float64, opts).get();
+    comm_.alltoallv(sbuf_.data(), lay.sc, lay.sd, rbuf_.data(), lay.rc, lay.rd, strata::Datatype::float64, opts).get();
   }
 
   // Waits until each receiver freed the slot set of this (level, parity) (its
@@ -143,10 +122,51 @@ class StrataBackend {
     return out;
   }
 
+  // --halo graph: one exchange's faces per neighbour (in receive-slot order)
+  // and the alltoallv counts; built once per (level, parity): the messages of
+  // an exchange never change.
+  struct Layout {
+    std::vector<std::vector<const mg::Msg*>> out, in;
+    std::vector<std::size_t> sc, sd, rc, rd;
+  };
+  const Layout& layout(std::size_t key, const std::vector<mg::Msg>& sends, const std::vector<mg::Msg>& recvs) {
+    if (layouts_.size() <= key) layouts_.resize(key + 1);
+    std::unique_ptr<Layout>& slot = layouts_[key];
+    if (!slot) {
+      const auto n = static_cast<std::size_t>(size());
+      auto by_peer = [n](const std::vector<mg::Msg>& ms, auto offset_of) {
+        std::vector<std::vector<const mg::Msg*>> per(n);
+        for (const mg::Msg& m : ms) per[static_cast<std::size_t>(m.peer)].push_back(&m);
+        for (auto& v : per)
+          std::sort(v.begin(), v.end(),
+                    [&](const mg::Msg* a, const mg::Msg* b) { return offset_of(*a) < offset_of(*b); });
+        return per;
+      };
+      auto lay = std::make_unique<Layout>();
+      lay->out = by_peer(sends, [](const mg::Msg& m) { return m.remote_off; });
+      lay->in = by_peer(recvs, [this](const mg::Msg& m) { return static_cast<std::size_t>(m.local - recv_base_); });
+      lay->sc.assign(n, 0), lay->sd.assign(n, 0), lay->rc.assign(n, 0), lay->rd.assign(n, 0);
+      std::size_t st = 0, rt = 0;
+      for (std::size_t p = 0; p < n; ++p) {
+        lay->sd[p] = st;
+        for (const mg::Msg* m : lay->out[p]) lay->sc[p] += m->count;
+        st += lay->sc[p];
+        lay->rd[p] = rt;
+        for (const mg::Msg* m : lay->in[p]) lay->rc[p] += m->count;
+        rt += lay->rc[p];
+      }
+      sbuf_.resize(std::max({sbuf_.size(), st, std::size_t{1}}));
+      rbuf_.resize(std::max({rbuf_.size(), rt, std::size_t{1}}));
+      slot = std::move(lay);
+    }
+    return *slot;
+  }
+
   strata::Communicator comm_;
   strata::Window win_;
   double* recv_base_ = nullptr;
-  std::vector<double> sbuf_, rbuf_;  // --halo graph
+  std::vector<std::unique_ptr<Layout>> layouts_;  // --halo graph, per (level, parity)
+  std::vector<double> sbuf_, rbuf_;               // --halo graph
   std::vector<bool> used_;
   std::vector<strata::Future<void>> sent_, freed_;
 };
