@@ -125,6 +125,12 @@ struct BcastIO {
   std::uint64_t dst_bytes = 0;
   // Whether the call's per-level directions apply (broadcast); false: push everywhere.
   bool allow_pull = false;
+  // Single-copy edges (multi-host communicators with Group::publish_word):
+  // every parent -> child edge between two ranks of one host reads the
+  // fragment out of the parent's published user buffer straight into the
+  // child's (read_peer after READY(f)); no window region, one copy per
+  // fragment instead of two. Needs dst (every rank's whole buffer).
+  bool single_copy = false;
 };
 
 // Slots used by emit_broadcast for `nfrag` fragments.
@@ -146,9 +152,26 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
   auto pull_edge = [&](int parent, int child) {
     return pulls && edge_direction(x.g(), x.c().algo, parent, child) == Direction::pull;
   };
-  const bool pull_in = d.parent >= 0 && pull_edge(d.parent, x.me());
-  std::vector<int> push_kids, pull_kids;
-  for (int ch : d.children) (pull_edge(x.me(), ch) ? pull_kids : push_kids).push_back(ch);
+  // (The root publishes root_src, every other rank dst: single copy needs it.)
+  const bool sc = io.single_copy && !io.direct && x.g().publish_word != 0 && (d.parent < 0 || io.dst);
+  const bool sc_in = sc && d.parent >= 0 && x.same_host(d.parent);
+  const bool pull_in = !sc_in && d.parent >= 0 && pull_edge(d.parent, x.me());
+  std::vector<int> push_kids, pull_kids, sc_kids;
+  for (int ch : d.children)
+    (sc && x.same_host(ch) ? sc_kids : pull_edge(x.me(), ch) ? pull_kids : push_kids).push_back(ch);
+  // Single copy: this instance's publication record (its reads-done word follows).
+  const std::uint32_t record = x.g().publish_word + dag::kPublishWords * x.slot();
+  NodeId published = dag::kNoNode;   // parent: the publication of its whole user buffer
+  NodeId parent_pub = dag::kNoNode;  // child: the wait for its parent's publication
+  std::vector<NodeId> sc_reads;      // child: its reads out of the parent's buffer
+  if (!sc_kids.empty()) {
+    const Region whole = d.parent < 0 ? io.root_src(0, io.dst_bytes) : io.dst(0, io.dst_bytes);
+    published = b.publish(record, whole, Region{}, start_deps);
+  }
+  if (sc_in) {
+    parent_pub = b.flag_wait(x.world(d.parent), record, 0, start_deps);
+    b.expect_signals_from(x.world(d.parent));
+  }
   std::vector<NodeId> consumed(fr.size(), dag::kNoNode);
   NodeId ready0 = dag::kNoNode;      // direct mode: every child's single RTR arrived
   NodeId prev_round = dag::kNoNode;  // the previous fragment's first network put (fragment-major order)
@@ -189,7 +212,8 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
     std::vector<NodeId> uses;  // nodes reading the window region (for its reuse)
     const NodeId reuse = f >= nregions ? consumed[f - nregions] : dag::kNoNode;
     const auto done_slot = static_cast<std::uint32_t>(base + 2 * fr.size() + 2 + f);
-    std::vector<NodeId> avail;  // pull children: after these, fragment f is in this rank's window region
+    std::vector<NodeId> avail;     // pull children: after these, fragment f is in this rank's window region
+    NodeId in_dst = dag::kNoNode;  // non-root: the node after which dst(f) holds fragment f
     if (d.parent < 0) {
       src = io.root_src(off, len);
       if (!io.root_ready.empty() && io.root_ready[f] != dag::kNoNode) src_deps.push_back(io.root_ready[f]);
@@ -197,6 +221,21 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
         std::vector<NodeId> sdeps = src_deps;
         if (reuse != dag::kNoNode) sdeps.push_back(reuse);
         avail = {b.copy(src, x.my_win(roff, len), sdeps)};
+      }
+    } else if (sc_in) {
+      // READY(f) from the parent (fragment f is in its published buffer),
+      // then one read straight into the receive buffer.
+      std::vector<NodeId> gdeps{parent_pub, b.wait(data_slot, 1, start_deps)};
+      if (!io.dst_after.empty() && io.dst_after[f] != dag::kNoNode) gdeps.push_back(io.dst_after[f]);
+      const Region mine = io.dst(off, len);
+      in_dst = b.read_peer(x.world(d.parent), record, 0, off, mine, gdeps);
+      sc_reads.push_back(in_dst);
+      src = mine;
+      src_deps = {in_dst};
+      if (!pull_kids.empty()) {
+        std::vector<NodeId> cdeps{in_dst};
+        if (reuse != dag::kNoNode) cdeps.push_back(reuse);
+        avail = {b.copy(mine, x.my_win(roff, len), cdeps)};
       }
     } else if (pull_in) {
       std::vector<NodeId> rdeps = start_deps;
@@ -218,7 +257,8 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
         if (io.dst) {
           std::vector<NodeId> cdeps{got};
           if (!io.dst_after.empty() && io.dst_after[f] != dag::kNoNode) cdeps.push_back(io.dst_after[f]);
-          uses.push_back(b.copy(win, io.dst(off, len), cdeps));
+          in_dst = b.copy(win, io.dst(off, len), cdeps);
+          uses.push_back(in_dst);
         }
       }
       b.signal(x.world(d.parent), done_slot, {got});
@@ -235,7 +275,8 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
       if (io.dst) {
         std::vector<NodeId> cdeps{arrived};
         if (!io.dst_after.empty() && io.dst_after[f] != dag::kNoNode) cdeps.push_back(io.dst_after[f]);
-        uses.push_back(b.copy(win, io.dst(off, len), cdeps));
+        in_dst = b.copy(win, io.dst(off, len), cdeps);
+        uses.push_back(in_dst);
       }
     }
     if (!push_kids.empty()) {
@@ -270,12 +311,21 @@ void emit_broadcast(Ctx& x, const Topo& t, const std::vector<patterns::Fragment>
       }
       uses.push_back(b.wait(done_slot, static_cast<std::uint32_t>(pull_kids.size())));
     }
+    // Single-copy children: READY(f) once fragment f is in the published buffer.
+    if (!sc_kids.empty()) {
+      const std::vector<NodeId> ready = d.parent < 0 ? src_deps : std::vector<NodeId>{in_dst};
+      for (int ch : sc_kids) b.signal(x.world(ch), data_slot, ready);
+    }
     // The region of fragment f is free again after `uses` (or, if f did not
     // touch it, whenever the previous fragment in it is done). A root that
     // only pushes never writes its window.
     if (d.parent >= 0 || !pull_kids.empty())
       consumed[f] = uses.empty() ? reuse : uses.size() == 1 ? uses[0] : b.nop(uses);
   }
+  // Single copy: the child says its reads are done; the parent's buffer stays
+  // valid (its instance does not end) until every single-copy child said so.
+  if (sc_in) b.flag_set(record + 1, sc_reads);
+  for (int ch : sc_kids) b.flag_wait(x.world(ch), record + 1, 0, {published});
 }
 
 // ---------------------------------------------------------------- reduce (up the tree)
@@ -447,6 +497,7 @@ std::shared_ptr<const dag::Plan> compile_broadcast(const Group& g, const Call& c
   io.direct = c.direct;
   io.dst_bytes = bytes;
   io.allow_pull = true;
+  io.single_copy = host_single_copy(g, c, bytes);
   std::size_t region = 0;
   const std::vector<patterns::Fragment> fr = x.fragments(bytes, g.slot_bytes, 1, &region);
   emit_broadcast(x, t, fr, region, 0, g.slot_bytes, 0, io, entry(x));

@@ -161,7 +161,17 @@ void declare_rooted(Ctx& x, bool scatter, std::uint64_t bb) {
 }  // namespace
 
 bool single_copy_possible(const Group& g, const Call& c) {
-  return g.publish_word != 0 && g.size() >= 2 && !c.direct && !c.on_block && !c.compute;
+  return g.publish_word != 0 && g.size() >= 2 && !g.spans_hosts() && !c.direct && !c.on_block && !c.compute;
+}
+
+bool host_single_copy(const Group& g, const Call& c, std::uint64_t bytes) {
+  // Multi-host communicators: the tree's edges between two ranks of one host
+  // read out of the parent's user buffer (compile.cpp, emit_broadcast), for
+  // automatic calls of the broadcast window's sizes.
+  if (g.publish_word == 0 || !g.spans_hosts() || c.direct || c.on_block || c.compute || !c.fast_ok) return false;
+  const Tuning& t = tuning(g);
+  return t.bcast_single_copy_max_bytes > 0 && bytes >= t.bcast_single_copy_min_bytes &&
+         bytes <= t.bcast_single_copy_max_bytes;
 }
 
 bool single_copy(const Group& g, const Call& c, std::uint64_t block) {
@@ -412,8 +422,8 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
 }
 
 bool single_copy_reduce_scatter(const Group& g, const Call& c) {
-  if (c.kind != Kind::reduce_scatter_block || c.in_place || g.publish_word == 0 || g.size() < 2 || c.direct ||
-      c.on_block || c.compute)
+  if (c.kind != Kind::reduce_scatter_block || c.in_place || !single_copy_possible(g, c) || c.direct || c.on_block ||
+      c.compute)
     return false;
   if (shared_single_copy(g, c)) return true;  // shared buffers
   // Automatic with ordinary buffers (Call::fast_ok: the ring's name is the decision then).

@@ -101,11 +101,11 @@ Plan allgather_sc(const Group& g, const Call& c, int slot, const AlgorithmRow&) 
 }
 // alltoall, reduce_scatter_block: when named, the plan explains what it needs.
 Plan alltoall_sc(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
-  if (g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
+  if (!cc::single_copy_possible(g, c)) fail(Errc::unsupported, g, c, single_copy_unavailable());
   return cc::compile_alltoall_single(g, c, slot);
 }
 Plan rs_sc(const Group& g, const Call& c, int slot, const AlgorithmRow&) {
-  if (g.publish_word == 0) fail(Errc::unsupported, g, c, single_copy_unavailable());
+  if (!cc::single_copy_possible(g, c)) fail(Errc::unsupported, g, c, single_copy_unavailable());
   return cc::compile_reduce_scatter_single(g, c, slot);
 }
 // gather / scatter: single copy with shared buffers (or named and possible), else the tree.

@@ -400,13 +400,14 @@ Call planning_call(const Group& g, Kind kind, std::uint64_t bytes, const Options
 }
 
 void memory_plans(Group* g, bool single_copy, bool mapped) {
-  if (!g->flags || g->size() < 2 || g->spans_hosts()) return;
+  if (!g->flags || g->size() < 2) return;
   // Word layout past the slots' flag words (the engine's differs in where,
   // not in what): the publication records, then the mapped area's records.
+  // Multi-host groups: publication records only (same-host single copy).
   const auto credits = static_cast<std::uint32_t>(std::max(1, g->credits));
   const std::uint32_t publish = (credits + dag::kPublishWords) / dag::kPublishWords * dag::kPublishWords;
   if (single_copy) g->publish_word = publish;
-  if (!mapped) return;
+  if (!mapped || g->spans_hosts()) return;
   static const Tuning kDefaults{};
   const Tuning& t = g->tuning ? *g->tuning : kDefaults;
   g->mapped_slot_bytes = mapped_slot_bytes(t.mapped_max_bytes, g->size(), g->slot_bytes);

@@ -34,10 +34,29 @@ struct TraceEvent {
   std::uint32_t node;
   NodeKind kind;
   TraceType type = TraceType::node;
-  std::uint32_t cat = 0;  // interned category (span)
-  std::uint64_t id = 0;   // flow id (flow_*)
-  std::int64_t arg = -1;  // span: peer / source rank (-1: none)
+  std::uint32_t cat = 0;    // interned category (span)
+  std::uint64_t id = 0;     // flow id (flow_*)
+  std::int64_t arg = -1;    // span: peer / source rank (-1: none); node: the peer of a remote or single-copy node
+  std::uint64_t bytes = 0;  // node (when it ran): bytes it moved (copy, reduce, put, get, read_peer, write_peer)
 };
+
+// Bytes node @p n moves when it runs, and its peer (-1: local): what
+// strata-trace-merge --bytes adds up per rank.
+std::uint64_t moved_bytes(const Node& n) {
+  switch (n.kind) {
+    case NodeKind::copy:
+    case NodeKind::reduce:
+    case NodeKind::get:
+    case NodeKind::read_peer:
+      return n.dst.len;
+    case NodeKind::put:
+    case NodeKind::put_with_signal:
+    case NodeKind::write_peer:
+      return n.src.len;
+    default:
+      return 0;
+  }
+}
 
 // JSON string contents: quotes, backslashes and control characters escaped.
 void write_escaped(std::ostream& f, const std::string& s) {
@@ -69,10 +88,10 @@ class ChromeTrace final : public ExecutorObserver {
 
   void instance_start(Instance& in) override { in.trace_name = intern(in.plan->name()); }
   void instance_end(const Instance&) override {}
-  void node(const Instance& in, NodeId id, std::uint64_t t0) override { record(in, id, t0); }
+  void node(const Instance& in, NodeId id, std::uint64_t t0) override { record(in, id, t0, true); }
   void transport_completion(const Instance& in, NodeId id, std::uint64_t t) override {
     span(cat_transport_, name_completion_, t, t, in.plan->nodes()[id].peer, in.seq);
-    record(in, id, t);
+    record(in, id, t, false);
   }
   void signal_arrived(const Instance& in, NodeId id, int source, std::uint64_t t) override {
     signal_flow(in, id, source, t);
@@ -84,7 +103,7 @@ class ChromeTrace final : public ExecutorObserver {
   void flush() override;
 
  private:
-  void record(const Instance& in, NodeId id, std::uint64_t t0);
+  void record(const Instance& in, NodeId id, std::uint64_t t0, bool ran);
   void span(std::uint32_t cat, std::uint32_t name, std::uint64_t t0, std::uint64_t t1, std::int64_t arg,
             std::uint32_t seq);
   void signal_flow(const Instance& in, NodeId id, int source, std::uint64_t t0);
@@ -104,7 +123,7 @@ class ChromeTrace final : public ExecutorObserver {
   std::unordered_map<std::string, std::uint32_t> name_ids_;
 };
 
-void ChromeTrace::record(const Instance& in, NodeId id, std::uint64_t t0) {
+void ChromeTrace::record(const Instance& in, NodeId id, std::uint64_t t0, bool ran) {
   auto& buf = trace_.local();
   if (nflows_.load(std::memory_order_acquire) > 0) {
     // The node a signal released: the flow arrow from the signal ends here.
@@ -125,7 +144,14 @@ void ChromeTrace::record(const Instance& in, NodeId id, std::uint64_t t0) {
       buf.push_back(f);
     }
   }
-  buf.push_back({t0, now_ns(), in.trace_name, in.seq, id, in.plan->nodes()[id].kind});
+  const Node& n = in.plan->nodes()[id];
+  TraceEvent e{t0, now_ns(), in.trace_name, in.seq, id, n.kind};
+  if (ran) {
+    e.bytes = moved_bytes(n);
+    const bool local = n.kind == NodeKind::copy || n.kind == NodeKind::reduce;
+    if (e.bytes > 0) e.arg = !local ? n.peer : n.src.buf.is_local() ? -1 : n.src.buf.peer;  // mapped reads: the owner
+  }
+  buf.push_back(e);
 }
 
 // An event named by the caller (category and name interned).
@@ -176,7 +202,10 @@ void write_event(std::ostream& f, const TraceEvent& e, const std::vector<std::st
     case TraceType::node:
       f << ",\"ph\":\"X\",\"dur\":";
       write_us(f, e.end_ns - e.start_ns);
-      f << ",\"args\":{\"node\":" << e.node << "}}\n";
+      f << ",\"args\":{\"node\":" << e.node;
+      if (e.bytes > 0) f << ",\"bytes\":" << e.bytes;
+      if (e.bytes > 0 && e.arg >= 0) f << ",\"peer\":" << e.arg;
+      f << "}}\n";
       break;
     case TraceType::span:
       f << ",\"ph\":\"X\",\"dur\":";

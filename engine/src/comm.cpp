@@ -77,8 +77,8 @@ transport::RemoteKey CommImpl::open_window(bool settle) {
 
 void CommImpl::enable_flags() {
   FlagsProposal p = flags_propose();
-  std::uint64_t agreed[2] = {p.words[0], p.words[1]};
-  if (size() > 1) agree_words(p.words, agreed, 2).get();
+  std::uint64_t agreed[kFlagWords] = {p.words[0], p.words[1], p.words[2]};
+  if (size() > 1) agree_words(p.words, agreed, kFlagWords).get();
   flags_apply(p, agreed);
 }
 
@@ -156,19 +156,22 @@ CommImpl::FlagsProposal CommImpl::flags_propose() {
       throw Error(Errc::invalid_argument, "STRATA_SINGLE_COPY='" + s + "': expected on, off or always");
     return s != "off";
   }();
-  if (ok == 1 && !remote && single_on && size() > 1) {
-    bool readable = true;
-    for (int r = 0; r < size() && readable; ++r)
-      readable = r == rank() || core->transport->can_read_peer(group.world[static_cast<std::size_t>(r)]);
-    if (readable) ok = 3;
-  }
+  // Every same-host member readable from here (all of them on one host).
+  bool readable = ok != 0 && single_on && size() > 1;
+  for (int r = 0; r < size() && readable; ++r)
+    readable = r == rank() || group.host[static_cast<std::size_t>(r)] != myhost ||
+               core->transport->can_read_peer(group.world[static_cast<std::size_t>(r)]);
+  if (ok == 1 && !remote && readable) ok = 3;
   // One agreement for all (flags_apply): word 0: 0 = no flags, 1 = flags,
   // 2 = flags and grants (members on other hosts), 3 = flags and single copy
-  // (one host); word 1: every window mapped everywhere, for mapped plans.
+  // (one host); word 1: every window mapped everywhere, for mapped plans;
+  // word 2: every member reads its same-host members' memory (single copy
+  // inside a multi-host communicator: Group::publish_word there).
   // STRATA_MAPPED=off keeps them off.
   static const bool mapped_on = [] { return !strata::detail::env::is("STRATA_MAPPED", "off"); }();
   prop.words[0] = ok;
   prop.words[1] = mapped_on && mapped_slot_bytes() > 0 ? wins_ok : 0;
+  prop.words[2] = readable ? 1 : 0;
   prop.remote = remote;
   return prop;
 }
@@ -186,7 +189,7 @@ void CommImpl::flags_apply(const FlagsProposal& prop, const std::uint64_t* agree
   std::lock_guard<CommLock> lk(mu);
   group.flags = ok != 0;
   group.grants = ok == 2;
-  group.publish_word = ok == 3 ? publish_word() : 0;
+  group.publish_word = ok == 3 || (ok != 0 && remote && agreed[2] != 0) ? publish_word() : 0;
   group.mapped_word = mapped ? mapped_word() : 0;
   group.mapped_at = mapped ? mapped_at() : 0;
   group.mapped_slot_bytes = mapped ? mapped_slot_bytes() : 0;

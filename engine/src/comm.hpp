@@ -303,8 +303,10 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // members (an internal allreduce on this communicator, an agreement: 0
   // anywhere makes it 0 everywhere; not checked by STRATA_CHECK), flags_apply()
   // takes the agreed words.
+  // Words of the flags agreement (flags_propose; each agreed as the minimum).
+  static constexpr std::size_t kFlagWords = 3;
   struct FlagsProposal {
-    std::uint64_t words[2] = {0, 0};
+    std::uint64_t words[kFlagWords] = {};
     bool remote = false;      // a member on another host
     std::vector<void*> wins;  // the same-host members' windows, mapped
   };

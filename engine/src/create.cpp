@@ -266,13 +266,12 @@ class Creation : public std::enable_shared_from_this<Creation> {
 
   void agree_flags(CommImpl& c, Step next) {
     prop_ = c.flags_propose();
-    agreed_[0] = prop_.words[0];
-    agreed_[1] = prop_.words[1];
+    for (std::size_t i = 0; i < CommImpl::kFlagWords; ++i) agreed_[i] = prop_.words[i];
     if (c.size() <= 1) {
       (this->*next)();
       return;
     }
-    chain(c.agree_words(prop_.words, agreed_, 2), next);
+    chain(c.agree_words(prop_.words, agreed_, CommImpl::kFlagWords), next);
   }
 
   void flagged() {
@@ -339,7 +338,7 @@ class Creation : public std::enable_shared_from_this<Creation> {
   std::uint32_t from_ = 0, rounds_ = 0, candidate_ = 0;
   bool reserved_ = false;
   CommImpl::FlagsProposal prop_;  // the window protocol's agreement in flight
-  std::uint64_t agreed_[2] = {0, 0};
+  std::uint64_t agreed_[CommImpl::kFlagWords] = {};
   std::uint32_t ids_[2] = {0, 0};
   bool taken_[2] = {false, false};  // taken here and not yet owned by a communicator
   std::shared_ptr<CommImpl> ni_, ln_;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
 
 #include "strata/collectives/tuning.hpp"
@@ -94,6 +95,71 @@ TEST(PersistentDirect, MatchSequentialReferenceInBothModes) {
       if (!direct) {
         EXPECT_GT(launch::count(out, "bytes on comm 0: window path"), 0) << launcher << "\n" << out;
       }
+    }
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+// Single copy inside a multi-host communicator (docs/algorithms.md, "Single
+// copy across hosts"): 4 ranks on 2 virtual hosts (ranks 0, 1 and 2, 3), a
+// 1 MiB broadcast from rank 0 traced (STRATA_TRACE) and the bytes each rank's
+// nodes moved added up by strata-trace-merge --bytes. With single copy, ranks
+// 1 and 3 read the 1 MiB once out of their host parent's buffer (read_peer)
+// and copy nothing out of a window; with STRATA_SINGLE_COPY=off the parent
+// puts it into the child's window and the child copies it out (two copies).
+TEST(HostSingleCopy, SameHostRanksOfAMultiHostBroadcastCopyItOnce) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "strata-hsc.XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  constexpr std::uint64_t kMiB = 1 << 20;
+  for (const bool on : {true, false}) {
+    const std::string prefix = tmpl + (on ? "/on" : "/off");
+    const std::string cmd = "env STRATA_TRACE=" + prefix + (on ? "" : " STRATA_SINGLE_COPY=off") + " " + bin() +
+                            "/strata-run -n 4 --hosts 2 --timeout 120 -- " + bin() +
+                            "/strata-bench --coll bcast --sizes 1M --iters 1 --warmup 0 --no-memcpy --quiet";
+    const launch::ProcessResult run_r = launch::run_command(cmd);
+    ASSERT_EQ(run_r.status, 0) << cmd << "\n" << run_r.out;
+    const launch::ProcessResult m = launch::run_command(bin() + "/strata-trace-merge --bytes --prefix " + prefix);
+    ASSERT_EQ(m.status, 0) << m.out;
+    // "bytes rank R KIND peer P|- B B nodes N" -> per rank: bytes read_peer from the host parent, bytes copied.
+    std::uint64_t read[4] = {0, 0, 0, 0}, copied[4] = {0, 0, 0, 0}, put_same_host[4] = {0, 0, 0, 0};
+    std::istringstream lines(m.out);
+    std::string line;
+    int parsed = 0;
+    while (std::getline(lines, line)) {
+      std::istringstream w(line);
+      std::string tag, rank_w, kind, peer_w, peer, unit;
+      int rank = -1;
+      std::uint64_t bytes = 0;
+      if (!(w >> tag >> rank_w >> rank >> kind >> peer_w >> peer >> bytes >> unit) || tag != "bytes") continue;
+      ASSERT_TRUE(rank >= 0 && rank < 4) << line;
+      ++parsed;
+      const int host = rank / 2;
+      const bool peer_same_host = peer != "-" && std::stoi(peer) / 2 == host;
+      if (kind == "read_peer") {
+        EXPECT_TRUE(peer_same_host) << line;
+        read[rank] += bytes;
+      }
+      if (kind == "copy") copied[rank] += bytes;
+      if (kind == "put_with_signal" && peer_same_host) put_same_host[rank] += bytes;
+    }
+    ASSERT_GT(parsed, 0) << m.out;
+    const std::string what = std::string(on ? "single copy" : "STRATA_SINGLE_COPY=off") + "\n" + m.out;
+    for (int r : {1, 3}) {
+      if (on) {
+        EXPECT_EQ(read[r], kMiB) << "rank " << r << ", " << what;
+        EXPECT_LT(copied[r], kMiB / 16) << "rank " << r << ", " << what;
+      } else {
+        EXPECT_EQ(read[r], 0u) << "rank " << r << ", " << what;
+        EXPECT_GE(copied[r], kMiB) << "rank " << r << ", " << what;
+      }
+    }
+    // The host parents (0: the root, 2: host 1's leader) put the 1 MiB into
+    // their same-host child's window only without single copy.
+    for (int r : {0, 2}) {
+      if (on)
+        EXPECT_LT(put_same_host[r], kMiB / 16) << "rank " << r << ", " << what;
+      else
+        EXPECT_GE(put_same_host[r], kMiB) << "rank " << r << ", " << what;
     }
   }
   std::filesystem::remove_all(tmpl);

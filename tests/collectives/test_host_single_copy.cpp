@@ -1,0 +1,170 @@
+// Single copy between the same-host ranks of a multi-host communicator
+// (docs/algorithms.md, "Single copy across hosts"), without processes: the
+// broadcast's tree edges inside one host read the parent's published user
+// buffer (read_peer) instead of a put into the child's window and a copy out
+// of it. Every rank's slice is compiled for two-host groups (block and cyclic
+// placement), validated across ranks and executed over the fake transport
+// (random release order, several instances in a row) against the root's
+// buffer; the plans are checked for where each rank's bytes come from. The
+// multi-process runs are in test_collectives (and the bytes-per-rank check
+// over the real transports in test_host_single_copy_procs).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../common/fake_ranks.hpp"
+#include "strata/collectives/compile.hpp"
+#include "strata/dag/executor.hpp"
+
+namespace {
+
+using fake_ranks::FakeRanks;
+using fake_ranks::make_group;
+using fake_ranks::Place;
+using strata::coll::Call;
+using strata::coll::Group;
+using strata::coll::Kind;
+namespace dag = strata::dag;
+
+constexpr std::size_t kSlot = 1 << 16;
+
+Group sc_group(int n, Place p) {
+  Group g = make_group(n, p, kSlot);
+  g.flags = true;
+  g.publish_word = 64;  // past the wake words (fake_ranks: 256 flag words per rank)
+  return g;
+}
+
+Call bcast(int root, std::size_t count) {
+  Call c;
+  c.kind = Kind::broadcast;
+  c.dtype = dag::DataType::i32;
+  c.root = root;
+  c.count = count;
+  c.fast_ok = true;  // every choice left to strata, as for an automatic call
+  return c;
+}
+
+std::vector<std::shared_ptr<const dag::Plan>> compile_every_rank(Group g, const Call& c) {
+  std::vector<std::shared_ptr<const dag::Plan>> plans;
+  for (int r = 0; r < g.size(); ++r) {
+    g.rank = r;
+    plans.push_back(strata::coll::compile(g, c, 1));
+  }
+  return plans;
+}
+
+// Bytes of rank r's read_peer nodes, and whether any of them reads a rank on another host.
+std::uint64_t read_bytes(const Group& g, const dag::Plan& p, int r, bool* remote) {
+  std::uint64_t sum = 0;
+  for (const dag::Node& nd : p.nodes()) {
+    if (nd.kind != dag::NodeKind::read_peer) continue;
+    sum += nd.dst.len;
+    if (g.host[static_cast<std::size_t>(nd.peer)] != g.host[static_cast<std::size_t>(r)]) *remote = true;
+  }
+  return sum;
+}
+
+// Bytes rank r copies into its receive buffer out of its window.
+std::uint64_t copied_into_output(const dag::Plan& p) {
+  std::uint64_t sum = 0;
+  for (const dag::Node& nd : p.nodes())
+    if (nd.kind == dag::NodeKind::copy && nd.dst.buf.kind == dag::BufferKind::output && nd.dst.buf.id == 0)
+      sum += nd.dst.len;
+  return sum;
+}
+
+std::int32_t val(int root, std::size_t i, int round) {
+  return static_cast<std::int32_t>(root * 100000 + round * 7 + static_cast<int>(i % 9973) + 1);
+}
+
+struct Case {
+  int n;
+  Place place;
+};
+
+class HostSingleCopy : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HostSingleCopy, SameHostChildrenReadTheirParentsBufferOnceAndMatchTheRoot) {
+  const int n = GetParam().n;
+  const auto nn = static_cast<std::size_t>(n);
+  const Group g = sc_group(n, GetParam().place);
+  FakeRanks sim(n, kSlot, 11 + static_cast<std::uint64_t>(n));
+  sim.with_flags();
+  int round = 0;
+  // 20 KB: one fragment; 280 KB: fragments through several window regions.
+  for (std::size_t count : {std::size_t{5000}, std::size_t{70000}})
+    for (int root = 0; root < n; ++root, ++round) {
+      const std::string what = "n=" + std::to_string(n) + " count=" + std::to_string(count) +
+                               " root=" + std::to_string(root);
+      const Call c = bcast(root, count);
+      std::vector<std::shared_ptr<const dag::Plan>> plans;
+      ASSERT_NO_THROW(plans = compile_every_rank(g, c)) << what;
+      std::vector<const dag::Plan*> raw;
+      for (const auto& p : plans) raw.push_back(p.get());
+      const strata::Status st = dag::validate(raw);
+      ASSERT_TRUE(st.is_ok()) << what << ": " << st.message();
+      // One rank per host other than the root's receives across hosts (its
+      // host leader); every other non-root reads its whole buffer once from
+      // a same-host parent and copies nothing into it out of a window.
+      int readers = 0;
+      for (int r = 0; r < n; ++r) {
+        bool remote = false;
+        const std::uint64_t got = read_bytes(g, *plans[static_cast<std::size_t>(r)], r, &remote);
+        EXPECT_FALSE(remote) << what << ": rank " << r << " reads a rank on another host";
+        if (got == 0) continue;
+        ++readers;
+        EXPECT_NE(r, root) << what;
+        EXPECT_EQ(got, count * 4) << what << ": rank " << r;
+        EXPECT_EQ(copied_into_output(*plans[static_cast<std::size_t>(r)]), 0u) << what << ": rank " << r;
+      }
+      EXPECT_EQ(readers, n - 2) << what;
+      std::vector<std::vector<std::int32_t>> buf(nn);
+      for (std::size_t r = 0; r < nn; ++r) buf[r].assign(count, -1);
+      for (std::size_t i = 0; i < count; ++i) buf[static_cast<std::size_t>(root)][i] = val(root, i, round);
+      ASSERT_TRUE(sim.run(plans, [&](int r) -> FakeRanks::Io {
+        void* mine = buf[static_cast<std::size_t>(r)].data();
+        return r == root ? FakeRanks::Io{mine, nullptr} : FakeRanks::Io{nullptr, mine};
+      })) << what;
+      for (std::size_t r = 0; r < nn; ++r)
+        for (std::size_t i = 0; i < count; ++i)
+          ASSERT_EQ(buf[r][i], val(root, i, round)) << what << " rank " << r << " element " << i;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(TwoHosts, HostSingleCopy,
+                         ::testing::Values(Case{4, Place::hosts2}, Case{5, Place::hosts2}, Case{6, Place::cyclic},
+                                           Case{8, Place::hosts2}));
+
+// Where single copy does not apply, the edges move data through the windows:
+// below the broadcast window's minimum, a call that named its algorithm, a
+// persistent (direct) plan, a group without publication records, one host.
+TEST(HostSingleCopyOff, SmallNamedDirectOrUnavailableCallsReadNothing) {
+  auto reads = [](const Group& g, const Call& c) {
+    std::uint64_t sum = 0;
+    for (const auto& p : compile_every_rank(g, c))
+      for (const dag::Node& nd : p->nodes())
+        if (nd.kind == dag::NodeKind::read_peer) sum += nd.dst.len;
+    return sum;
+  };
+  const Group g = sc_group(4, Place::hosts2);
+  EXPECT_GT(reads(g, bcast(0, 5000)), 0u) << "the case the others differ from";
+  EXPECT_EQ(reads(g, bcast(0, 1000)), 0u) << "4 KB: below bcast_single_copy_min_bytes";
+  Call named = bcast(0, 5000);
+  named.fast_ok = false;
+  EXPECT_EQ(reads(g, named), 0u) << "a caller's choice keeps the window protocol";
+  Group off = g;
+  off.publish_word = 0;
+  EXPECT_EQ(reads(off, bcast(0, 5000)), 0u) << "no publication records (STRATA_SINGLE_COPY=off)";
+  auto t = std::make_shared<strata::coll::Tuning>();
+  t->bcast_single_copy_max_bytes = 0;
+  Group none = g;
+  none.tuning = t;
+  EXPECT_EQ(reads(none, bcast(0, 5000)), 0u) << "bcast_single_copy_max_bytes = 0 turns it off";
+}
+
+}  // namespace
