@@ -5,7 +5,7 @@ libfabric providers, docs/fabric.md "Progress, waiting"). Latency of every
 size and, optionally, OSU overlap.
 
   bench/scripts/strata_ab.py [--a-build build] [--b-build build] [--a-env K=V,...] [--b-env K=V,...]
-                             [--a-args ARGS] [--b-args ARGS] [--hosts 1] [--net RATE] [--colls allreduce,bcast,alltoall]
+                             [--a-args ARGS] [--b-args ARGS] [--ranks 2] [--hosts 1] [--net RATE] [--colls allreduce,bcast,alltoall]
                              [--sizes 8,64,1K,8K,64K,1M,4M] [--overlap-sizes 64K,1M,4M] [--rounds 3] [--out DIR]
 
 Examples:
@@ -45,6 +45,7 @@ def main():
     ap.add_argument("--a-args", default="", help="extra strata-bench arguments of A's latency runs (e.g. --persistent)")
     ap.add_argument("--b-args", default="", help="extra strata-bench arguments of B's latency runs")
     ap.add_argument("--hosts", type=int, default=1)
+    ap.add_argument("--ranks", type=int, default=2, help="ranks, split evenly over the hosts (default 2)")
     ap.add_argument("--net", default=None)
     ap.add_argument("--colls", default="allreduce,bcast,alltoall")
     ap.add_argument("--sizes", default="8,64,1K,8K,64K,1M,4M")
@@ -57,7 +58,7 @@ def main():
     out = a.out or os.path.join(a.b_build, "bench-results", f"ab-{stamp}")
     side = {"A": (a.a_build, env_of(a.a_env)), "B": (a.b_build, env_of(a.b_env))}
     extra = {"A": a.a_args.split(), "B": a.b_args.split()}
-    runners = {t: cmp.Runner(argparse.Namespace(build=b, hosts=a.hosts, net=a.net, ranks=2, out=out))
+    runners = {t: cmp.Runner(argparse.Namespace(build=b, hosts=a.hosts, net=a.net, ranks=a.ranks, out=out))
                for t, (b, _) in side.items()}
     lat = {"A": [], "B": []}
     ovl = {"A": [], "B": []}
@@ -71,7 +72,7 @@ def main():
             if a.overlap_sizes:
                 R.strata(f"ovl-{t}-r{rnd}", ["--coll", a.colls, "--sizes", a.overlap_sizes, "--overlap"], env=env)
                 ovl[t].append(parse(os.path.join(out, f"ovl-{t}-r{rnd}.log")))
-    where = f"2 ranks, {a.hosts} host(s)" + (f", {a.net} links" if a.net else "")
+    where = f"{a.ranks} ranks, {a.hosts} host(s)" + (f", {a.net} links" if a.net else "")
     lines = [f"# strata A/B ({stamp}): {where}\n",
              f"A = {side['A'][0]} {a.a_env} {a.a_args}; B = {side['B'][0]} {a.b_env} {a.b_args}\n",
              f"machine: {cmp.load_avg()}; {a.rounds} interleaved rounds; slowest rank's median, us\n",
