@@ -257,6 +257,150 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
   return done(x);
 }
 
+namespace {
+
+// Whether @p g's hosts all hold the same number of members, at least two.
+bool even_hosts(const Hosts& h) {
+  const std::size_t l = h.members.front().size();
+  if (l < 2) return false;
+  for (const auto& m : h.members)
+    if (m.size() != l) return false;
+  return true;
+}
+
+}  // namespace
+
+bool host_single_copy_allreduce(const Group& g, const Call& c) {
+  if (c.kind != Kind::allreduce || c.in_place || c.shared_buffers || g.publish_word == 0 || !g.spans_hosts() ||
+      !c.fast_ok || c.direct || c.on_block || c.compute || (c.user_op && !c.user_op->commutative))
+    return false;
+  const Tuning& t = tuning(g);
+  const std::uint64_t bytes = c.count * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype));
+  if (t.allreduce_single_copy_max_bytes == 0 || bytes < t.allreduce_single_copy_min_bytes ||
+      bytes > t.allreduce_single_copy_max_bytes)
+    return false;
+  return even_hosts(hosts_of(g));
+}
+
+// Allreduce across hosts with single copy inside each host (docs/algorithms.md,
+// "Single copy across hosts"): every host's L members split the vector into L
+// chunks; member i folds chunk i of its host's send buffers into its output
+// straight out of them (read_peer / read_peer_fold), the i-th members of all
+// hosts allreduce their chunk among themselves over the window protocol (rd,
+// or recursive halving + doubling above allreduce_hier_rd_max_bytes), and
+// member i writes the finished chunk into its host's other outputs
+// (write_peer). Per rank: (L - 1) m / L read and folded, (L - 1) m / L
+// written, the chunk's allreduce among H hosts; no window copy inside a host.
+std::shared_ptr<const dag::Plan> compile_allreduce_host_single(const Group& g, const Call& c, int slot,
+                                                               const AlgorithmRow& row) {
+  Ctx x(g, c, slot);
+  const int n = g.size();
+  const std::size_t es = x.esize();
+  const std::uint64_t total = c.count * es;
+  if (c.in_place) fail(Errc::unsupported, g, c, "algorithm '" + row.name + "' needs separate send and receive buffers");
+  if (g.publish_word == 0 || !g.spans_hosts())
+    fail(Errc::unsupported, g, c,
+         "algorithm '" + row.name +
+             "' needs a communicator that spans hosts, window flags and a CMA path to every same-host member "
+             "(not under STRATA_SINGLE_COPY=off)");
+  if (c.user_op && !c.user_op->commutative)
+    fail(Errc::unsupported, g, c, "algorithm '" + row.name + "' does not keep rank order (non-commutative op)");
+  const Hosts h = hosts_of(g);
+  if (!even_hosts(h))
+    fail(Errc::unsupported, g, c, "algorithm '" + row.name + "' needs the same number (>= 2) of members on every host");
+  x.b().require_output_coverage(false);
+  x.b().input(0, total);
+  x.b().output(0, total);
+  x.b().algorithm(row.name);
+  const int hosts = h.leaders();
+  const auto me = static_cast<std::size_t>(g.rank);
+  const std::vector<int>& local = h.members[static_cast<std::size_t>(h.host_of[me])];
+  const int nl = static_cast<int>(local.size());
+  const int li = h.local_of[me];
+  // Chunk i: count / L elements, one more for the first count % L.
+  const auto chunk = [&](int i, std::uint64_t* at) {
+    const auto ui = static_cast<std::uint64_t>(i), ul = static_cast<std::uint64_t>(nl);
+    const std::uint64_t q = c.count / ul, m = c.count % ul;
+    *at = (ui * q + std::min(ui, m)) * es;
+    return (q + (ui < m ? 1 : 0)) * es;
+  };
+  std::uint64_t at = 0;
+  const std::uint64_t len = chunk(li, &at);
+  const std::uint32_t w = g.publish_word + dag::kPublishWords * x.slot();
+  const std::vector<NodeId> start = entry(x);
+  const NodeId pub = x.b().publish(w, total > 0 ? dag::in(0, 0, total) : Region{},
+                                   total > 0 ? dag::out(0, 0, total) : Region{}, start);
+  std::vector<NodeId> pubs(static_cast<std::size_t>(n), dag::kNoNode);
+  const auto published = [&](int r) {
+    NodeId& f = pubs[static_cast<std::size_t>(r)];
+    if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
+    return f;
+  };
+  std::vector<NodeId> done;
+  Tracker t;
+  const Region acc = dag::out(0, at, len);
+  // 1. This host's chunk li folded into acc, straight out of the send buffers.
+  if (len > 0) {
+    NodeId prev = dag::kNoNode;
+    for (int j = 1; j < nl; ++j) {  // rotated: the next member first
+      const int r = local[static_cast<std::size_t>((li + j) % nl)];
+      std::vector<NodeId> d = start;
+      if (prev != dag::kNoNode) d.push_back(prev);
+      d.push_back(published(r));
+      if (j == 1)
+        prev = x.b().read_peer(x.world(r), w, 0, at, acc, d);
+      else if (c.user_op)
+        prev = x.b().read_peer_fold(x.world(r), w, 0, at, acc, x.user_index(), d);
+      else
+        prev = x.b().read_peer_fold(x.world(r), w, 0, at, acc, c.op, c.dtype, d);
+      done.push_back(prev);
+    }
+    t.write(acc, x.reduce(acc, dag::in(0, at, len), acc, {prev}));
+  }
+  // 2. The chunk's allreduce among the li-th members of every host (in place on acc).
+  const bool rd = len <= tuning(g).allreduce_hier_rd_max_bytes;
+  const int parts = rd ? 1 : hosts;
+  std::vector<std::uint64_t> bb, bat;
+  split(len / es, es, parts, &bb, &bat);
+  for (std::uint64_t& a : bat) a += at;
+  auto build = [&](int r, patterns::Schedule& s) {
+    const int j = h.host_of[static_cast<std::size_t>(r)];
+    const int col = h.local_of[static_cast<std::size_t>(r)];
+    const auto real = [&h, col](int q) {
+      return h.members[static_cast<std::size_t>(q)][static_cast<std::size_t>(col)];
+    };
+    s.reset(r, n, parts, patterns::BlockSpace::rank_blocks, false);
+    if (rd) {
+      patterns::Schedule one;
+      patterns::recursive_doubling_allreduce(j, hosts, one);
+      append_steps(s, one, real, true);
+    } else {
+      rs_ag(j, hosts, false, s, real);
+    }
+  };
+  AllreduceKind k(x, t, bb, bat, /*in_place=*/true);
+  const std::uint64_t maxm = max_message(n, build, k);
+  patterns::Schedule s;
+  build(g.rank, s);
+  Emitter e(x, t, geometry(g, c, es, maxm, true), start);
+  e.run(s, k);
+  // 3. The finished chunk written into the other members' outputs.
+  if (len > 0) {
+    const std::vector<NodeId> fin = t.read_deps(acc);
+    for (int j = 1; j < nl; ++j) {
+      const int r = local[static_cast<std::size_t>((li + j) % nl)];
+      std::vector<NodeId> d = fin;
+      d.push_back(published(r));
+      done.push_back(x.b().write_peer(x.world(r), w, 1, at, acc, d));
+    }
+  }
+  // Reads-done ("done with your send buffer and your output"); end after every other member's.
+  x.b().flag_set(w + 1, done.empty() ? std::vector<NodeId>{pub} : done);
+  for (const int r : local)
+    if (r != g.rank) x.b().flag_wait(x.world(r), w + 1, 0, {pub});
+  return steps::done(x);
+}
+
 }  // namespace strata::coll::cc
 
 namespace strata::coll {

@@ -454,5 +454,12 @@ bool has_single_copy_plan(const Call& c);
 bool shared_single_copy(const Group& g, const Call& c);
 // compile_allreduce.cpp: the schedule-based allreduces (rd, rabenseifner, ring, hier*).
 std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c, int slot, const AlgorithmRow& row);
+// Allreduce across hosts with single copy inside each host ("hier-single-copy"):
+// automatic for commutative, not-in-place calls inside
+// allreduce_single_copy_min_bytes .. max_bytes when every host holds the same
+// number (>= 2) of members and the group has publication records.
+bool host_single_copy_allreduce(const Group& g, const Call& c);
+std::shared_ptr<const dag::Plan> compile_allreduce_host_single(const Group& g, const Call& c, int slot,
+                                                               const AlgorithmRow& row);
 
 }  // namespace strata::coll::cc

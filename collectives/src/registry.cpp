@@ -36,6 +36,7 @@ bool automatic(const Group&, const Call& c) { return means_automatic(c.kind, c.a
 bool mapped_applies(const Group& g, const Call& c) { return cc::mapped_plan(g, c); }
 bool bcast_sc_applies(const Group& g, const Call& c) { return cc::single_copy(g, c, c.count * elem(c)); }
 bool allreduce_sc_applies(const Group& g, const Call& c) { return cc::single_copy_allreduce(g, c); }
+bool allreduce_host_sc_applies(const Group& g, const Call& c) { return cc::host_single_copy_allreduce(g, c); }
 bool rooted_sc_applies(const Group& g, const Call& c) { return cc::shared_single_copy(g, c); }
 bool rs_sc_applies(const Group& g, const Call& c) { return cc::single_copy_reduce_scatter(g, c); }
 
@@ -203,6 +204,17 @@ void allreduce_rows(std::vector<AlgorithmRow>* t) {
   t->push_back(sc_row(k, "one host, not in place, allreduce_single_copy_min_bytes .. allreduce_single_copy_max_bytes",
                       {"allreduce_single_copy_min_bytes", "allreduce_single_copy_max_bytes"}, allreduce_sc_applies,
                       allreduce_sc));
+  AlgorithmRow hsc =
+      row(k, "hier-single-copy",
+          "per host: member i folds chunk i out of the host's send buffers, the i-th members of all "
+          "hosts allreduce it (rd or rabenseifner), member i writes it into the host's outputs",
+          "(L-1) m/L read + folded + written per rank (L per host); the chunk's allreduce over H hosts",
+          "across hosts, L >= 2 per host on every host, not in place, commutative, "
+          "allreduce_single_copy_min_bytes .. allreduce_single_copy_max_bytes",
+          {"allreduce_single_copy_min_bytes", "allreduce_single_copy_max_bytes", "allreduce_hier_rd_max_bytes"},
+          allreduce_host_sc_applies, cc::compile_allreduce_host_single, Variant::single_copy);
+  hsc.keeps_order = false;
+  t->push_back(hsc);
   tree_rows(t, k, "reduce to rank 0 + broadcast down the same tree, fragment-pipelined",
             "2h + ceil(m/f) - 1 fragment steps", automatic, cc::allreduce_tree_plan,
             {"allreduce_tree_host", "allreduce_tree_numa", "allreduce_tree_core", "pipeline_fragment"});

@@ -165,6 +165,46 @@ TEST(HostSingleCopy, SameHostRanksOfAMultiHostBroadcastCopyItOnce) {
   std::filesystem::remove_all(tmpl);
 }
 
+// The allreduce across hosts with single copy inside each host
+// ("hier-single-copy"), same placement: each rank reads and folds the other
+// same-host member's half of the 1 MiB vector out of its send buffer
+// (read_peer), writes its finished half into that member's output
+// (write_peer), and moves nothing by CMA to or from the other host; the
+// bench's --check verifies the sums.
+TEST(HostSingleCopy, AllreduceAcrossHostsFoldsAndWritesSameHostHalvesOnce) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "strata-hsc.XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  constexpr std::uint64_t kHalf = 1 << 19;
+  const std::string prefix = tmpl + "/ar";
+  const std::string cmd = "env STRATA_TRACE=" + prefix + " " + bin() + "/strata-run -n 4 --hosts 2 --timeout 120 -- " +
+                          bin() +
+                          "/strata-bench --coll allreduce --sizes 1M --iters 1 --warmup 0 --no-memcpy --check --quiet";
+  const launch::ProcessResult run_r = launch::run_command(cmd);
+  ASSERT_EQ(run_r.status, 0) << cmd << "\n" << run_r.out;
+  EXPECT_NE(run_r.out.find(" ok "), std::string::npos) << run_r.out;
+  const launch::ProcessResult m = launch::run_command(bin() + "/strata-trace-merge --bytes --prefix " + prefix);
+  ASSERT_EQ(m.status, 0) << m.out;
+  std::uint64_t read[4] = {0, 0, 0, 0}, written[4] = {0, 0, 0, 0};
+  std::istringstream lines(m.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream w(line);
+    std::string tag, rank_w, kind, peer_w, peer, unit;
+    int rank = -1;
+    std::uint64_t bytes = 0;
+    if (!(w >> tag >> rank_w >> rank >> kind >> peer_w >> peer >> bytes >> unit) || tag != "bytes") continue;
+    ASSERT_TRUE(rank >= 0 && rank < 4) << line;
+    if (kind != "read_peer" && kind != "write_peer") continue;
+    EXPECT_EQ(std::stoi(peer), rank ^ 1) << "CMA only with the same-host member: " << line;
+    (kind == "read_peer" ? read : written)[rank] += bytes;
+  }
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(read[r], kHalf) << "rank " << r << "\n" << m.out;
+    EXPECT_EQ(written[r], kHalf) << "rank " << r << "\n" << m.out;
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
 }  // namespace
 
 namespace {

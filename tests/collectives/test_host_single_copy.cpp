@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <string>
@@ -99,8 +100,8 @@ TEST_P(HostSingleCopy, SameHostChildrenReadTheirParentsBufferOnceAndMatchTheRoot
   // 20 KB: one fragment; 280 KB: fragments through several window regions.
   for (std::size_t count : {std::size_t{5000}, std::size_t{70000}})
     for (int root = 0; root < n; ++root, ++round) {
-      const std::string what = "n=" + std::to_string(n) + " count=" + std::to_string(count) +
-                               " root=" + std::to_string(root);
+      const std::string what =
+          "n=" + std::to_string(n) + " count=" + std::to_string(count) + " root=" + std::to_string(root);
       const Call c = bcast(root, count);
       std::vector<std::shared_ptr<const dag::Plan>> plans;
       ASSERT_NO_THROW(plans = compile_every_rank(g, c)) << what;
@@ -139,6 +140,107 @@ TEST_P(HostSingleCopy, SameHostChildrenReadTheirParentsBufferOnceAndMatchTheRoot
 INSTANTIATE_TEST_SUITE_P(TwoHosts, HostSingleCopy,
                          ::testing::Values(Case{4, Place::hosts2}, Case{5, Place::hosts2}, Case{6, Place::cyclic},
                                            Case{8, Place::hosts2}));
+
+// Allreduce across hosts with single copy inside each host
+// ("hier-single-copy"): every rank reads and folds (L - 1) chunks out of its
+// host's send buffers, writes its finished chunk into the L - 1 other outputs
+// of its host, and reads nothing from another host; the results match the
+// sequential sum for rd (small chunks) and rabenseifner (chunks above
+// allreduce_hier_rd_max_bytes) among the hosts.
+class HostSingleCopyAllreduce : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HostSingleCopyAllreduce, EveryRankFoldsItsChunkAndWritesItToItsHostAndMatchesTheSum) {
+  const int n = GetParam().n;
+  const auto nn = static_cast<std::size_t>(n);
+  Group g = sc_group(n, GetParam().place);
+  auto t = std::make_shared<strata::coll::Tuning>();
+  t->allreduce_single_copy_min_bytes = 4096;
+  t->allreduce_hier_rd_max_bytes = 16384;  // chunks of 60 KB: recursive halving + doubling among hosts
+  g.tuning = t;
+  const int per_host = n / 2;
+  FakeRanks sim(n, kSlot, 5 + static_cast<std::uint64_t>(n));
+  sim.with_flags();
+  int round = 0;
+  for (std::size_t count : {std::size_t{1025}, std::size_t{15001 * static_cast<std::size_t>(per_host)}}) {
+    ++round;
+    const std::string what = "n=" + std::to_string(n) + " count=" + std::to_string(count);
+    Call c;
+    c.kind = Kind::allreduce;
+    c.dtype = dag::DataType::i32;
+    c.op = dag::ReduceOp::sum;
+    c.count = count;
+    c.fast_ok = true;
+    std::vector<std::shared_ptr<const dag::Plan>> plans;
+    ASSERT_NO_THROW(plans = compile_every_rank(g, c)) << what;
+    std::vector<const dag::Plan*> raw;
+    for (const auto& p : plans) raw.push_back(p.get());
+    const strata::Status st = dag::validate(raw);
+    ASSERT_TRUE(st.is_ok()) << what << ": " << st.message();
+    for (int r = 0; r < n; ++r) {
+      const dag::Plan& p = *plans[static_cast<std::size_t>(r)];
+      EXPECT_EQ(p.algorithm(), "hier-single-copy") << what;
+      std::uint64_t read = 0, written = 0;
+      for (const dag::Node& nd : p.nodes()) {
+        if (nd.kind != dag::NodeKind::read_peer && nd.kind != dag::NodeKind::write_peer) continue;
+        EXPECT_EQ(g.host[static_cast<std::size_t>(nd.peer)], g.host[static_cast<std::size_t>(r)])
+            << what << ": rank " << r << " reaches into another host";
+        (nd.kind == dag::NodeKind::read_peer ? read : written) +=
+            nd.kind == dag::NodeKind::read_peer ? nd.dst.len : nd.src.len;
+      }
+      // Its chunk (count / L elements, +1 for the first count % L) from / to each of L - 1 members.
+      const std::uint64_t chunk_lo = count / static_cast<std::size_t>(per_host) * 4;
+      EXPECT_GE(read, chunk_lo * static_cast<std::uint64_t>(per_host - 1)) << what << " rank " << r;
+      EXPECT_LE(read, (chunk_lo + 4) * static_cast<std::uint64_t>(per_host - 1)) << what << " rank " << r;
+      EXPECT_EQ(written, read) << what << " rank " << r;
+    }
+    std::vector<std::vector<std::int32_t>> in(nn), out(nn);
+    for (std::size_t r = 0; r < nn; ++r) {
+      in[r].resize(count);
+      out[r].assign(count, -7);
+      for (std::size_t i = 0; i < count; ++i) in[r][i] = static_cast<std::int32_t>((r + 1) * 1000 + i % 977 + round);
+    }
+    ASSERT_TRUE(sim.run(plans, [&](int r) -> FakeRanks::Io {
+      return {in[static_cast<std::size_t>(r)].data(), out[static_cast<std::size_t>(r)].data()};
+    })) << what;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::int32_t want = 0;
+      for (std::size_t r = 0; r < nn; ++r) want += in[r][i];
+      for (std::size_t r = 0; r < nn; ++r) ASSERT_EQ(out[r][i], want) << what << " rank " << r << " element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TwoHosts, HostSingleCopyAllreduce,
+                         ::testing::Values(Case{4, Place::hosts2}, Case{6, Place::cyclic}, Case{8, Place::hosts2}));
+
+// Uneven hosts, in place or a non-commutative operator: the window algorithms.
+TEST(HostSingleCopyAllreduceOff, UnevenHostsInPlaceOrOrderedOperatorsKeepTheWindowAlgorithms) {
+  auto algo = [](const Group& g0, bool in_place, bool ordered) {
+    Group g = g0;
+    Call c;
+    c.kind = Kind::allreduce;
+    c.dtype = dag::DataType::i32;
+    c.count = 1 << 16;
+    c.fast_ok = true;
+    c.in_place = in_place;
+    dag::UserReduce u;
+    if (ordered) {
+      u.elem_size = 4;
+      u.commutative = false;
+      u.name = "first";
+      u.fn = [](const void* a, const void*, void* d, std::size_t k) { std::memmove(d, a, 4 * k); };
+      c.user_op = std::make_shared<dag::UserReduce>(u);
+    }
+    return strata::coll::compile(g, c, 1)->algorithm();
+  };
+  EXPECT_EQ(algo(sc_group(4, Place::hosts2), false, false), "hier-single-copy") << "the case the others differ from";
+  EXPECT_NE(algo(sc_group(5, Place::hosts2), false, false), "hier-single-copy") << "2 + 3 members";
+  EXPECT_NE(algo(sc_group(4, Place::hosts2), true, false), "hier-single-copy") << "in place";
+  EXPECT_NE(algo(sc_group(4, Place::hosts2), false, true), "hier-single-copy") << "non-commutative";
+  Group off = sc_group(4, Place::hosts2);
+  off.publish_word = 0;
+  EXPECT_NE(algo(off, false, false), "hier-single-copy") << "STRATA_SINGLE_COPY=off";
+}
 
 // Where single copy does not apply, the edges move data through the windows:
 // below the broadcast window's minimum, a call that named its algorithm, a
