@@ -11,8 +11,10 @@
 //
 // Printed by rank 0, for every rank: VmHWM and VmRSS (kB) after the engine's
 // start, after the communicators' creation and at the end, the plan
-// cache's counters (Engine::plan_cache_stats), and the end's RssAnon and
-// RssShmem (kB): shared memory is the windows (own and mapped peers'). Results are checked (an
+// cache's counters (Engine::plan_cache_stats), the end's RssAnon and
+// RssShmem (kB): shared memory is the windows (own and mapped peers'), and the
+// bytes of this rank's own windows (Engine::window_stats, against
+// STRATA_WINDOW_BUDGET). Results are checked (an
 // allreduce sum per call kind); a wrong one exits 1. A memory measurement:
 // no timing.
 #include <algorithm>
@@ -118,6 +120,7 @@ int main(int argc, char** argv) {
     }
   }
   const std::uint64_t hwm_comms = status_kb("VmHWM"), rss_comms = status_kb("VmRSS");
+  const strata::Engine::WindowStats ws = engine.window_stats();  // with every communicator alive
 
   std::mt19937 rng(seed);
   bool ok = true;
@@ -135,36 +138,56 @@ int main(int argc, char** argv) {
   }
   world.barrier().get();
   const strata::Engine::PlanCacheStats st = engine.plan_cache_stats();
-  const std::uint64_t mine[] = {
-      hwm_start,   rss_start,    hwm_comms,  rss_comms, status_kb("VmHWM"), status_kb("VmRSS"),   st.hits,
-      st.misses,   st.evictions, st.entries, st.bytes,  st.peak_bytes,      status_kb("RssAnon"), status_kb("RssShmem"),
-      ok ? 0u : 1u};
+  const std::uint64_t mine[] = {hwm_start,
+                                rss_start,
+                                hwm_comms,
+                                rss_comms,
+                                status_kb("VmHWM"),
+                                status_kb("VmRSS"),
+                                st.hits,
+                                st.misses,
+                                st.evictions,
+                                st.entries,
+                                st.bytes,
+                                st.peak_bytes,
+                                status_kb("RssAnon"),
+                                status_kb("RssShmem"),
+                                ok ? 0u : 1u,
+                                ws.bytes};
   constexpr std::size_t kW = sizeof mine / sizeof mine[0];
   std::vector<std::uint64_t> all(kW * static_cast<std::size_t>(size));
   world.allgather(mine, kW, all.data(), strata::Datatype::uint64).get();
   bool all_ok = true;
   if (world.rank() == 0) {
-    std::printf("strata-mem: %d ranks, %d communicators, %d calls, seed %u, plan cache budget %zu bytes\n", size, comms,
-                calls, seed, st.budget);
-    std::printf("%4s %10s %10s %10s %10s %10s %10s %8s %8s %8s %8s %10s %10s %10s %10s\n", "rank", "hwm0_kB", "rss0_kB",
-                "hwm1_kB", "rss1_kB", "hwm_kB", "rss_kB", "hits", "misses", "evicted", "entries", "cache_kB", "peak_kB",
-                "anon_kB", "shmem_kB");
-    std::uint64_t max_hwm = 0;
+    std::printf(
+        "strata-mem: %d ranks, %d communicators, %d calls, seed %u, plan cache budget %zu bytes, window budget %zu "
+        "bytes\n",
+        size, comms, calls, seed, st.budget, ws.budget);
+    std::printf("%4s %10s %10s %10s %10s %10s %10s %8s %8s %8s %8s %10s %10s %10s %10s %10s\n", "rank", "hwm0_kB",
+                "rss0_kB", "hwm1_kB", "rss1_kB", "hwm_kB", "rss_kB", "hits", "misses", "evicted", "entries", "cache_kB",
+                "peak_kB", "anon_kB", "shmem_kB", "windows_kB");
+    std::uint64_t max_hwm = 0, max_windows = 0;
     for (int r = 0; r < size; ++r) {
       const std::uint64_t* v = all.data() + kW * static_cast<std::size_t>(r);
-      std::printf("%4d %10llu %10llu %10llu %10llu %10llu %10llu %8llu %8llu %8llu %8llu %10llu %10llu %10llu %10llu\n",
-                  r, static_cast<unsigned long long>(v[0]), static_cast<unsigned long long>(v[1]),
-                  static_cast<unsigned long long>(v[2]), static_cast<unsigned long long>(v[3]),
-                  static_cast<unsigned long long>(v[4]), static_cast<unsigned long long>(v[5]),
-                  static_cast<unsigned long long>(v[6]), static_cast<unsigned long long>(v[7]),
-                  static_cast<unsigned long long>(v[8]), static_cast<unsigned long long>(v[9]),
-                  static_cast<unsigned long long>(v[10] / 1024), static_cast<unsigned long long>(v[11] / 1024),
-                  static_cast<unsigned long long>(v[12]), static_cast<unsigned long long>(v[13]));
+      std::printf(
+          "%4d %10llu %10llu %10llu %10llu %10llu %10llu %8llu %8llu %8llu %8llu %10llu %10llu %10llu %10llu %10llu\n",
+          r, static_cast<unsigned long long>(v[0]), static_cast<unsigned long long>(v[1]),
+          static_cast<unsigned long long>(v[2]), static_cast<unsigned long long>(v[3]),
+          static_cast<unsigned long long>(v[4]), static_cast<unsigned long long>(v[5]),
+          static_cast<unsigned long long>(v[6]), static_cast<unsigned long long>(v[7]),
+          static_cast<unsigned long long>(v[8]), static_cast<unsigned long long>(v[9]),
+          static_cast<unsigned long long>(v[10] / 1024), static_cast<unsigned long long>(v[11] / 1024),
+          static_cast<unsigned long long>(v[12]), static_cast<unsigned long long>(v[13]),
+          static_cast<unsigned long long>(v[15] / 1024));
       max_hwm = std::max(max_hwm, v[4]);
+      max_windows = std::max(max_windows, v[15]);
       all_ok = all_ok && v[14] == 0;
     }
     std::printf("strata-mem: peak memory per rank (max VmHWM) %llu kB%s\n", static_cast<unsigned long long>(max_hwm),
                 all_ok ? "" : "; WRONG RESULTS");
+    std::printf("strata-mem: windows per rank (max, every communicator alive) %llu kB%s\n",
+                static_cast<unsigned long long>(max_windows / 1024),
+                ws.budget > 0 && max_windows > ws.budget ? " (above the window budget: the 64 KiB slot floor)" : "");
   }
   return ok ? 0 : 1;
 }

@@ -48,7 +48,7 @@ void CommImpl::fail_all(const Status& why) {
 
 transport::RemoteKey CommImpl::open_window(bool settle) {
   const std::size_t bytes = window_bytes();
-  window = std::make_unique<WindowMem>(*core->transport, bytes, group.world);
+  window = std::make_unique<WindowMem>(*core->transport, bytes, group.world, &core->window_bytes);
   // Until the members mapped the region its name is in /dev/shm, where a job
   // killed with its launcher would leave it (docs/transport.md, "Mapped
   // regions"). Every member creates its window in this same collective call

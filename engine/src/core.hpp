@@ -91,17 +91,23 @@ struct WindowMem {
   void* p = nullptr;
   std::size_t len = 0;
   std::unique_ptr<transport::SharedRegion> shared;
-  WindowMem(transport::Transport& t, std::size_t n, const std::vector<int>& members) : len(n) {
+  std::atomic<std::uint64_t>* counted = nullptr;  // the engine's window bytes (EngineCore::window_bytes)
+  WindowMem(transport::Transport& t, std::size_t n, const std::vector<int>& members,
+            std::atomic<std::uint64_t>* count = nullptr)
+      : len(n) {
     shared = t.allocate_shared(n, members);
     if (shared) {
       p = shared->addr;
-      return;
+    } else {
+      if (posix_memalign(&p, 4096, n) != 0)
+        throw Error(Errc::internal, "cannot allocate a window of " + std::to_string(n) + " bytes");
+      std::memset(p, 0, n);
     }
-    if (posix_memalign(&p, 4096, n) != 0)
-      throw Error(Errc::internal, "cannot allocate a window of " + std::to_string(n) + " bytes");
-    std::memset(p, 0, n);
+    counted = count;
+    if (counted != nullptr) counted->fetch_add(n, std::memory_order_relaxed);
   }
   ~WindowMem() {
+    if (counted != nullptr) counted->fetch_sub(len, std::memory_order_relaxed);
     if (!shared) std::free(p);
   }
   WindowMem(const WindowMem&) = delete;
@@ -129,6 +135,9 @@ struct LogSinkHandle {
 
 struct EngineCore {
   EngineOptions opts;
+  // Bytes of this engine's communicator windows now (WindowMem), against
+  // EngineOptions::window_budget when communicators are created.
+  std::atomic<std::uint64_t> window_bytes{0};
   // Every communicator's compiled plans, under one budget (plan_cache.hpp).
   PlanCache plans;
   LogSinkHandle log_sink;

@@ -36,13 +36,13 @@ using detail::CommImpl;
 // A new communicator of the parent ranks @p members of @p parent, id @p id,
 // @p credits window slots; its window is open (the caller exchanges the keys).
 std::shared_ptr<CommImpl> make_child(const CommImpl& parent, const std::vector<int>& members, std::uint32_t id,
-                                     int credits, bool lane) {
+                                     int credits, bool lane, std::size_t slot_bytes) {
   auto ni = std::make_shared<CommImpl>();
   ni->core = parent.core;
   ni->id = static_cast<std::uint16_t>(id);
   ni->lane = lane;
   ni->group.world_size = parent.group.world_size;
-  ni->group.slot_bytes = parent.group.slot_bytes;
+  ni->group.slot_bytes = slot_bytes;
   ni->group.credits = credits;
   ni->group.tuning = parent.group.tuning;
   for (std::size_t i = 0; i < members.size(); ++i) {
@@ -144,32 +144,61 @@ class Creation : public std::enable_shared_from_this<Creation> {
 
   detail::IdPool& pool() { return parent_->core->comm_ids; }
 
-  // Step 1: (color, key, tags) of every member.
+  // Step 1: (color, key, tags, affordable slot bytes) of every member.
   void exchange_meta() {
     const auto n = static_cast<std::size_t>(parent_->size());
     const auto r = static_cast<std::size_t>(parent_->rank());
-    out_.assign(3 * n, 0);
-    in_.assign(3 * n, 0);
-    out_[3 * r] = static_cast<std::uint64_t>(static_cast<std::int64_t>(color_));
-    out_[3 * r + 1] = static_cast<std::uint64_t>(static_cast<std::int64_t>(key_));
-    out_[3 * r + 2] = static_cast<std::uint64_t>(tags_);
+    out_.assign(kMeta * n, 0);
+    in_.assign(kMeta * n, 0);
+    out_[kMeta * r] = static_cast<std::uint64_t>(static_cast<std::int64_t>(color_));
+    out_[kMeta * r + 1] = static_cast<std::uint64_t>(static_cast<std::int64_t>(key_));
+    out_[kMeta * r + 2] = static_cast<std::uint64_t>(tags_);
+    out_[kMeta * r + 3] = affordable_slot();
     post(out_.data(), in_.data(), out_.size(), Op::bxor, &Creation::met);
+  }
+
+  // The largest window slot, halving from the parent's, whose windows (the
+  // communicator's credits, and its lane's when this member asks for tags)
+  // fit what is left of this rank's window budget; not below kMinSlot (or
+  // the parent's slot when that is smaller). EngineOptions::window_budget.
+  std::uint64_t affordable_slot() const {
+    static constexpr std::uint64_t kMinSlot = std::uint64_t{64} << 10;
+    const std::uint64_t parent_slot = parent_->group.slot_bytes;
+    const std::uint64_t budget = parent_->core->opts.window_budget;
+    if (budget == 0) return parent_slot;
+    const std::uint64_t used = parent_->core->window_bytes.load(std::memory_order_relaxed);
+    const std::uint64_t left = budget > used ? budget - used : 0;
+    const auto slots = static_cast<std::uint64_t>(parent_->group.credits + (tags_ > 0 ? lane_credits(tags_) : 0));
+    // What does not scale with the slot (flag words, the mapped area), as in the parent's window.
+    const std::uint64_t fixed =
+        parent_->window_bytes() - static_cast<std::uint64_t>(parent_->group.credits) * parent_slot;
+    const std::uint64_t floor = std::min(parent_slot, kMinSlot);
+    std::uint64_t slot = parent_slot;
+    while (slot > floor && fixed + slots * slot > left) slot = std::max(floor, slot / 2 / 4096 * 4096);
+    return slot;
   }
 
   // Members of my color ordered by (key, parent rank); the tags of the
   // color; whether any color wants a lane (then every member agrees on a
   // second id).
   void met() {
+    slot_ = parent_->group.slot_bytes;
     for (int r = 0; r < parent_->size(); ++r) {
-      const auto at = static_cast<std::size_t>(3 * r);
+      const auto at = kMeta * static_cast<std::size_t>(r);
       const auto col = static_cast<std::int64_t>(in_[at]);
       const auto t = static_cast<int>(in_[at + 2]);
       any_lane_ = any_lane_ || (col >= 0 && t > 0);
       if (color_ >= 0 && col == color_) {
         mine_.emplace_back(static_cast<std::int64_t>(in_[at + 1]), r);
         my_tags_ = std::max(my_tags_, t);
+        slot_ = std::min<std::size_t>(slot_, static_cast<std::size_t>(in_[at + 3]));  // every member's budget
       }
     }
+    if (slot_ < parent_->group.slot_bytes)
+      detail::logger().info(
+          "communicator creation: window slots of {} bytes (parent's {}): the window budget of "
+          "a member (STRATA_WINDOW_BUDGET) is nearly used",
+          slot_, parent_->group.slot_bytes);
     std::sort(mine_.begin(), mine_.end());
     from_ = pool().start();
     propose();
@@ -220,11 +249,11 @@ class Creation : public std::enable_shared_from_this<Creation> {
     for (const auto& m : mine_) members.push_back(m.second);
     transport::RemoteKey my_key{}, my_lane_key{};
     if (color_ >= 0) {
-      ni_ = make_child(*parent_, members, ids_[0], parent_->group.credits, false);
+      ni_ = make_child(*parent_, members, ids_[0], parent_->group.credits, false, slot_);
       taken_[0] = false;                            // ni_ owns it (~CommImpl releases it)
       my_key = ni_->open_window(/*settle=*/false);  // waited for at the end (keyed)
       if (my_tags_ > 0) {
-        ln_ = make_child(*parent_, members, ids_[1], lane_credits(my_tags_), true);
+        ln_ = make_child(*parent_, members, ids_[1], lane_credits(my_tags_), true, slot_);
         taken_[1] = false;
         ln_->tag_count = my_tags_;
         ln_->parent_id = static_cast<std::uint16_t>(ids_[0]);
@@ -339,6 +368,8 @@ class Creation : public std::enable_shared_from_this<Creation> {
   bool reserved_ = false;
   CommImpl::FlagsProposal prop_;  // the window protocol's agreement in flight
   std::uint64_t agreed_[CommImpl::kFlagWords] = {};
+  static constexpr std::size_t kMeta = 4;  // words per member in exchange_meta
+  std::size_t slot_ = 0;                   // the new communicator's window slot (met: every member's minimum)
   std::uint32_t ids_[2] = {0, 0};
   bool taken_[2] = {false, false};  // taken here and not yet owned by a communicator
   std::shared_ptr<CommImpl> ni_, ln_;

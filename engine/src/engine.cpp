@@ -82,6 +82,8 @@ EngineOptions EngineOptions::from_environment() {
       static_cast<std::size_t>(env_long("STRATA_INLINE_BYTES", static_cast<long>(o.inline_bytes), 0, 1L << 30));
   o.plan_cache_bytes =
       static_cast<std::size_t>(env_long("STRATA_PLAN_CACHE_BYTES", static_cast<long>(o.plan_cache_bytes), 0, 1L << 48));
+  o.window_budget =
+      static_cast<std::size_t>(env_long("STRATA_WINDOW_BUDGET", static_cast<long>(o.window_budget), 0, 1L << 48));
   return o;
 }
 
@@ -800,6 +802,9 @@ Engine::ProgressStats Engine::progress_stats() const noexcept {
   return out;
 }
 Engine::PlanCacheStats Engine::plan_cache_stats() const { return core_->plans.stats(); }
+Engine::WindowStats Engine::window_stats() const noexcept {
+  return {static_cast<std::size_t>(core_->window_bytes.load(std::memory_order_relaxed)), core_->opts.window_budget};
+}
 int Engine::size() const noexcept { return core_->boot->size(); }
 Communicator& Engine::world() noexcept { return world_; }
 const Hierarchy& Engine::hierarchy() const noexcept { return core_->hier; }

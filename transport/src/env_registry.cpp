@@ -58,6 +58,10 @@ const std::vector<Var> kVars = {
   {"STRATA_PLAN_CACHE_BYTES", "bytes 0..2^48", "67108864", "engine",
    "byte budget of the engine's plan cache, shared by all communicators; least recently used plans are evicted "
    "first, a plan larger than the budget is not cached, 0 caches nothing (docs/algorithms.md, \"Plan cache\")"},
+  {"STRATA_WINDOW_BUDGET", "bytes 0..2^48", "1073741824", "engine",
+   "bytes of communicator windows a rank registers before new communicators get smaller window slots (halved "
+   "down to 64 KiB until their window fits every member's rest of the budget); 0 = no budget "
+   "(docs/algorithms.md, \"Window memory\")"},
   {"STRATA_CREDITS", "power of two 1..64", "4", "engine",
    "collectives in flight per communicator (window slots)"},
   {"STRATA_CHECK", "0 or 1", "0", "engine",

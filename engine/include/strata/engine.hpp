@@ -145,6 +145,16 @@ struct EngineOptions {
   /// only the cache's reference: calls running it and persistent plans keep
   /// theirs (docs/algorithms.md, "Plan cache").
   std::size_t plan_cache_bytes = std::size_t{64} << 20;
+  /// STRATA_WINDOW_BUDGET: bytes of communicator windows this rank registers
+  /// before new communicators get smaller window slots. A new communicator
+  /// (split, dup, create) takes the largest slot, halving from its parent's,
+  /// whose window (credits x slot, its tag lane's too) fits what every member
+  /// has left of its budget, but not below 64 KiB (nor below slot_bytes when
+  /// that is smaller): the budget bounds the windows of communicators created
+  /// within it and slows down the calls of those created beyond it (more
+  /// fragments per message), never fails them. Windows of live communicators
+  /// are not shrunk. 0 = no budget (docs/algorithms.md, "Window memory").
+  std::size_t window_budget = std::size_t{1} << 30;
   /// Receives every line of strata's log that STRATA_LOG_LEVEL lets through
   /// (default warn), formatted as on stderr or in STRATA_LOG_FILE
   /// ("[time] [host rank R pid P] [level] message", no trailing newline), in
@@ -443,6 +453,13 @@ class Engine {
   };
   /// @brief This rank's PlanCacheStats (takes the cache's lock briefly).
   [[nodiscard]] PlanCacheStats plan_cache_stats() const;
+  /// @brief This rank's communicator windows against EngineOptions::window_budget.
+  struct WindowStats {
+    std::size_t bytes = 0;   ///< bytes of the windows of this rank's live communicators (lanes included)
+    std::size_t budget = 0;  ///< EngineOptions::window_budget (0 = none)
+  };
+  /// @brief This rank's WindowStats. Never blocks.
+  [[nodiscard]] WindowStats window_stats() const noexcept;
 
  private:
   std::shared_ptr<detail::EngineCore> core_;
