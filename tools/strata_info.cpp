@@ -7,7 +7,8 @@
 // every decision; docs/tuning.md) and the STRATA_* settings in effect.
 //
 //   strata-info [--json] [--version] [-c|--config] [--env-markdown]
-//               [--algorithms [--markdown]] [--plan COLL --bytes B --ranks N --hosts H [--algo A]]
+//               [--algorithms [--markdown]]
+//               [--plan COLL --bytes B --ranks N --hosts H [--algo A] [--tree T] [--topology SPEC]]
 #include <rdma/fabric.h>
 
 #include <CLI/CLI.hpp>
@@ -294,14 +295,50 @@ void print_version() {
 }
 
 // --plan: one call on the engine's communicator of a synthetic world (coll::planning_group: ranks
-// split evenly over hosts, one NUMA region each; memory-protocol plans on one host).
+// split evenly over hosts, one package and NUMA region each, or placed on each host as the
+// engine places them on the machine of --topology / STRATA_TOPOLOGY; memory-protocol plans
+// on one host).
 struct PlanQuery {
   std::string coll;
   std::uint64_t bytes = 1024;
   int ranks = 4;
   int hosts = 1;
   std::string algo;
+  std::string tree;       ///< CollOptions::tree
+  std::string direction;  ///< CollOptions::direction
+  std::string topology;   ///< hwloc synthetic string or XML path; empty: STRATA_TOPOLOGY, else one region
 };
+
+// The tree of a tree plan, one edge a line in pre-order from the root, indented by depth:
+// "  -> 4  host 0 package 1 numa 2  [package, push]".
+void print_tree(const strata::coll::Group& g, const strata::coll::Call& c) {
+  namespace coll = strata::coll;
+  const std::vector<coll::TreeEdge> edges = coll::plan_tree(g, c);
+  const coll::Algorithm a = coll::with_table(g.tuning ? *g.tuning : coll::Tuning{}, c.kind, c.algo);
+  auto shape = [](const coll::Shape& s) {
+    if (s.kind == coll::Shape::flat) return std::string("flat");
+    if (s.kind == coll::Shape::binary) return std::string("binary");
+    return s.radix == 1 ? std::string("chain") : s.radix == 2 ? std::string("binomial") : std::to_string(s.radix);
+  };
+  if (a.hierarchical)
+    std::printf("tree: host:%s,package:%s,numa:%s,core:%s\n", shape(a.host).c_str(), shape(a.package).c_str(),
+                shape(a.numa).c_str(), shape(a.core).c_str());
+  else
+    std::printf("tree: single:%s\n", shape(a.single).c_str());
+  auto place = [&](int r) {
+    const auto ur = static_cast<std::size_t>(r);
+    return "host " + std::to_string(g.host[ur]) + " package " + std::to_string(g.package_of(r)) + " numa " +
+           std::to_string(g.numa[ur]);
+  };
+  std::vector<int> depth(static_cast<std::size_t>(g.size()), 0);
+  std::printf("%d  %s  (root)\n", c.root, place(c.root).c_str());
+  for (const coll::TreeEdge& e : edges) {
+    const int d = depth[static_cast<std::size_t>(e.parent)] + 1;
+    depth[static_cast<std::size_t>(e.child)] = d;
+    std::printf("%*s-> %d  %s  [%s%s, %s]\n", 2 * d, "", e.child, place(e.child).c_str(), e.level.c_str(),
+                e.hop ? ", extra hop" : "", coll::to_string(e.direction));
+  }
+}
 
 // The algorithm registry (strata/collectives/registry.hpp).
 void print_algorithms(bool markdown) {
@@ -326,13 +363,30 @@ int print_plan(const PlanQuery& q) {
     if (k > static_cast<int>(coll::Kind::reduce_scatter_block) || q.ranks < 1 || q.hosts < 1 || q.hosts > q.ranks)
       throw std::invalid_argument("--plan '" + q.coll + "' with --ranks " + std::to_string(q.ranks) + " --hosts " +
                                   std::to_string(q.hosts) + ": not a collective or not a world");
-    const coll::Group g = coll::planning_group(q.ranks, q.hosts);
+    std::string spec = q.topology;
+    if (spec.empty()) {
+      if (const char* env = strata::detail::env::get("STRATA_TOPOLOGY")) spec = env;
+    }
+    std::vector<coll::LocalPlace> local;
+    std::string machine;
+    if (!spec.empty()) {  // each host's ranks placed as the engine places them (round robin over cores)
+      const strata::Machine m(spec);
+      for (int i = 0; i < m.num_cores(); ++i) {
+        const strata::RankPlace p = m.place_local(i);
+        local.push_back({p.package, p.numa});
+      }
+      machine = ", each host " + m.summary();
+    }
+    const coll::Group g = coll::planning_group(q.ranks, q.hosts, local);
     coll::Options o;
     o.algorithm = q.algo;
+    o.tree = q.tree;
+    o.direction = q.direction;
     const coll::Call c = coll::planning_call(g, static_cast<coll::Kind>(k), q.bytes, o);
     const coll::AlgorithmRow* row = coll::planned_algorithm(g, c);
-    std::printf("%s %llu B on %d ranks, %d hosts: %s\n", q.coll.c_str(), static_cast<unsigned long long>(q.bytes),
-                q.ranks, q.hosts, row != nullptr ? row->name.c_str() : "(none)");
+    std::printf("%s %llu B on %d ranks, %d hosts%s: %s\n", q.coll.c_str(), static_cast<unsigned long long>(q.bytes),
+                q.ranks, q.hosts, machine.c_str(), row != nullptr ? row->name.c_str() : "(none)");
+    if (row != nullptr && row->tree && coll::uses_tree(c.kind, c.algo)) print_tree(g, c);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata-info: %s\n", e.what());
@@ -365,11 +419,18 @@ int main(int argc, char** argv) {
   app.add_flag("--markdown", markdown, "with --algorithms: the table of docs/algorithms.md");
   app.add_option("--plan", plan.coll,
                  "the algorithm the engine runs for one call of COLL (with --bytes, --ranks, "
-                 "--hosts, --algo), then exit");
+                 "--hosts, --algo, --tree, --direction, --topology) and, for a tree algorithm, its tree; then exit");
   app.add_option("--bytes", plan.bytes, "with --plan: bytes per rank (default 1024)");
   app.add_option("--ranks", plan.ranks, "with --plan: ranks (default 4)");
   app.add_option("--hosts", plan.hosts, "with --plan: hosts, ranks split evenly (default 1)");
   app.add_option("--algo", plan.algo, "with --plan: CollOptions::algorithm (default automatic)");
+  app.add_option("--tree", plan.tree,
+                 "with --plan: CollOptions::tree, e.g. host:binomial,package:flat,numa:2,core:flat");
+  app.add_option("--direction", plan.direction, "with --plan: CollOptions::direction, e.g. package:pull");
+  app.add_option("--topology", plan.topology,
+                 "with --plan: each host's machine (hwloc synthetic, e.g. 'package:2 numa:2 core:2 pu:1', or an XML "
+                 "path; default STRATA_TOPOLOGY, else one package and NUMA region per host); tree plans print "
+                 "their tree, each edge with its level");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

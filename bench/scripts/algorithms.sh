@@ -10,7 +10,7 @@
 #   --out DIR        keep the JSON records there (default: a new /tmp directory)
 #
 # Two launches: -n 2 (one host) and -n 4 --topology 'package:2 numa:2 core:1 pu:1'
-# (two NUMA regions of two packages: a three-level tree). For bcast, reduce,
+# (two packages of two NUMA regions: package and NUMA tree levels). For bcast, reduce,
 # gather, scatter and allreduce it runs
 #   tree (hierarchical, default fragmentation, push)   the baseline
 #   single (single-level tree)                          -> hierarchical / flat

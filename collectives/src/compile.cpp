@@ -66,6 +66,8 @@ Direction edge_direction(const Group& g, const Algorithm& a, int parent, int chi
   const auto c = static_cast<std::size_t>(child);
   if (p >= g.host.size() || c >= g.host.size() || p >= g.numa.size() || c >= g.numa.size()) return Direction::push;
   if (g.host[p] != g.host[c]) return a.dir_host;
+  if (!g.package.empty() && (p >= g.package.size() || c >= g.package.size())) return Direction::push;
+  if (g.package_of(parent) != g.package_of(child)) return a.dir_package;
   if (g.numa[p] != g.numa[c]) return a.dir_numa;
   return a.dir_core;
 }
@@ -85,12 +87,14 @@ Algorithm with_table(const Tuning& t, Kind kind, Algorithm a) {
   if (a.tree_from_table && (kind == Kind::broadcast || kind == Kind::reduce || kind == Kind::allreduce)) {
     const bool b = kind == Kind::broadcast, r = kind == Kind::reduce;
     a.host = shape_of(b ? t.broadcast_tree_host : r ? t.reduce_tree_host : t.allreduce_tree_host);
+    a.package = shape_of(b ? t.broadcast_tree_package : r ? t.reduce_tree_package : t.allreduce_tree_package);
     a.numa = shape_of(b ? t.broadcast_tree_numa : r ? t.reduce_tree_numa : t.allreduce_tree_numa);
     a.core = shape_of(b ? t.broadcast_tree_core : r ? t.reduce_tree_core : t.allreduce_tree_core);
   }
   if (a.direction_from_table && kind == Kind::broadcast) {
     auto d = [](std::uint64_t v) { return v != 0 ? Direction::pull : Direction::push; };
     a.dir_host = d(t.broadcast_pull_host);
+    a.dir_package = d(t.broadcast_pull_package);
     a.dir_numa = d(t.broadcast_pull_numa);
     a.dir_core = d(t.broadcast_pull_core);
   }
@@ -469,7 +473,8 @@ void check_group(const Group& g, const Call& c) {
   const int n = g.size();
   if (n < 1) fail(Errc::invalid_argument, g, c, "empty communicator");
   if (g.rank < 0 || g.rank >= n) fail(Errc::invalid_argument, g, c, "rank outside the communicator");
-  if (g.host.size() != g.world.size() || g.numa.size() != g.world.size())
+  if (g.host.size() != g.world.size() || g.numa.size() != g.world.size() ||
+      (!g.package.empty() && g.package.size() != g.world.size()))
     fail(Errc::invalid_argument, g, c, "group places do not match its members");
 }
 

@@ -97,9 +97,11 @@ inline Topo make_topo(const Group& g, const Call& c, int root) {
   if (c.algo.hierarchical && n > 1) {
     std::vector<patterns::Place> places(static_cast<std::size_t>(n));
     for (int r = 0; r < n; ++r)
-      places[static_cast<std::size_t>(r)] = {g.host[static_cast<std::size_t>(r)], g.numa[static_cast<std::size_t>(r)]};
+      places[static_cast<std::size_t>(r)] = {g.host[static_cast<std::size_t>(r)], g.numa[static_cast<std::size_t>(r)],
+                                             g.package_of(r)};
     patterns::MultilevelShape ms;
     ms.host = to_pattern(c.algo.host);
+    ms.package = to_pattern(c.algo.package);
     ms.numa = to_pattern(c.algo.numa);
     ms.core = to_pattern(c.algo.core);
     ms.policy = patterns::RootPolicy::extra_hop;

@@ -217,7 +217,8 @@ void allreduce_rows(std::vector<AlgorithmRow>* t) {
   t->push_back(hsc);
   tree_rows(t, k, "reduce to rank 0 + broadcast down the same tree, fragment-pipelined",
             "2h + ceil(m/f) - 1 fragment steps", automatic, cc::allreduce_tree_plan,
-            {"allreduce_tree_host", "allreduce_tree_numa", "allreduce_tree_core", "pipeline_fragment"});
+            {"allreduce_tree_host", "allreduce_tree_package", "allreduce_tree_numa", "allreduce_tree_core",
+             "pipeline_fragment"});
   t->back().chosen = "one rank, or non-commutative operators above allreduce_rd_max_bytes";
   AlgorithmRow rd =
       row(k, "rd", "recursive doubling", "log2 n steps of m bytes",
@@ -327,14 +328,16 @@ std::vector<AlgorithmRow> build_table() {
              "one host, loose, bcast_single_copy_min_bytes .. bcast_single_copy_max_bytes (any with shared buffers)",
              {"bcast_single_copy_min_bytes", "bcast_single_copy_max_bytes", "bcast_single_copy_split_min_bytes"},
              bcast_sc_applies, bcast_sc));
-  tree_rows(&t, Kind::broadcast, "multilevel tree (host / NUMA / core), push or pull per level, fragment-pipelined",
-            kTreeCost, always, cc::broadcast_plan,
-            {"broadcast_tree_host", "broadcast_tree_numa", "broadcast_tree_core", "broadcast_pull_host",
-             "broadcast_pull_numa", "broadcast_pull_core", "pipeline_fragment"});
+  tree_rows(&t, Kind::broadcast,
+            "multilevel tree (host / package / NUMA / core), push or pull per level, fragment-pipelined", kTreeCost,
+            always, cc::broadcast_plan,
+            {"broadcast_tree_host", "broadcast_tree_package", "broadcast_tree_numa", "broadcast_tree_core",
+             "broadcast_pull_host", "broadcast_pull_package", "broadcast_pull_numa", "broadcast_pull_core",
+             "pipeline_fragment"});
   t.push_back(mapped_row(Kind::reduce));
   tree_rows(&t, Kind::reduce, "multilevel tree, push up with RTR, rank-ordered fold for non-commutative ops",
             "h + ceil(m/f) - 1 fragment steps; m sent", always, cc::reduce_plan,
-            {"reduce_tree_host", "reduce_tree_numa", "reduce_tree_core", "pipeline_fragment"});
+            {"reduce_tree_host", "reduce_tree_package", "reduce_tree_numa", "reduce_tree_core", "pipeline_fragment"});
   allreduce_rows(&t);
   rooted_rows(&t, Kind::gather, true);
   rooted_rows(&t, Kind::gatherv, true);

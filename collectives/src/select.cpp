@@ -53,7 +53,7 @@ const char* family(Kind k) {
 }
 
 // Parses a direction spec into @p a: "push" | "pull" | "auto" | "" (all levels), or
-// comma-separated "level:push|pull" items, level host | numa | core | single.
+// comma-separated "level:push|pull" items, level host | package | numa | core | single.
 void parse_direction(Kind kind, const std::string& spec, const std::string& from, int rank, Algorithm* a) {
   const std::string who = who_of(kind, rank);
   auto dir = [&](const std::string& v) {
@@ -61,11 +61,11 @@ void parse_direction(Kind kind, const std::string& spec, const std::string& from
     if (v == "pull") return Direction::pull;
     throw Error(Errc::invalid_argument,
                 who + ": argument 'direction' = '" + spec + "' (" + from + "): '" + v +
-                    "' is not push | pull (e.g. \"pull\" or \"host:pull,numa:push,core:pull\")");
+                    "' is not push | pull (e.g. \"pull\" or \"host:pull,package:push,numa:push,core:pull\")");
   };
   if (spec.empty() || spec == "auto") return;
   if (spec.find(':') == std::string::npos) {
-    a->dir_host = a->dir_numa = a->dir_core = a->dir_single = dir(spec);
+    a->dir_host = a->dir_package = a->dir_numa = a->dir_core = a->dir_single = dir(spec);
   } else {
     std::size_t pos = 0;
     while (pos <= spec.size()) {
@@ -79,6 +79,8 @@ void parse_direction(Kind kind, const std::string& spec, const std::string& from
       const Direction d = dir(item.substr(colon + 1));
       if (level == "host")
         a->dir_host = d;
+      else if (level == "package")
+        a->dir_package = d;
       else if (level == "numa")
         a->dir_numa = d;
       else if (level == "core")
@@ -87,7 +89,7 @@ void parse_direction(Kind kind, const std::string& spec, const std::string& from
         a->dir_single = d;
       else
         throw Error(Errc::invalid_argument, who + ": argument 'direction' = '" + spec + "' (" + from + "): level '" +
-                                                level + "' is not host | numa | core | single");
+                                                level + "' is not host | package | numa | core | single");
       if (comma == std::string::npos) break;
       pos = comma + 1;
     }
@@ -153,6 +155,8 @@ void parse_tree(Kind kind, const Options& o, const Environment& env, int rank, A
     const Shape sh = parse_shape(item.substr(colon + 1), arg(who, "tree", tree, o.tree, tree_var));
     if (level == "host") {
       a->host = sh;
+    } else if (level == "package") {
+      a->package = sh;
     } else if (level == "numa") {
       a->numa = sh;
     } else if (level == "core") {
@@ -162,8 +166,8 @@ void parse_tree(Kind kind, const Options& o, const Environment& env, int rank, A
       a->hierarchical = false;
       a->name = "single";  // the single-level tree row (its name in every tree collective)
     } else {
-      throw Error(Errc::invalid_argument,
-                  arg(who, "tree", tree, o.tree, tree_var) + ": level '" + level + "' is not host|numa|core|single");
+      throw Error(Errc::invalid_argument, arg(who, "tree", tree, o.tree, tree_var) + ": level '" + level +
+                                              "' is not host|package|numa|core|single");
     }
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -416,16 +420,20 @@ void memory_plans(Group* g, bool single_copy, bool mapped) {
   g->mapped_slots = 0;  // the credits: every instance's shift is 0
 }
 
-Group planning_group(int ranks, int hosts) {
+Group planning_group(int ranks, int hosts, const std::vector<LocalPlace>& local) {
   Group g;
   g.world_size = ranks;
   g.slot_bytes = std::size_t{1} << 20;
   g.credits = 4;
   g.flags = true;
+  int first = 0;  // the first rank of the current host
   for (int r = 0; r < ranks; ++r) {
     g.world.push_back(r);
     g.host.push_back(static_cast<int>(static_cast<long long>(r) * hosts / std::max(1, ranks)));
-    g.numa.push_back(0);
+    if (r > 0 && g.host[static_cast<std::size_t>(r)] != g.host[static_cast<std::size_t>(r - 1)]) first = r;
+    const LocalPlace p = local.empty() ? LocalPlace{} : local[static_cast<std::size_t>(r - first) % local.size()];
+    g.numa.push_back(p.numa);
+    g.package.push_back(p.package);
   }
   g.grants = g.spans_hosts();
   memory_plans(&g, !strata::detail::env::is("STRATA_SINGLE_COPY", "off"),

@@ -50,8 +50,9 @@ bool for_each_key_field(const coll::Call& c, Scalar&& scalar, Vec&& vec, Name&& 
   (void)tag;
   // Not in the key: whether the engine checked the arguments (the plan does not depend on it).
   (void)checked;
-  const auto& [algo_name, hierarchical, host, numa, core, single, fragment, halves_threshold, dir_host, dir_numa,
-               dir_core, dir_single, max_outstanding, tree_from_table, direction_from_table] = algo;
+  const auto& [algo_name, hierarchical, host, numa, core, package, single, fragment, halves_threshold, dir_host,
+               dir_numa, dir_core, dir_single, dir_package, max_outstanding, tree_from_table, direction_from_table] =
+      algo;
   scalar(kind);
   scalar(count);
   scalar(dtype);
@@ -63,7 +64,7 @@ bool for_each_key_field(const coll::Call& c, Scalar&& scalar, Vec&& vec, Name&& 
                                    fast_ok << 5 | tree_from_table << 6 | direction_from_table << 7));
   scalar(static_cast<std::uint8_t>(shared_buffers));  // single-copy plans read through the mappings
   scalar(static_cast<std::uint8_t>(static_cast<bool>(on_block) | static_cast<bool>(compute) << 1));
-  for (const coll::Shape* sh : {&host, &numa, &core, &single}) {
+  for (const coll::Shape* sh : {&host, &package, &numa, &core, &single}) {
     const auto& [shape_kind, radix] = *sh;
     scalar(shape_kind);
     scalar(radix);
@@ -71,7 +72,8 @@ bool for_each_key_field(const coll::Call& c, Scalar&& scalar, Vec&& vec, Name&& 
   scalar(fragment);
   scalar(halves_threshold);
   scalar(static_cast<std::uint8_t>(static_cast<unsigned>(dir_host) | static_cast<unsigned>(dir_numa) << 1 |
-                                   static_cast<unsigned>(dir_core) << 2 | static_cast<unsigned>(dir_single) << 3));
+                                   static_cast<unsigned>(dir_core) << 2 | static_cast<unsigned>(dir_single) << 3 |
+                                   static_cast<unsigned>(dir_package) << 4));
   scalar(max_outstanding);
   for (const std::vector<std::size_t>* v : {&counts, &displs, &rcounts, &rdispls}) vec(*v);
   name(algo_name);

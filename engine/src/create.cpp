@@ -51,6 +51,7 @@ std::shared_ptr<CommImpl> make_child(const CommImpl& parent, const std::vector<i
     ni->group.world.push_back(parent.group.world[static_cast<std::size_t>(pr)]);
     ni->group.host.push_back(parent.group.host[static_cast<std::size_t>(pr)]);
     ni->group.numa.push_back(parent.group.numa[static_cast<std::size_t>(pr)]);
+    ni->group.package.push_back(parent.group.package_of(pr));
   }
   return ni;
 }

@@ -529,6 +529,7 @@ std::shared_ptr<detail::CommImpl> make_world(const std::shared_ptr<detail::Engin
     w->group.world.push_back(r);
     w->group.host.push_back(core->hier.place(r).host);
     w->group.numa.push_back(core->hier.place(r).numa);
+    w->group.package.push_back(core->hier.place(r).package);
   }
   const transport::RemoteKey key = w->open_window();
   const auto blobs = core->boot->allgather(&key, sizeof key);

@@ -473,6 +473,7 @@ Communicator Communicator::shrink() {
     ni->group.world.push_back(c.group.world[ur]);
     ni->group.host.push_back(c.group.host[ur]);
     ni->group.numa.push_back(c.group.numa[ur]);
+    ni->group.package.push_back(c.group.package_of(r));
   }
   const transport::RemoteKey my_key = ni->open_window();
   std::array<std::uint32_t, kMaxChunks> mine{};

@@ -117,9 +117,10 @@ class Tuner {
     }
     std::string key = std::to_string(static_cast<int>(p.kind)) + "/" + c.algo.name + "/" + std::to_string(p.bytes) +
                       "/" + std::to_string(rest.hash()) + (reduced ? "/reduced" : "");
-    for (const coll::Shape& sh : {a.host, a.numa, a.core})
+    for (const coll::Shape& sh : {a.host, a.package, a.numa, a.core})
       key += "/" + std::to_string(static_cast<int>(sh.kind)) + ":" + std::to_string(sh.radix);
-    for (coll::Direction d : {a.dir_host, a.dir_numa, a.dir_core}) key += d == coll::Direction::pull ? "P" : "p";
+    for (coll::Direction d : {a.dir_host, a.dir_package, a.dir_numa, a.dir_core})
+      key += d == coll::Direction::pull ? "P" : "p";
     const auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
     double s = std::numeric_limits<double>::infinity();
@@ -319,16 +320,24 @@ class Tuner {
     say(h);
     Value searches = Value::object();
     const int passes = o_.quick ? 1 : std::max(1, o_.passes);
+    // The package level has edges only on hosts with more than one package:
+    // elsewhere its fields cannot change a plan and are not searched.
+    std::set<std::pair<int, int>> packages;
+    for (const RankPlace& p : places_) packages.insert({p.host, p.package});
+    const bool packaged = static_cast<int>(packages.size()) > m_.hosts;
     for (int pass = 0; pass < passes; ++pass) {
       say("pass " + std::to_string(pass + 1) + ":");
       bool changed = false;
       changed |= search("broadcast_tree_host", host, bcast, &searches);
+      if (packaged) changed |= search("broadcast_tree_package", inner, bcast, &searches);
       changed |= search("broadcast_tree_numa", inner, bcast, &searches);
       changed |= search("broadcast_tree_core", inner, bcast, &searches);
       changed |= search("broadcast_pull_host", dir, bcast, &searches);
+      if (packaged) changed |= search("broadcast_pull_package", dir, bcast, &searches);
       changed |= search("broadcast_pull_numa", dir, bcast, &searches);
       changed |= search("broadcast_pull_core", dir, bcast, &searches);
       changed |= search("reduce_tree_host", host, red, &searches);
+      if (packaged) changed |= search("reduce_tree_package", inner, red, &searches);
       changed |= search("reduce_tree_numa", inner, red, &searches);
       changed |= search("reduce_tree_core", inner, red, &searches);
       if (!o_.quick) crossovers(ar_sizes, &searches);  // quick: once, at the end
@@ -336,6 +345,7 @@ class Tuner {
       // (compile_common.hpp): that is the fragment a multi-host machine tunes.
       changed |= search(m_.hosts > 1 ? "net_pipeline_fragment" : "pipeline_fragment", frag, frag_pts, &searches);
       changed |= search("allreduce_tree_host", host, artree, &searches);
+      if (packaged) changed |= search("allreduce_tree_package", inner, artree, &searches);
       changed |= search("allreduce_tree_numa", inner, artree, &searches);
       changed |= search("allreduce_tree_core", inner, artree, &searches);
       if (!changed) break;

@@ -200,11 +200,13 @@ coll::Group world_group(const std::vector<RankPlace>& places, std::size_t slot_b
   g.world.resize(places.size());
   g.host.resize(places.size());
   g.numa.resize(places.size());
+  g.package.resize(places.size());
   for (int r = 0; r < n; ++r) {
     const auto ur = static_cast<std::size_t>(r);
     g.world[ur] = r;
     g.host[ur] = places[ur].host;
     g.numa[ur] = places[ur].numa;
+    g.package[ur] = places[ur].package;
   }
   return g;
 }

@@ -1,7 +1,8 @@
 // Broadcast compiler without processes, push and pull: every rank's slice is
 // compiled and validated across ranks, then executed over the fake transport
 // (random release order) and checked against the root's buffer, for several
-// group shapes (one host, 2x2 NUMA, two hosts, cyclic placement), trees,
+// group shapes (one host, 2x2 NUMA, two hosts, cyclic placement, two packages
+// per host), trees,
 // fragmentations, every root and per-level directions (all push, all pull,
 // mixed). Also: pull is refused where it does not apply.
 #include <gtest/gtest.h>
@@ -27,16 +28,18 @@ namespace dag = strata::dag;
 using fake_ranks::make_group;
 using fake_ranks::Place;
 
-// Direction sets: all push, all pull, and two mixtures.
+// Direction sets: all push, all pull, and two mixtures (package and NUMA edges differ in both).
 struct Dirs {
-  Direction host, numa, core, single;
+  Direction host, numa, core, single, package;
   const char* label;
 };
 const Dirs kDirs[] = {
-    {Direction::push, Direction::push, Direction::push, Direction::push, "push"},
-    {Direction::pull, Direction::pull, Direction::pull, Direction::pull, "pull"},
-    {Direction::pull, Direction::push, Direction::pull, Direction::pull, "host:pull,numa:push,core:pull"},
-    {Direction::push, Direction::pull, Direction::push, Direction::push, "host:push,numa:pull,core:push"},
+    {Direction::push, Direction::push, Direction::push, Direction::push, Direction::push, "push"},
+    {Direction::pull, Direction::pull, Direction::pull, Direction::pull, Direction::pull, "pull"},
+    {Direction::pull, Direction::push, Direction::pull, Direction::pull, Direction::pull,
+     "host:pull,package:pull,numa:push,core:pull"},
+    {Direction::push, Direction::pull, Direction::push, Direction::push, Direction::push,
+     "host:push,package:push,numa:pull,core:push"},
 };
 
 Call make_call(int root, std::size_t count, bool hierarchical, const Dirs& d, std::size_t fragment,
@@ -53,6 +56,7 @@ Call make_call(int root, std::size_t count, bool hierarchical, const Dirs& d, st
   c.algo.dir_numa = d.numa;
   c.algo.dir_core = d.core;
   c.algo.dir_single = d.single;
+  c.algo.dir_package = d.package;
   c.algo.fragment = fragment;
   c.algo.halves_threshold = halves;
   return c;
@@ -136,7 +140,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, BcastSim,
                          ::testing::Values(SimCase{1, Place::one, 1 << 20}, SimCase{2, Place::one, 1 << 20},
                                            SimCase{3, Place::one, 4096}, SimCase{5, Place::hosts2, 8192},
                                            SimCase{8, Place::numa4, 1 << 16}, SimCase{8, Place::cyclic, 4096},
-                                           SimCase{11, Place::cyclic, 1 << 20}));
+                                           SimCase{11, Place::cyclic, 1 << 20}, SimCase{8, Place::packages, 8192},
+                                           SimCase{12, Place::packages, 1 << 16}));
 
 TEST(BcastCompile, PullIsRefusedWhereItDoesNotApplyNamingDirectionCollectiveAndRank) {
   Group g = make_group(4, Place::one, 1 << 20);
@@ -162,6 +167,7 @@ TEST(BcastCompile, PullIsRefusedWhereItDoesNotApplyNamingDirectionCollectiveAndR
   c.direct = true;
   std::shared_ptr<const dag::Plan> p;
   ASSERT_NO_THROW(p = strata::coll::compile(g, c, 0));
+  ASSERT_NE(p, nullptr);
   for (const dag::Node& nd : p->nodes()) EXPECT_NE(nd.kind, dag::NodeKind::get);
 }
 
@@ -233,6 +239,100 @@ TEST(BcastCompile, EdgeDirectionFollowsThePlacesOfBothEnds) {
   EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 1), Direction::push);  // single level: dir_single
   a.dir_single = Direction::pull;
   EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 1), Direction::pull);
+}
+
+TEST(BcastCompile, EdgeDirectionClassifiesPackageEdges) {
+  const Group g = make_group(16, Place::packages, 1 << 20);  // hosts {0..7}, {8..15}; package (r % 8) / 4
+  strata::coll::Algorithm a;
+  a.dir_host = Direction::push;
+  a.dir_package = Direction::pull;
+  a.dir_numa = Direction::push;
+  a.dir_core = Direction::pull;
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 8), Direction::push);   // other host
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 4), Direction::pull);   // same host, other package
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 8, 12), Direction::pull);  // ... on the second host
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 0, 2), Direction::push);   // same package, other NUMA
+  EXPECT_EQ(strata::coll::edge_direction(g, a, 4, 5), Direction::pull);   // same NUMA region
+  EXPECT_STREQ(strata::coll::edge_level(g, 0, 8), "host");
+  EXPECT_STREQ(strata::coll::edge_level(g, 3, 4), "package");
+  EXPECT_STREQ(strata::coll::edge_level(g, 4, 6), "numa");
+  EXPECT_STREQ(strata::coll::edge_level(g, 6, 7), "core");
+  // Without package ids (one package per host), the same pair is a NUMA edge.
+  Group one = g;
+  one.package.clear();
+  EXPECT_EQ(strata::coll::edge_direction(one, a, 0, 4), Direction::push);
+  EXPECT_STREQ(strata::coll::edge_level(one, 3, 4), "numa");
+}
+
+// 'package:2 numa:2 core:2 pu:1' (8 ranks, one host): the broadcast tree runs
+// 0 -> 4 over the package edge, then each package leader feeds its own NUMA
+// regions. With a flat NUMA level the root therefore sends to 4, 2 and 1 only
+// (without the package level it sent to 2, 4 and 6); with package:pull the
+// package leader 4 reads from 0 and nobody else pulls.
+TEST(BcastCompile, TwoPackagePlanUsesPackageEdges) {
+  Group g = make_group(8, Place::packages, 1 << 16);
+  Call c = make_call(0, 3001, true, kDirs[0], 0, 0);
+  c.algo.numa = {strata::coll::Shape::flat, 0};
+  c.algo.dir_package = Direction::pull;
+
+  const std::vector<strata::coll::TreeEdge> edges = strata::coll::plan_tree(g, c);
+  ASSERT_EQ(edges.size(), 7u);
+  int package_edges = 0;
+  for (const strata::coll::TreeEdge& e : edges) {
+    EXPECT_FALSE(e.hop);
+    if (e.level == "package") {
+      ++package_edges;
+      EXPECT_EQ(e.parent, 0);
+      EXPECT_EQ(e.child, 4);
+      EXPECT_EQ(e.direction, Direction::pull);
+    } else {
+      EXPECT_EQ(e.direction, Direction::push) << e.parent << " -> " << e.child;
+    }
+    if (e.child == 6) {
+      EXPECT_EQ(e.parent, 4);
+      EXPECT_EQ(e.level, "numa");
+    }
+  }
+  EXPECT_EQ(package_edges, 1);
+
+  std::vector<std::shared_ptr<const dag::Plan>> plans;
+  for (int r = 0; r < 8; ++r) {
+    g.rank = r;
+    ASSERT_NO_THROW(plans.push_back(strata::coll::compile(g, c, 1))) << "rank " << r;
+  }
+  const strata::Status st = dag::validate(raw(plans));
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  auto peers = [&](int r, dag::NodeKind kind) {
+    std::vector<int> out;
+    for (const dag::Node& nd : plans[static_cast<std::size_t>(r)]->nodes())
+      if (nd.kind == kind && std::find(out.begin(), out.end(), nd.peer) == out.end()) out.push_back(nd.peer);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_EQ(peers(0, dag::NodeKind::put_with_signal), (std::vector<int>{1, 2}));  // 4 pulls
+  EXPECT_EQ(peers(4, dag::NodeKind::get), (std::vector<int>{0}));
+  EXPECT_EQ(peers(4, dag::NodeKind::put_with_signal), (std::vector<int>{5, 6}));
+  EXPECT_EQ(peers(6, dag::NodeKind::put_with_signal), (std::vector<int>{7}));
+  for (int r : {1, 2, 3, 5, 6, 7}) EXPECT_TRUE(peers(r, dag::NodeKind::get).empty()) << "rank " << r;
+
+  FakeRanks sim(8, 1 << 16, 5);
+  std::vector<std::vector<std::int32_t>> buf(8, std::vector<std::int32_t>(c.count, -1));
+  for (std::size_t i = 0; i < c.count; ++i) buf[0][i] = val(0, i);
+  ASSERT_TRUE(sim.run(plans, [&](int r) -> FakeRanks::Io {
+    void* mine = buf[static_cast<std::size_t>(r)].data();
+    return r == 0 ? FakeRanks::Io{mine, nullptr} : FakeRanks::Io{nullptr, mine};
+  }));
+  for (std::size_t r = 1; r < 8; ++r)
+    for (std::size_t i = 0; i < c.count; ++i) ASSERT_EQ(buf[r][i], val(0, i)) << "rank " << r << " element " << i;
+
+  // The same group without package ids: the flat NUMA level hangs every NUMA leader off the root.
+  g.package.clear();
+  g.rank = 0;
+  c.algo.dir_package = Direction::push;
+  std::vector<int> kids;
+  for (const strata::coll::TreeEdge& e : strata::coll::plan_tree(g, c))
+    if (e.parent == 0) kids.push_back(e.child);
+  EXPECT_EQ(kids, (std::vector<int>{2, 4, 6, 1}));
 }
 
 }  // namespace

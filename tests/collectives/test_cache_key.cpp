@@ -84,12 +84,13 @@ std::vector<std::pair<const char*, std::function<void(Call&)>>> mutations() {
       {"algo.dir_numa", [](Call& c) { c.algo.dir_numa = Direction::pull; }},
       {"algo.dir_core", [](Call& c) { c.algo.dir_core = Direction::pull; }},
       {"algo.dir_single", [](Call& c) { c.algo.dir_single = Direction::pull; }},
+      {"algo.dir_package", [](Call& c) { c.algo.dir_package = Direction::pull; }},
       {"algo.max_outstanding", [](Call& c) { c.algo.max_outstanding = 16; }},
       {"algo.tree_from_table", [](Call& c) { c.algo.tree_from_table = true; }},
       {"algo.direction_from_table", [](Call& c) { c.algo.direction_from_table = true; }},
   };
-  for (auto level : {&strata::coll::Algorithm::host, &strata::coll::Algorithm::numa, &strata::coll::Algorithm::core,
-                     &strata::coll::Algorithm::single}) {
+  for (auto level : {&strata::coll::Algorithm::host, &strata::coll::Algorithm::package, &strata::coll::Algorithm::numa,
+                     &strata::coll::Algorithm::core, &strata::coll::Algorithm::single}) {
     m.emplace_back("algo.<level>.kind", [level](Call& c) {
       Shape& s = c.algo.*level;
       s.kind = s.kind == Shape::binary ? Shape::flat : Shape::binary;

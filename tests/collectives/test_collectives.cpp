@@ -59,7 +59,14 @@ INSTANTIATE_TEST_SUITE_P(
                       // (no single copy there: the agreement falls back to the window protocol).
                       Case{"-n 3", "", "STRATA_SINGLE_COPY=always"},
                       Case{"-n 2", "--quick", "STRATA_SINGLE_COPY=always"},
-                      Case{"-n 4 --hosts 2", "--quick", "STRATA_SINGLE_COPY=always"}),
+                      Case{"-n 4 --hosts 2", "--quick", "STRATA_SINGLE_COPY=always"},
+                      // Two packages per host (the package level of the multilevel tree): its own
+                      // shape, and package edges pulling while the NUMA edges push; on two hosts.
+                      Case{"-n 8 --topology 'package:2 numa:2 core:2 pu:1'",
+                           "--quick --tree host:binomial,package:flat,numa:chain,core:2"},
+                      Case{"-n 12 --hosts 2 --topology 'package:2 numa:2 core:2 pu:1'",
+                           "--quick --tree package:chain --direction host:push,package:pull,numa:push,core:pull "
+                           "--fragment fixed:4096"}),
     [](const ::testing::TestParamInfo<Case>& pi) {
       std::string name = std::to_string(pi.index) + "_" + pi.param.launcher + "_" + pi.param.args;
       for (char& ch : name)

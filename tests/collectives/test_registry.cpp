@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../common/launch.hpp"
@@ -114,6 +115,69 @@ TEST(Registry, CompileRunsThePlannedRow) {
 std::string bin(const char* tool) {
   const char* b = std::getenv("STRATA_BIN");
   return (b != nullptr ? std::string(b) : std::string(STRATA_BINARY_DIR) + "/bin") + "/" + tool;
+}
+
+// The package level in the tree and direction specs: CollOptions::tree /
+// direction and STRATA_TREE_<COLL> set it alone; an unknown level is named.
+TEST(Registry, TreeAndDirectionSpecsAcceptThePackageLevel) {
+  using Vars = std::unordered_map<std::string, std::string>;
+  const coll::Group g = world(4, 1);
+  coll::Request r;
+  r.kind = Kind::broadcast;
+  r.options.tree = "host:flat,package:chain,numa:3";
+  r.options.direction = "package:pull,core:pull";
+  const coll::Algorithm a = coll::select_algorithm(r, g, coll::Environment());
+  EXPECT_EQ(a.package.kind, coll::Shape::knomial);
+  EXPECT_EQ(a.package.radix, 1);
+  EXPECT_EQ(a.host.kind, coll::Shape::flat);
+  EXPECT_EQ(a.numa.radix, 3);
+  EXPECT_EQ(a.dir_package, coll::Direction::pull);
+  EXPECT_EQ(a.dir_core, coll::Direction::pull);
+  EXPECT_EQ(a.dir_numa, coll::Direction::push);
+  EXPECT_EQ(a.dir_host, coll::Direction::push);
+  EXPECT_FALSE(a.tree_from_table);
+  EXPECT_FALSE(a.direction_from_table);
+
+  coll::Request e;
+  e.kind = Kind::reduce;
+  const coll::Algorithm b =
+      coll::select_algorithm(e, g, coll::Environment(Vars{{"STRATA_TREE_REDUCE", "package:flat"}}));
+  EXPECT_EQ(b.package.kind, coll::Shape::flat);
+  EXPECT_EQ(b.numa.kind, coll::Shape::knomial);  // untouched
+  e.kind = Kind::broadcast;
+  const coll::Algorithm p = coll::select_algorithm(e, g, coll::Environment(Vars{{"STRATA_DIRECTION", "pull"}}));
+  EXPECT_EQ(p.dir_package, coll::Direction::pull);  // "pull" alone: every level
+
+  for (const char* bad : {"socket:2", "package"}) {
+    coll::Request q;
+    q.kind = Kind::broadcast;
+    q.options.tree = bad;
+    std::string m = "no error";
+    try {
+      (void)coll::select_algorithm(q, g, coll::Environment());
+    } catch (const strata::Error& err) {
+      m = err.what();
+    }
+    EXPECT_NE(m.find("'tree'"), std::string::npos) << bad << ": " << m;
+  }
+  coll::Request q;
+  q.kind = Kind::broadcast;
+  q.options.tree = "socket:2";
+  try {
+    (void)coll::select_algorithm(q, g, coll::Environment());
+    ADD_FAILURE() << "socket:2 accepted";
+  } catch (const strata::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("is not host|package|numa|core|single"), std::string::npos) << err.what();
+  }
+  q.options.tree.clear();
+  q.options.direction = "socket:pull";
+  try {
+    (void)coll::select_algorithm(q, g, coll::Environment());
+    ADD_FAILURE() << "socket:pull accepted";
+  } catch (const strata::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("is not host | package | numa | core | single"), std::string::npos)
+        << err.what();
+  }
 }
 
 // strata-info --plan and strata-sim report the row the registry plans on the

@@ -22,7 +22,7 @@
 namespace fake_ranks {
 
 /// Where the n ranks of a test group sit.
-enum class Place { one, numa4, hosts2, cyclic };
+enum class Place { one, numa4, hosts2, cyclic, packages };
 
 /// A communicator group of @p n ranks placed as @p p.
 inline strata::coll::Group make_group(int n, Place p, std::size_t slot_bytes) {
@@ -46,6 +46,11 @@ inline strata::coll::Group make_group(int n, Place p, std::size_t slot_bytes) {
       case Place::cyclic:  // cyclic placement: subtrees are not rank-contiguous
         g.host.push_back(r % 2);
         g.numa.push_back((r / 2) % 2);
+        break;
+      case Place::packages:  // hosts of 8 ranks, 'package:2 numa:2 core:2 pu:1' each
+        g.host.push_back(r / 8);
+        g.package.push_back((r % 8) / 4);
+        g.numa.push_back((r % 8) / 2);
         break;
     }
   }

@@ -36,6 +36,49 @@ TEST(StrataInfo, AloneWithASyntheticMachinePrintsItsSections) {
   EXPECT_NE(r.out.find("STRATA_TOPOLOGY=package:2 numa:2 core:4 pu:1\n"), std::string::npos) << r.out;
 }
 
+// --plan on a synthetic two-package machine (STRATA_TOPOLOGY, ranks placed as
+// the engine places them): the tree is printed, one edge a line, and the
+// package level shows: 0 -> 4 crosses the packages of host 0, 8 -> 12 those of
+// host 1, and the NUMA regions of package 1 hang off its leader 4, not off 0.
+TEST(StrataInfo, PlanPrintsTheTreeWithItsPackageLevelOnATwoPackageMachine) {
+  if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  const ProcessResult r =
+      run_command("STRATA_TOPOLOGY='package:2 numa:2 core:2 pu:1' " + bin() +
+                  "/strata-info --plan broadcast --bytes 4096 --ranks 16 --hosts 2 --direction package:pull");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("broadcast 4096 B on 16 ranks, 2 hosts, each host 2 packages, 4 NUMA, 8 cores, 8 PUs: tree\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("tree: host:binomial,package:binomial,numa:binomial,core:flat\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n0  host 0 package 0 numa 0  (root)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  -> 8  host 1 package 0 numa 0  [host, push]\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n    -> 12  host 1 package 1 numa 2  [package, pull]\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  -> 4  host 0 package 1 numa 2  [package, pull]\n    -> 6  host 0 package 1 numa 3  "
+                       "[numa, push]\n"),
+            std::string::npos)
+      << r.out;
+  std::size_t edges = 0;
+  for (std::size_t at = r.out.find("-> "); at != std::string::npos; at = r.out.find("-> ", at + 1)) ++edges;
+  EXPECT_EQ(edges, 15u) << r.out;
+
+  // --topology names the machine; a flat package level over 4 packages; the
+  // extra hop of a root that leads nothing.
+  const ProcessResult f = run_command("env -u STRATA_TOPOLOGY " + bin() +
+                                      "/strata-info --plan reduce --ranks 4 --algo tree --topology 'package:4 core:1 "
+                                      "pu:1' --tree package:flat");
+  ASSERT_EQ(f.status, 0) << f.out;
+  EXPECT_NE(f.out.find("tree: host:binomial,package:flat,numa:binomial,core:flat\n"), std::string::npos) << f.out;
+  for (const char* e : {"\n  -> 1  host 0 package 1", "\n  -> 2  host 0 package 2", "\n  -> 3  host 0 package 3"})
+    EXPECT_NE(f.out.find(e), std::string::npos) << e << "\n" << f.out;
+
+  // One package per host (no topology): no package edge.
+  const ProcessResult one =
+      run_command("env -u STRATA_TOPOLOGY " + bin() + "/strata-info --plan broadcast --ranks 8 --hosts 2 --bytes 4096");
+  ASSERT_EQ(one.status, 0) << one.out;
+  EXPECT_NE(one.out.find("[host, push]"), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.find("[package"), std::string::npos) << one.out;
+}
+
 TEST(StrataInfo, FlagsSetVariablesStrataDoesNotRead) {
   if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
   const ProcessResult r =

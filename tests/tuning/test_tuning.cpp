@@ -448,7 +448,9 @@ TEST(TuningDecisions, ShapeCodesRoundTripAndDefaultsEqualTheBuiltInTree) {
     EXPECT_EQ(static_cast<int>(v), strata::coll::shape_code(a.numa));
   for (std::uint64_t v : {t.broadcast_tree_core, t.reduce_tree_core, t.allreduce_tree_core})
     EXPECT_EQ(static_cast<int>(v), strata::coll::shape_code(a.core));
-  EXPECT_EQ(t.broadcast_pull_host + t.broadcast_pull_numa + t.broadcast_pull_core, 0u);
+  for (std::uint64_t v : {t.broadcast_tree_package, t.reduce_tree_package, t.allreduce_tree_package})
+    EXPECT_EQ(static_cast<int>(v), strata::coll::shape_code(a.package));
+  EXPECT_EQ(t.broadcast_pull_host + t.broadcast_pull_package + t.broadcast_pull_numa + t.broadcast_pull_core, 0u);
 }
 
 // Every rank's plan of @p kind (8 ranks, one host, 4 NUMA regions) as DOT text.
@@ -514,6 +516,47 @@ TEST(TuningDecisions, TreeFieldsChangeTheTreeUnlessTheCallNamesOne) {
   // Pull from the table: the broadcast plan gets gets.
   EXPECT_NE(plans_of(K::broadcast, table, true).find("get"), std::string::npos);
   EXPECT_EQ(plans_of(K::broadcast, nullptr, false).find("get"), std::string::npos);
+}
+
+// The package fields: 8 ranks on one host of 4 packages (2 ranks each, one
+// NUMA region per package). The default binomial package level sends 0 -> 4,
+// 0 -> 2, 4 -> 6; the table's flat one 0 -> 2, 4, 6; its pull makes the
+// package edges pull; a call that names its tree keeps its own.
+TEST(TuningDecisions, PackageFieldsShapeThePackageLevel) {
+  strata::coll::Group g = fake_ranks::make_group(8, fake_ranks::Place::one, 1u << 20);
+  g.package.clear();
+  g.numa.clear();
+  for (int r = 0; r < 8; ++r) {
+    g.package.push_back(r / 2);
+    g.numa.push_back(r / 2);
+  }
+  strata::coll::Call c;
+  c.kind = strata::coll::Kind::broadcast;
+  c.count = 4096;
+  c.algo.tree_from_table = c.algo.direction_from_table = true;
+  auto package_kids = [&](const strata::coll::Group& grp, const strata::coll::Call& call, int parent) {
+    std::vector<int> kids;
+    for (const strata::coll::TreeEdge& e : strata::coll::plan_tree(grp, call))
+      if (e.parent == parent && e.level == "package") kids.push_back(e.child);
+    return kids;
+  };
+  EXPECT_EQ(package_kids(g, c, 0), (std::vector<int>{4, 2}));
+  EXPECT_EQ(package_kids(g, c, 4), (std::vector<int>{6}));
+  Tuning t;
+  t.broadcast_tree_package = 0;
+  t.broadcast_pull_package = 1;
+  g.tuning = std::make_shared<const Tuning>(t);
+  EXPECT_EQ(package_kids(g, c, 0), (std::vector<int>{2, 4, 6}));
+  for (const strata::coll::TreeEdge& e : strata::coll::plan_tree(g, c))
+    EXPECT_EQ(e.direction, e.level == "package" ? strata::coll::Direction::pull : strata::coll::Direction::push)
+        << e.parent << " -> " << e.child;
+  const strata::coll::Algorithm a = strata::coll::with_table(t, c.kind, c.algo);
+  EXPECT_EQ(a.package.kind, strata::coll::Shape::flat);
+  EXPECT_EQ(a.dir_package, strata::coll::Direction::pull);
+  EXPECT_EQ(strata::coll::shape_code(strata::coll::with_table(t, strata::coll::Kind::reduce, c.algo).package), 2);
+  strata::coll::Call named = c;
+  named.algo.tree_from_table = named.algo.direction_from_table = false;
+  EXPECT_EQ(package_kids(g, named, 0), (std::vector<int>{4, 2}));
 }
 
 }  // namespace

@@ -76,8 +76,9 @@ const std::vector<Var> kVars = {
    "SCATTER(V): `tree`, `single`, `flat`, `ring`; ALLGATHER(V): `ring`, `rd`, `bruck`, `hier`, `numa-ring`; "
    "ALLTOALL(V): `pairwise`, `bruck` (not V), `pull`; REDUCE_SCATTER(_BLOCK): `ring`, `rh`, `pairwise`. Read once, "
    "at the first collective"},
-  {"STRATA_TREE", "tree spec", "`host:binomial,numa:binomial,core:flat`", "collectives",
-   "tree shape per level (`host:K,numa:K,core:K` or `single:K`; K = flat, binary, chain, binomial or a radix)"},
+  {"STRATA_TREE", "tree spec", "`host:binomial,package:binomial,numa:binomial,core:flat`", "collectives",
+   "tree shape per level (`host:K,package:K,numa:K,core:K`, any subset, or `single:K`; K = flat, binary, chain, "
+   "binomial or a radix; the package level has edges only on hosts with more than one package)"},
   {"STRATA_TREE_<COLL>", "tree spec", "`STRATA_TREE`", "collectives",
    "`STRATA_TREE` for one collective"},
   {"STRATA_FRAGMENT", "fragment spec", "auto", "collectives",
@@ -86,8 +87,8 @@ const std::vector<Var> kVars = {
    "`STRATA_FRAGMENT` for one collective"},
   {"STRATA_DIRECTION_<COLL>", "direction spec", "`push`", "collectives",
    "who moves each fragment across a tree edge, for BROADCAST, SCATTER, SCATTERV (tree algorithms): `push` (sender "
-   "writes after ready-to-receive), `pull` (receiver reads), or per level `host:pull,numa:push,core:pull` "
-   "(`single:pull` for the single-level tree). `pull` in `STRATA_DIRECTION_<COLL>` of any other collective is an "
+   "writes after ready-to-receive), `pull` (receiver reads), or per level "
+   "`host:pull,package:push,numa:push,core:pull` (any subset; `single:pull` for the single-level tree). `pull` in `STRATA_DIRECTION_<COLL>` of any other collective is an "
    "error naming `direction`. Below `CollOptions::direction`; read once"},
   {"STRATA_DIRECTION", "direction spec", "`push`", "collectives",
    "the same for every collective that can pull (broadcast, scatter, scatterv; scatterv with the automatic algorithm "

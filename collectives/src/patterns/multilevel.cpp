@@ -1,4 +1,4 @@
-// Multilevel trees: host leaders -> NUMA leaders -> cores.
+// Multilevel trees: host leaders -> package leaders -> NUMA leaders -> cores.
 #include "patterns/multilevel.hpp"
 
 #include <algorithm>
@@ -9,7 +9,7 @@ namespace strata::patterns {
 
 namespace {
 
-// Ranks sorted by (host, numa, rank): groups become contiguous runs.
+// Ranks sorted by (host, package, numa, rank): groups become contiguous runs.
 std::vector<int> sorted_by_place(const std::vector<Place>& places) {
   std::vector<int> order(places.size());
   std::iota(order.begin(), order.end(), 0);
@@ -17,6 +17,7 @@ std::vector<int> sorted_by_place(const std::vector<Place>& places) {
     const Place& pa = places[static_cast<std::size_t>(a)];
     const Place& pb = places[static_cast<std::size_t>(b)];
     if (pa.host != pb.host) return pa.host < pb.host;
+    if (pa.package != pb.package) return pa.package < pb.package;
     if (pa.numa != pb.numa) return pa.numa < pb.numa;
     return a < b;
   });
@@ -27,7 +28,24 @@ int index_of(const std::vector<int>& v, int x) {
   return static_cast<int>(std::find(v.begin(), v.end(), x) - v.begin());
 }
 
+bool same_package(const Place& a, const Place& b) { return a.host == b.host && a.package == b.package; }
+bool same_numa(const Place& a, const Place& b) { return same_package(a, b) && a.numa == b.numa; }
+
 }  // namespace
+
+const char* to_string(TreeLevel level) noexcept {
+  switch (level) {
+    case TreeLevel::host:
+      return "host";
+    case TreeLevel::package:
+      return "package";
+    case TreeLevel::numa:
+      return "numa";
+    case TreeLevel::core:
+      return "core";
+  }
+  return "?";
+}
 
 Leaders compute_leaders(const std::vector<Place>& places, int root, RootPolicy policy) {
   const int n = static_cast<int>(places.size());
@@ -36,27 +54,45 @@ Leaders compute_leaders(const std::vector<Place>& places, int root, RootPolicy p
   const std::vector<int> order = sorted_by_place(places);
   Leaders l;
   l.host_leader.assign(places.size(), -1);
+  l.package_leader.assign(places.size(), -1);
   l.numa_leader.assign(places.size(), -1);
   const Place& rp = places[static_cast<std::size_t>(root)];
   const bool promote = policy == RootPolicy::promote;
-  // Runs of equal host, then of equal (host, numa), in the sorted order.
+  auto at = [&](std::size_t i) -> const Place& { return places[static_cast<std::size_t>(order[i])]; };
+  auto lowest = [&](std::size_t i, std::size_t j) {
+    return *std::min_element(order.begin() + static_cast<long>(i), order.begin() + static_cast<long>(j));
+  };
+  // Runs of equal host, then of equal (host, package), then of equal (host,
+  // package, numa), in the sorted order.
   for (std::size_t i = 0; i < order.size();) {
-    const int host = places[static_cast<std::size_t>(order[i])].host;
+    const int host = at(i).host;
     std::size_t j = i;
-    while (j < order.size() && places[static_cast<std::size_t>(order[j])].host == host) ++j;
-    int hl = *std::min_element(order.begin() + static_cast<long>(i), order.begin() + static_cast<long>(j));
+    while (j < order.size() && at(j).host == host) ++j;
+    int hl = lowest(i, j);
     if (promote && host == rp.host) hl = root;
-    const int hl_numa = places[static_cast<std::size_t>(hl)].numa;
+    const Place& hp = places[static_cast<std::size_t>(hl)];
     for (std::size_t a = i; a < j;) {
-      const int numa = places[static_cast<std::size_t>(order[a])].numa;
+      const Place& pa = at(a);
       std::size_t b = a;
-      while (b < j && places[static_cast<std::size_t>(order[b])].numa == numa) ++b;
-      int nl = order[a];  // lowest rank of the region (sorted by rank within it)
-      if (promote && host == rp.host && numa == rp.numa) nl = root;
-      if (numa == hl_numa) nl = hl;  // the host leader leads its NUMA region
-      for (std::size_t c = a; c < b; ++c) {
-        l.numa_leader[static_cast<std::size_t>(order[c])] = nl;
-        l.host_leader[static_cast<std::size_t>(order[c])] = hl;
+      while (b < j && same_package(at(b), pa)) ++b;
+      int pl = lowest(a, b);
+      if (promote && same_package(pa, rp)) pl = root;
+      if (same_package(pa, hp)) pl = hl;  // the host leader leads its package
+      const Place& pp = places[static_cast<std::size_t>(pl)];
+      for (std::size_t c = a; c < b;) {
+        const Place& pc = at(c);
+        std::size_t d = c;
+        while (d < b && same_numa(at(d), pc)) ++d;
+        int nl = order[c];  // lowest rank of the region (sorted by rank within it)
+        if (promote && same_numa(pc, rp)) nl = root;
+        if (same_numa(pc, pp)) nl = pl;  // the package leader leads its NUMA region
+        for (std::size_t e = c; e < d; ++e) {
+          const auto r = static_cast<std::size_t>(order[e]);
+          l.numa_leader[r] = nl;
+          l.package_leader[r] = pl;
+          l.host_leader[r] = hl;
+        }
+        c = d;
       }
       a = b;
     }
@@ -76,6 +112,7 @@ MultilevelTree build_multilevel_tree(const std::vector<Place>& places, int root,
     for (std::size_t e = from; e < edges.size(); ++e)
       level[static_cast<std::size_t>(edges[e].second)] = static_cast<std::uint8_t>(lv);
   };
+  auto at = [&](std::size_t i) -> const Place& { return places[static_cast<std::size_t>(order[i])]; };
 
   // Level A: host leaders, ascending rank, rotated to the root's host leader.
   std::vector<int> members;
@@ -86,37 +123,33 @@ MultilevelTree build_multilevel_tree(const std::vector<Place>& places, int root,
   append_tree_edges(members, index_of(members, tree_root), shape.host, edges);
   tag(from, TreeLevel::host);
 
-  // Level B: per host, NUMA leaders ascending, rooted at the host leader.
-  from = edges.size();
-  for (std::size_t i = 0; i < order.size();) {
-    const int host = places[static_cast<std::size_t>(order[i])].host;
-    members.clear();
-    std::size_t j = i;
-    for (; j < order.size() && places[static_cast<std::size_t>(order[j])].host == host; ++j) {
-      const int r = order[j];
-      if (l.numa_leader[static_cast<std::size_t>(r)] == r) members.push_back(r);
+  // One tree per group of the sorted order (a run of `same` places): among the
+  // ranks that lead their subgroup (`leader_of(r) == r`), ascending, rooted at
+  // the group's leader. A group with one subgroup adds no edge.
+  auto level_trees = [&](auto same, const std::vector<int>& group_leader, const std::vector<int>* leader_of,
+                         TreeShape sh, TreeLevel lv) {
+    from = edges.size();
+    for (std::size_t i = 0; i < order.size();) {
+      const Place& p = at(i);
+      members.clear();
+      std::size_t j = i;
+      for (; j < order.size() && same(at(j), p); ++j) {
+        const int r = order[j];
+        if (leader_of == nullptr || (*leader_of)[static_cast<std::size_t>(r)] == r) members.push_back(r);
+      }
+      std::sort(members.begin(), members.end());
+      append_tree_edges(members, index_of(members, group_leader[static_cast<std::size_t>(order[i])]), sh, edges);
+      i = j;
     }
-    std::sort(members.begin(), members.end());
-    append_tree_edges(members, index_of(members, l.host_leader[static_cast<std::size_t>(order[i])]), shape.numa, edges);
-    i = j;
-  }
-  tag(from, TreeLevel::numa);
-
-  // Level C: per NUMA region, its ranks ascending, rooted at the NUMA leader.
-  from = edges.size();
-  for (std::size_t i = 0; i < order.size();) {
-    const Place p = places[static_cast<std::size_t>(order[i])];
-    members.clear();
-    std::size_t j = i;
-    for (; j < order.size(); ++j) {
-      const Place q = places[static_cast<std::size_t>(order[j])];
-      if (q.host != p.host || q.numa != p.numa) break;
-      members.push_back(order[j]);  // already ascending
-    }
-    append_tree_edges(members, index_of(members, l.numa_leader[static_cast<std::size_t>(order[i])]), shape.core, edges);
-    i = j;
-  }
-  tag(from, TreeLevel::core);
+    tag(from, lv);
+  };
+  // Level B: per host, package leaders, rooted at the host leader.
+  level_trees([](const Place& a, const Place& b) { return a.host == b.host; }, l.host_leader, &l.package_leader,
+              shape.package, TreeLevel::package);
+  // Level C: per package, NUMA leaders, rooted at the package leader.
+  level_trees(same_package, l.package_leader, &l.numa_leader, shape.numa, TreeLevel::numa);
+  // Level D: per NUMA region, its ranks, rooted at the NUMA leader.
+  level_trees(same_numa, l.numa_leader, nullptr, shape.core, TreeLevel::core);
 
   MultilevelTree t;
   t.tree = Tree(n, tree_root, edges, level);

@@ -75,12 +75,14 @@ struct CollOptions {
   /// Algorithm name ("tree", "ring", "rd", "flat", ...; see docs/algorithms.md); empty = automatic.
   std::string algorithm;
   Sync sync = Sync::loose();
-  /// Tree shapes per level as "host:K,numa:K,core:K" where K is flat, binary,
-  /// chain or a radix (2 = binomial); empty = defaults. "single:K" ignores the hierarchy.
+  /// Tree shapes per level as "host:K,package:K,numa:K,core:K" (any subset)
+  /// where K is flat, binary, chain or a radix (2 = binomial); empty =
+  /// defaults. "single:K" ignores the hierarchy.
   std::string tree;
   /// Fragmentation: "none", "fixed:BYTES" or "halves:THRESHOLD"; empty = default.
   std::string fragment;
-  /// Direction per level for rooted collectives: "push" or "pull"; empty = default.
+  /// Direction for rooted collectives: "push" or "pull", or per level
+  /// "host:pull,package:push,numa:push,core:pull"; empty = default.
   std::string direction;
   /// Every member's buffers of this call come from Engine::allocate() (must
   /// be equal on every member, like the other options). On a communicator

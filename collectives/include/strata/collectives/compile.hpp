@@ -67,6 +67,13 @@ struct Group {
   int world_size = 1;      ///< ranks in the job
   std::vector<int> host;   ///< communicator rank -> (virtual) host id
   std::vector<int> numa;   ///< communicator rank -> NUMA region id on its host
+  /// Communicator rank -> package (socket) id on its host; empty = one
+  /// package per host (every rank in package 0).
+  std::vector<int> package;
+  /// @brief Package of communicator rank @p r (0 when `package` is empty).
+  [[nodiscard]] int package_of(int r) const noexcept {
+    return package.empty() ? 0 : package[static_cast<std::size_t>(r)];
+  }
   /// @brief True when the members are on more than one (virtual) host.
   [[nodiscard]] bool spans_hosts() const noexcept {
     for (const int h : host)
@@ -158,11 +165,12 @@ const char* to_string(Direction d) noexcept;
 /// @brief Algorithm choice for one call (resolved by the engine's selection).
 struct Algorithm {
   std::string name = "tree";  ///< "tree", "ring", "rd" (recursive doubling), "dissemination", "flat", ...
-  bool hierarchical = true;   ///< tree over host / NUMA / core levels, else single level
+  bool hierarchical = true;   ///< tree over host / package / NUMA / core levels, else single level
   Shape host{Shape::knomial, 2};
   Shape numa{Shape::knomial, 2};
   Shape core{Shape::flat, 0};
-  Shape single{Shape::knomial, 2};  ///< the single-level tree when !hierarchical
+  Shape package{Shape::knomial, 2};  ///< among the package leaders of a host (no edge with one package)
+  Shape single{Shape::knomial, 2};   ///< the single-level tree when !hierarchical
   /// Fragmentation: 0 = fragment size chosen from the slot (none if it fits);
   /// > 0 fixed fragments of this many bytes; halves when halves_threshold > 0.
   std::size_t fragment = 0;
@@ -170,30 +178,32 @@ struct Algorithm {
   /// Direction per tree level (broadcast, scatter, scatterv with the tree
   /// algorithms; every other collective moves data by push and refuses pull).
   /// An edge's level follows the places of its two ends: different hosts ->
-  /// host, same host and different NUMA regions -> numa, else core; every edge
-  /// of the single-level tree (!hierarchical) uses `dir_single`. Persistent
-  /// plans (Call::direct) always push.
+  /// host, same host and different packages -> package, same package and
+  /// different NUMA regions -> numa, else core; every edge of the
+  /// single-level tree (!hierarchical) uses `dir_single`. Persistent plans
+  /// (Call::direct) always push.
   Direction dir_host = Direction::push;
   Direction dir_numa = Direction::push;
   Direction dir_core = Direction::push;
   Direction dir_single = Direction::push;
+  Direction dir_package = Direction::push;
   /// alltoall(v): remote operations (puts, or gets of the `pull` algorithm) a
   /// rank keeps in flight: operation j waits for operation j - max_outstanding.
   /// 0 = the default (128, Chaimov et al.); the engine sets STRATA_ALLTOALL_MAX_OUTSTANDING.
   std::size_t max_outstanding = 0;
   /// The call named no tree (CollOptions::tree, STRATA_TREE*): the compiler
-  /// takes the host / numa / core shapes of broadcast, reduce and the tree
+  /// takes the host / package / numa / core shapes of broadcast, reduce and the tree
   /// allreduce from the tuning table (Group::tuning, docs/tuning.md "Tree
   /// decisions"; the built-in defaults equal the shapes above). Set by the
   /// engine's selection; false keeps host / numa / core as given.
   bool tree_from_table = false;
   /// The call named no direction (CollOptions::direction, STRATA_DIRECTION*):
-  /// broadcast takes dir_host / dir_numa / dir_core from the tuning table.
+  /// broadcast takes dir_host / dir_package / dir_numa / dir_core from the tuning table.
   bool direction_from_table = false;
   /// @brief Whether any level pulls.
   [[nodiscard]] bool any_pull() const noexcept {
-    return dir_host == Direction::pull || dir_numa == Direction::pull || dir_core == Direction::pull ||
-           dir_single == Direction::pull;
+    return dir_host == Direction::pull || dir_package == Direction::pull || dir_numa == Direction::pull ||
+           dir_core == Direction::pull || dir_single == Direction::pull;
   }
 };
 
@@ -219,6 +229,22 @@ Algorithm with_table(const Tuning& t, Kind kind, Algorithm a);
 
 /// @brief Direction of the tree edge @p parent -> @p child (communicator ranks) of @p g under @p a.
 Direction edge_direction(const Group& g, const Algorithm& a, int parent, int child) noexcept;
+
+/// @brief Level of the edge between communicator ranks @p a and @p b of @p g
+/// (their places): "host" (different hosts), "package" (same host, different
+/// packages), "numa" (same package, different NUMA regions) or "core".
+const char* edge_level(const Group& g, int a, int b) noexcept;
+
+/// @brief One edge of a tree call's tree (plan_tree()).
+struct TreeEdge {
+  int parent = 0;     ///< communicator rank on the root's side
+  int child = 0;      ///< communicator rank on the far side
+  std::string level;  ///< edge_level() of the two ends; "single" for every edge of the single-level tree
+  /// The root's extra hop to its host leader (the tree's root), taken before
+  /// the tree by broadcast / scatter, after it by reduce / gather.
+  bool hop = false;
+  Direction direction = Direction::push;  ///< edge_direction() for broadcast / scatter(v), else push
+};
 
 /// @brief One call's arguments.
 struct Call {
@@ -301,5 +327,14 @@ std::shared_ptr<const dag::Plan> compile_skipped(const Group& g, Kind kind, int 
 
 /// @brief Compiles every rank's slice (tests, DOT export, cross-rank validation).
 std::vector<std::shared_ptr<const dag::Plan>> compile_all(const Group& g, const Call& c, int slot);
+
+/// @brief The tree the tree algorithms (broadcast, reduce, the tree
+/// allreduce, gather, scatter and their v-variants) move @p c's data along on
+/// @p g, as its edges in pre-order from c.root (children in send order; the
+/// extra hop, if any, first), with the shapes and directions compile() would
+/// use (those left to the table come from @p g's tuning). Reduce with a
+/// non-commutative user operator re-roots it (patterns/rank_order.hpp); that
+/// is not shown. strata-info --plan prints it.
+std::vector<TreeEdge> plan_tree(const Group& g, const Call& c);
 
 }  // namespace strata::coll

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "strata/collectives/compile.hpp"
 
@@ -17,7 +18,7 @@ namespace strata::coll {
 /// @brief The selection strings of one call (CollOptions' fields of the same names).
 struct Options {
   std::string algorithm;  ///< "" = automatic
-  std::string tree;       ///< "host:K,numa:K,core:K" or "single:K"; "" = defaults
+  std::string tree;       ///< "host:K,package:K,numa:K,core:K" (any subset) or "single:K"; "" = defaults
   std::string fragment;   ///< "none" | "fixed:BYTES" | "halves[:BYTES]" | "auto" | ""
   std::string direction;  ///< "push" | "pull" | "level:dir,..." | "auto" | ""
 };
@@ -83,13 +84,21 @@ Call planning_call(const Group& g, Kind kind, std::uint64_t bytes, const Options
 /// setting Group::tuning. strata-sim and planning_group() use it.
 void memory_plans(Group* g, bool single_copy = true, bool mapped = true);
 
+/// @brief Where the i-th rank of a host sits on its machine (planning_group()).
+struct LocalPlace {
+  int package = 0;  ///< package (socket) on the host
+  int numa = 0;     ///< NUMA region on the host
+};
+
 /// @brief The communicator the engine builds for @p ranks ranks split evenly
-/// over @p hosts hosts (one NUMA region each), with its defaults: 1 MiB
-/// window slots, 4 credits, window flags, grants across hosts and, on one
-/// host, the memory-protocol plans (memory_plans(); not those that
+/// over @p hosts hosts (one package and NUMA region each, or, with @p local
+/// non-empty, the i-th rank of each host at local[i % local.size()], e.g.
+/// strata::Machine::place_local(i) of a synthetic machine), with its
+/// defaults: 1 MiB window slots, 4 credits, window flags, grants across hosts
+/// and, on one host, the memory-protocol plans (memory_plans(); not those that
 /// STRATA_SINGLE_COPY=off / STRATA_MAPPED=off turn off). strata-info --plan
 /// and the registry's tests plan calls on it.
-Group planning_group(int ranks, int hosts);
+Group planning_group(int ranks, int hosts, const std::vector<LocalPlace>& local = {});
 
 /// @brief Whether @p a on @p kind moves data along a tree (a v-variant then
 /// needs every count on every rank; broadcast and scatter may pull).

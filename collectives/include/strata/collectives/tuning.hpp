@@ -50,18 +50,22 @@ struct Tuning {
   // ---- tree shapes and directions (docs/tuning.md "Tree decisions"): used when a call names no
   // tree (CollOptions::tree, STRATA_TREE*) / no direction (CollOptions::direction, STRATA_DIRECTION*).
   // Shape encoding: 0 = flat, 1 = chain, k = 2..64 k-nomial of radix k (shape_of()).
-  std::uint64_t broadcast_tree_host = 2;  ///< broadcast: tree among the hosts
-  std::uint64_t broadcast_tree_numa = 2;  ///< broadcast: tree among one host's NUMA regions
-  std::uint64_t broadcast_tree_core = 0;  ///< broadcast: tree among one NUMA region's ranks
-  std::uint64_t broadcast_pull_host = 0;  ///< broadcast: 1 = edges between hosts pull, 0 = push
-  std::uint64_t broadcast_pull_numa = 0;  ///< broadcast: 1 = edges between NUMA regions pull
-  std::uint64_t broadcast_pull_core = 0;  ///< broadcast: 1 = edges inside a NUMA region pull
-  std::uint64_t reduce_tree_host = 2;     ///< reduce: tree among the hosts
-  std::uint64_t reduce_tree_numa = 2;     ///< reduce: tree among one host's NUMA regions
-  std::uint64_t reduce_tree_core = 0;     ///< reduce: tree among one NUMA region's ranks
-  std::uint64_t allreduce_tree_host = 2;  ///< the "tree" allreduce (reduce + broadcast): tree among the hosts
-  std::uint64_t allreduce_tree_numa = 2;  ///< ... among one host's NUMA regions
-  std::uint64_t allreduce_tree_core = 0;  ///< ... among one NUMA region's ranks
+  std::uint64_t broadcast_tree_host = 2;     ///< broadcast: tree among the hosts
+  std::uint64_t broadcast_tree_package = 2;  ///< broadcast: tree among one host's packages
+  std::uint64_t broadcast_tree_numa = 2;     ///< broadcast: tree among one package's NUMA regions
+  std::uint64_t broadcast_tree_core = 0;     ///< broadcast: tree among one NUMA region's ranks
+  std::uint64_t broadcast_pull_host = 0;     ///< broadcast: 1 = edges between hosts pull, 0 = push
+  std::uint64_t broadcast_pull_package = 0;  ///< broadcast: 1 = edges between packages of a host pull
+  std::uint64_t broadcast_pull_numa = 0;     ///< broadcast: 1 = edges between NUMA regions of a package pull
+  std::uint64_t broadcast_pull_core = 0;     ///< broadcast: 1 = edges inside a NUMA region pull
+  std::uint64_t reduce_tree_host = 2;        ///< reduce: tree among the hosts
+  std::uint64_t reduce_tree_package = 2;     ///< reduce: tree among one host's packages
+  std::uint64_t reduce_tree_numa = 2;        ///< reduce: tree among one package's NUMA regions
+  std::uint64_t reduce_tree_core = 0;        ///< reduce: tree among one NUMA region's ranks
+  std::uint64_t allreduce_tree_host = 2;     ///< the "tree" allreduce (reduce + broadcast): tree among the hosts
+  std::uint64_t allreduce_tree_package = 2;  ///< ... among one host's packages
+  std::uint64_t allreduce_tree_numa = 2;     ///< ... among one package's NUMA regions
+  std::uint64_t allreduce_tree_core = 0;     ///< ... among one NUMA region's ranks
   // One host, single copy (CMA) for blocks in [min, max] (max 0: never); measured on 2 ranks, one per core.
   std::uint64_t bcast_single_copy_min_bytes = std::uint64_t{16} << 10;  ///< broadcast: from this many bytes ...
   std::uint64_t bcast_single_copy_max_bytes = std::uint64_t{1} << 40;   ///< ... up to this many (split: always)
