@@ -37,7 +37,8 @@ TEST(SimTool, PrintsCompletionAndCriticalPathAndWritesCsv) {
                                       " --bytes 256K --critical 5 --csv " + csv);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("allreduce 262144 B on 16 ranks (4 hosts"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("algorithm rabenseifner"), std::string::npos) << r.out;  // the automatic choice at 256 KiB
+  // The automatic choice at 256 KiB with 4 ranks on every host: single copy inside each host.
+  EXPECT_NE(r.out.find("algorithm hier-single-copy"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("completion us: min "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("critical path (latest first; 5 steps shown)"), std::string::npos) << r.out;
   std::ifstream f(csv);
