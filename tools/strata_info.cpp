@@ -336,7 +336,7 @@ void print_tree(const strata::coll::Group& g, const strata::coll::Call& c) {
     const int d = depth[static_cast<std::size_t>(e.parent)] + 1;
     depth[static_cast<std::size_t>(e.child)] = d;
     std::printf("%*s-> %d  %s  [%s%s, %s]\n", 2 * d, "", e.child, place(e.child).c_str(), e.level.c_str(),
-                e.hop ? ", extra hop" : "", coll::to_string(e.direction));
+                e.hop ? ", extra hop" : "", e.single_copy ? "single copy" : coll::to_string(e.direction));
   }
 }
 

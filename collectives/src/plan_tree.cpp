@@ -26,6 +26,7 @@ std::vector<TreeEdge> plan_tree(const Group& g, const Call& call) {
   if (c.root < 0 || c.root >= n)
     throw Error(Errc::invalid_argument, "plan_tree: root " + std::to_string(c.root) + " outside the communicator");
   const bool pulls = c.kind == Kind::broadcast || c.kind == Kind::scatter || c.kind == Kind::scatterv;
+  const bool sc = c.kind == Kind::broadcast && cc::host_single_copy(g, c, c.count * dag::datatype_size(c.dtype));
   const cc::Topo t = cc::make_topo(g, c, c.root);
   std::vector<TreeEdge> out;
   std::vector<int> stack{c.root};
@@ -41,6 +42,7 @@ std::vector<TreeEdge> plan_tree(const Group& g, const Call& call) {
     e.level = c.algo.hierarchical ? edge_level(g, d.parent, r) : "single";
     e.hop = t.extra_hop() && d.parent == t.root && r == t.tree.root();
     e.direction = pulls ? edge_direction(g, c.algo, d.parent, r) : Direction::push;
+    e.single_copy = sc && g.host[static_cast<std::size_t>(d.parent)] == g.host[static_cast<std::size_t>(r)];
     out.push_back(std::move(e));
   }
   return out;

@@ -36,6 +36,26 @@ TEST(StrataInfo, AloneWithASyntheticMachinePrintsItsSections) {
   EXPECT_NE(r.out.find("STRATA_TOPOLOGY=package:2 numa:2 core:4 pu:1\n"), std::string::npos) << r.out;
 }
 
+// --plan of an automatic 1 MiB broadcast on 4 ranks over 2 hosts: the
+// same-host edges read single copy out of the parent's buffer (docs/algorithms.md,
+// "Single copy across hosts"), the edge between the hosts pushes; with
+// STRATA_SINGLE_COPY=off every edge pushes.
+TEST(StrataInfo, PlanMarksTheSingleCopyEdgesOfAMultiHostBroadcast) {
+  if (bin().empty()) GTEST_SKIP() << "STRATA_BIN not set (run through ctest)";
+  const std::string cmd = bin() + "/strata-info --plan broadcast --bytes 1048576 --ranks 4 --hosts 2";
+  const ProcessResult r = run_command("env -u STRATA_TOPOLOGY -u STRATA_SINGLE_COPY " + cmd);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("\n  -> 2  host 1 package 0 numa 0  [host, push]\n    -> 3  host 1 package 0 numa 0  [core, "
+                       "single copy]\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\n  -> 1  host 0 package 0 numa 0  [core, single copy]\n"), std::string::npos) << r.out;
+  const ProcessResult off = run_command("env -u STRATA_TOPOLOGY STRATA_SINGLE_COPY=off " + cmd);
+  ASSERT_EQ(off.status, 0) << off.out;
+  EXPECT_EQ(off.out.find("single copy"), std::string::npos) << off.out;
+  EXPECT_NE(off.out.find("\n  -> 1  host 0 package 0 numa 0  [core, push]\n"), std::string::npos) << off.out;
+}
+
 // --plan on a synthetic two-package machine (STRATA_TOPOLOGY, ranks placed as
 // the engine places them): the tree is printed, one edge a line, and the
 // package level shows: 0 -> 4 crosses the packages of host 0, 8 -> 12 those of

@@ -244,6 +244,9 @@ struct TreeEdge {
   /// the tree by broadcast / scatter, after it by reduce / gather.
   bool hop = false;
   Direction direction = Direction::push;  ///< edge_direction() for broadcast / scatter(v), else push
+  /// Broadcast on a multi-host group: a same-host edge that reads single copy
+  /// out of the parent's buffer (docs/algorithms.md, "Single copy across hosts").
+  bool single_copy = false;
 };
 
 /// @brief One call's arguments.
