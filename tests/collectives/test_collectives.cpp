@@ -7,11 +7,13 @@
 #include <sys/wait.h>
 
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "strata/collectives/tuning.hpp"
 
@@ -107,6 +109,43 @@ TEST(PersistentDirect, MatchSequentialReferenceInBothModes) {
   std::filesystem::remove_all(tmpl);
 }
 
+// One line of strata-trace-merge --bytes: "bytes rank R KIND peer P|- B B nodes N"
+// (peer -1 for "-").
+struct Moved {
+  int rank = -1;
+  std::string kind;
+  int peer = -1;
+  std::uint64_t bytes = 0;
+  std::string line;
+};
+
+// Traces @p program_args (a strata-bench run) on 4 ranks over 2 virtual hosts
+// with @p env into @p prefix.<rank>.json and returns the bytes each rank's nodes moved (the run's output in @p out).
+std::vector<Moved> traced_bytes(const std::string& prefix, const std::string& env, const std::string& program_args,
+                                std::string* out) {
+  const std::string cmd = "env STRATA_TRACE=" + prefix + " " + env + " " + bin() +
+                          "/strata-run -n 4 --hosts 2 --timeout 120 -- " + bin() + "/strata-bench " + program_args;
+  const launch::ProcessResult r = launch::run_command(cmd);
+  *out = cmd + "\n" + r.out;
+  EXPECT_EQ(r.status, 0) << *out;
+  const launch::ProcessResult m = launch::run_command(bin() + "/strata-trace-merge --bytes --prefix " + prefix);
+  EXPECT_EQ(m.status, 0) << m.out;
+  std::vector<Moved> v;
+  std::istringstream lines(m.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream w(line);
+    std::string tag, rank_w, peer_w, peer, unit;
+    Moved e;
+    if (!(w >> tag >> rank_w >> e.rank >> e.kind >> peer_w >> peer >> e.bytes >> unit) || tag != "bytes") continue;
+    e.peer = peer == "-" ? -1 : std::stoi(peer);
+    e.line = line;
+    if (e.rank >= 0 && e.rank < 4) v.push_back(e);
+  }
+  EXPECT_FALSE(v.empty()) << m.out;
+  return v;
+}
+
 // Single copy inside a multi-host communicator (docs/algorithms.md, "Single
 // copy across hosts"): 4 ranks on 2 virtual hosts (ranks 0, 1 and 2, 3), a
 // 1 MiB broadcast from rank 0 traced (STRATA_TRACE) and the bytes each rank's
@@ -119,38 +158,22 @@ TEST(HostSingleCopy, SameHostRanksOfAMultiHostBroadcastCopyItOnce) {
   ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
   constexpr std::uint64_t kMiB = 1 << 20;
   for (const bool on : {true, false}) {
-    const std::string prefix = tmpl + (on ? "/on" : "/off");
-    const std::string cmd = "env STRATA_TRACE=" + prefix + (on ? "" : " STRATA_SINGLE_COPY=off") + " " + bin() +
-                            "/strata-run -n 4 --hosts 2 --timeout 120 -- " + bin() +
-                            "/strata-bench --coll bcast --sizes 1M --iters 1 --warmup 0 --no-memcpy --quiet";
-    const launch::ProcessResult run_r = launch::run_command(cmd);
-    ASSERT_EQ(run_r.status, 0) << cmd << "\n" << run_r.out;
-    const launch::ProcessResult m = launch::run_command(bin() + "/strata-trace-merge --bytes --prefix " + prefix);
-    ASSERT_EQ(m.status, 0) << m.out;
-    // "bytes rank R KIND peer P|- B B nodes N" -> per rank: bytes read_peer from the host parent, bytes copied.
+    std::string out;
+    const std::vector<Moved> moved =
+        traced_bytes(tmpl + (on ? "/on" : "/off"), on ? "" : "STRATA_SINGLE_COPY=off",
+                     "--coll bcast --sizes 1M --iters 1 --warmup 0 --no-memcpy --quiet", &out);
+    // Per rank: bytes read_peer from the host parent, bytes copied, bytes put into a same-host window.
     std::uint64_t read[4] = {0, 0, 0, 0}, copied[4] = {0, 0, 0, 0}, put_same_host[4] = {0, 0, 0, 0};
-    std::istringstream lines(m.out);
-    std::string line;
-    int parsed = 0;
-    while (std::getline(lines, line)) {
-      std::istringstream w(line);
-      std::string tag, rank_w, kind, peer_w, peer, unit;
-      int rank = -1;
-      std::uint64_t bytes = 0;
-      if (!(w >> tag >> rank_w >> rank >> kind >> peer_w >> peer >> bytes >> unit) || tag != "bytes") continue;
-      ASSERT_TRUE(rank >= 0 && rank < 4) << line;
-      ++parsed;
-      const int host = rank / 2;
-      const bool peer_same_host = peer != "-" && std::stoi(peer) / 2 == host;
-      if (kind == "read_peer") {
-        EXPECT_TRUE(peer_same_host) << line;
-        read[rank] += bytes;
+    for (const Moved& e : moved) {
+      const bool peer_same_host = e.peer >= 0 && e.peer / 2 == e.rank / 2;
+      if (e.kind == "read_peer") {
+        EXPECT_TRUE(peer_same_host) << e.line;
+        read[e.rank] += e.bytes;
       }
-      if (kind == "copy") copied[rank] += bytes;
-      if (kind == "put_with_signal" && peer_same_host) put_same_host[rank] += bytes;
+      if (e.kind == "copy") copied[e.rank] += e.bytes;
+      if (e.kind == "put_with_signal" && peer_same_host) put_same_host[e.rank] += e.bytes;
     }
-    ASSERT_GT(parsed, 0) << m.out;
-    const std::string what = std::string(on ? "single copy" : "STRATA_SINGLE_COPY=off") + "\n" + m.out;
+    const std::string what = std::string(on ? "single copy" : "STRATA_SINGLE_COPY=off") + "\n" + out;
     for (int r : {1, 3}) {
       if (on) {
         EXPECT_EQ(read[r], kMiB) << "rank " << r << ", " << what;
@@ -182,32 +205,19 @@ TEST(HostSingleCopy, AllreduceAcrossHostsFoldsAndWritesSameHostHalvesOnce) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "strata-hsc.XXXXXX").string();
   ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
   constexpr std::uint64_t kHalf = 1 << 19;
-  const std::string prefix = tmpl + "/ar";
-  const std::string cmd = "env STRATA_TRACE=" + prefix + " " + bin() + "/strata-run -n 4 --hosts 2 --timeout 120 -- " +
-                          bin() +
-                          "/strata-bench --coll allreduce --sizes 1M --iters 1 --warmup 0 --no-memcpy --check --quiet";
-  const launch::ProcessResult run_r = launch::run_command(cmd);
-  ASSERT_EQ(run_r.status, 0) << cmd << "\n" << run_r.out;
-  EXPECT_NE(run_r.out.find(" ok "), std::string::npos) << run_r.out;
-  const launch::ProcessResult m = launch::run_command(bin() + "/strata-trace-merge --bytes --prefix " + prefix);
-  ASSERT_EQ(m.status, 0) << m.out;
+  std::string out;
+  const std::vector<Moved> moved = traced_bytes(
+      tmpl + "/ar", "", "--coll allreduce --sizes 1M --iters 1 --warmup 0 --no-memcpy --check --quiet", &out);
+  EXPECT_NE(out.find(" ok "), std::string::npos) << out;
   std::uint64_t read[4] = {0, 0, 0, 0}, written[4] = {0, 0, 0, 0};
-  std::istringstream lines(m.out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream w(line);
-    std::string tag, rank_w, kind, peer_w, peer, unit;
-    int rank = -1;
-    std::uint64_t bytes = 0;
-    if (!(w >> tag >> rank_w >> rank >> kind >> peer_w >> peer >> bytes >> unit) || tag != "bytes") continue;
-    ASSERT_TRUE(rank >= 0 && rank < 4) << line;
-    if (kind != "read_peer" && kind != "write_peer") continue;
-    EXPECT_EQ(std::stoi(peer), rank ^ 1) << "CMA only with the same-host member: " << line;
-    (kind == "read_peer" ? read : written)[rank] += bytes;
+  for (const Moved& e : moved) {
+    if (e.kind != "read_peer" && e.kind != "write_peer") continue;
+    EXPECT_EQ(e.peer, e.rank ^ 1) << "CMA only with the same-host member: " << e.line;
+    (e.kind == "read_peer" ? read : written)[e.rank] += e.bytes;
   }
   for (int r = 0; r < 4; ++r) {
-    EXPECT_EQ(read[r], kHalf) << "rank " << r << "\n" << m.out;
-    EXPECT_EQ(written[r], kHalf) << "rank " << r << "\n" << m.out;
+    EXPECT_EQ(read[r], kHalf) << "rank " << r << "\n" << out;
+    EXPECT_EQ(written[r], kHalf) << "rank " << r << "\n" << out;
   }
   std::filesystem::remove_all(tmpl);
 }

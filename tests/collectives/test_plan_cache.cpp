@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/inprocess_ranks.hpp"
 #include "strata/dag/plan.hpp"
 #include "strata/strata.hpp"
 #include "strata/transport/bootstrap.hpp"
@@ -31,24 +32,10 @@ constexpr std::size_t kCount = 64;
 // that differs from the one before looks its plan up in the cache) and a
 // plan-cache budget of budget[r].
 void run(const std::array<std::size_t, kRanks>& budget, const std::function<void(strata::Engine&)>& body) {
-  auto boots = strata::make_inprocess_bootstraps(kRanks, 1);
-  std::vector<std::thread> ts;
-  std::vector<std::string> errors(kRanks);
-  for (int r = 0; r < kRanks; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        strata::EngineOptions o;
-        o.worker_threads = 1;
-        o.credits = 1;
-        o.plan_cache_bytes = budget[static_cast<std::size_t>(r)];
-        strata::Engine e(std::move(boots[static_cast<std::size_t>(r)]), o);
-        body(e);
-      } catch (const std::exception& ex) {
-        errors[static_cast<std::size_t>(r)] = ex.what();
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+  inprocess_ranks::run_ranks(kRanks, 1, body, [&](int r, strata::EngineOptions& o) {
+    o.credits = 1;
+    o.plan_cache_bytes = budget[static_cast<std::size_t>(r)];
+  });
 }
 
 // Three calls of one shape and three plans (the operator is in the plan's

@@ -9,38 +9,20 @@
 
 #include <array>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <string>
-#include <thread>
-#include <utility>
 #include <vector>
 
+#include "../common/inprocess_ranks.hpp"
 #include "strata/strata.hpp"
-#include "strata/transport/bootstrap.hpp"
 
 namespace {
 
 constexpr int kRanks = 2;
 
 void run(const std::array<std::size_t, kRanks>& budget, const std::function<void(strata::Engine&)>& body) {
-  auto boots = strata::make_inprocess_bootstraps(kRanks, 1);
-  std::vector<std::thread> ts;
-  std::vector<std::string> errors(kRanks);
-  for (int r = 0; r < kRanks; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        strata::EngineOptions o;
-        o.worker_threads = 1;
-        o.window_budget = budget[static_cast<std::size_t>(r)];
-        strata::Engine e(std::move(boots[static_cast<std::size_t>(r)]), o);
-        body(e);
-      } catch (const std::exception& ex) {
-        errors[static_cast<std::size_t>(r)] = ex.what();
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+  inprocess_ranks::run_ranks(
+      kRanks, 1, body, [&](int r, strata::EngineOptions& o) { o.window_budget = budget[static_cast<std::size_t>(r)]; });
 }
 
 // A 1 MiB allreduce and broadcast on @p c, checked.
