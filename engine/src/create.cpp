@@ -272,7 +272,7 @@ class Creation : public std::enable_shared_from_this<Creation> {
   }
 
   // Step 4: the keys in place; the new communicator's window protocol
-  // agreed on it (CommImpl::enable_flags in halves: one 2-word allreduce on
+  // agreed on it (CommImpl::enable_flags in halves: one kFlagWords-word allreduce on
   // the new communicator, then one on its lane).
   void keyed() {
     if (!ni_) {
