@@ -433,7 +433,7 @@ bool single_copy(const Group& g, const Call& c, std::uint64_t block);
 // Whether broadcast @p c of @p bytes on a multi-host communicator reads each
 // fragment out of the parent's user buffer across the tree's same-host edges
 // (Group::publish_word there: every same-host member readable; automatic
-// calls inside bcast_single_copy_min_bytes .. max_bytes).
+// calls from bcast_host_single_copy_min_bytes to bcast_single_copy_max_bytes).
 bool host_single_copy(const Group& g, const Call& c, std::uint64_t bytes);
 std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_alltoall_single(const Group& g, const Call& c, int slot);

@@ -167,10 +167,10 @@ bool single_copy_possible(const Group& g, const Call& c) {
 bool host_single_copy(const Group& g, const Call& c, std::uint64_t bytes) {
   // Multi-host communicators: the tree's edges between two ranks of one host
   // read out of the parent's user buffer (compile.cpp, emit_broadcast), for
-  // automatic calls of the broadcast window's sizes.
+  // automatic calls from bcast_host_single_copy_min_bytes to bcast_single_copy_max_bytes.
   if (g.publish_word == 0 || !g.spans_hosts() || c.direct || c.on_block || c.compute || !c.fast_ok) return false;
   const Tuning& t = tuning(g);
-  return t.bcast_single_copy_max_bytes > 0 && bytes >= t.bcast_single_copy_min_bytes &&
+  return t.bcast_single_copy_max_bytes > 0 && bytes >= t.bcast_host_single_copy_min_bytes &&
          bytes <= t.bcast_single_copy_max_bytes;
 }
 

@@ -333,7 +333,7 @@ std::vector<AlgorithmRow> build_table() {
             always, cc::broadcast_plan,
             {"broadcast_tree_host", "broadcast_tree_package", "broadcast_tree_numa", "broadcast_tree_core",
              "broadcast_pull_host", "broadcast_pull_package", "broadcast_pull_numa", "broadcast_pull_core",
-             "pipeline_fragment"});
+             "pipeline_fragment", "bcast_host_single_copy_min_bytes"});
   t.push_back(mapped_row(Kind::reduce));
   tree_rows(&t, Kind::reduce, "multilevel tree, push up with RTR, rank-ordered fold for non-commutative ops",
             "h + ceil(m/f) - 1 fragment steps; m sent", always, cc::reduce_plan,

@@ -103,6 +103,9 @@ const std::vector<TuningField>& tuning_fields() {
       {"bcast_single_copy_split_min_bytes", &Tuning::bcast_single_copy_split_min_bytes, 0, 1024 * kGiB, 1,
        "one host, single-copy broadcast: from this many bytes the root writes the last 1/n of each reader's buffer "
        "(CMA write) while the readers read the rest (0: never)"},
+      {"bcast_host_single_copy_min_bytes", &Tuning::bcast_host_single_copy_min_bytes, 0, 1024 * kGiB, 1,
+       "across hosts: a broadcast of at least this many bytes (up to bcast_single_copy_max_bytes) reads single copy "
+       "across the tree's same-host edges"},
       {"allreduce_single_copy_min_bytes", &Tuning::allreduce_single_copy_min_bytes, 0, 1024 * kGiB, 1,
        "one host: allreduce (not in place) of at least this many bytes in single copies: each rank folds its chunk "
        "straight out of the others' send buffers, then writes it into their outputs (CMA) ..."},

@@ -505,6 +505,7 @@ void init_tuning(detail::EngineCore& core) {
   // rank reads the same job environment; =off is applied per communicator).
   if (strata::detail::env::is("STRATA_SINGLE_COPY", "always")) {
     table.bcast_single_copy_min_bytes = table.sym_single_copy_min_bytes = 0;
+    table.bcast_host_single_copy_min_bytes = 0;
     table.bcast_single_copy_max_bytes = table.sym_single_copy_max_bytes = std::uint64_t{1} << 40;
     table.allreduce_single_copy_min_bytes = 0;
     table.rs_single_copy_min_bytes = 0;

@@ -267,6 +267,12 @@ TEST(HostSingleCopyOff, SmallNamedDirectOrUnavailableCallsReadNothing) {
   Group none = g;
   none.tuning = t;
   EXPECT_EQ(reads(none, bcast(0, 5000)), 0u) << "bcast_single_copy_max_bytes = 0 turns it off";
+  auto high = std::make_shared<strata::coll::Tuning>();
+  high->bcast_host_single_copy_min_bytes = 32768;
+  Group later = g;
+  later.tuning = high;
+  EXPECT_EQ(reads(later, bcast(0, 5000)), 0u) << "20 KB: below bcast_host_single_copy_min_bytes";
+  EXPECT_GT(reads(later, bcast(0, 10000)), 0u) << "40 KB: from bcast_host_single_copy_min_bytes";
 }
 
 }  // namespace

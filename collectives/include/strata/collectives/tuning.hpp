@@ -77,6 +77,13 @@ struct Tuning {
   // KiB 10.5-10.8 -> 6.4-6.8, 1 MiB 86-87 -> 26-35, 4 MiB 428-500 -> 304-352;
   // 8 KiB mixed. strata-tune searches it.
   std::uint64_t bcast_single_copy_split_min_bytes = std::uint64_t{16} << 10;
+  // Broadcast on a communicator that spans hosts: from this many bytes the
+  // tree's same-host edges read single copy out of the parent's buffer
+  // (docs/algorithms.md, "Single copy across hosts"; up to
+  // bcast_single_copy_max_bytes). Measured 2026-12-03 (4 ranks on 2 emulated
+  // hosts, 10 Gbit/s, window path / single copy, quiet run): 256 KiB 1.01, 1
+  // MiB 0.98, 4 MiB 1.13; one copy per receiver instead of two at every size.
+  std::uint64_t bcast_host_single_copy_min_bytes = std::uint64_t{16} << 10;
   // Allreduce (not in place, ordinary buffers), one host: single copy both
   // ways (each rank folds its chunk out of the others' send buffers, then
   // writes it into their outputs) for vectors in [min, max] (max 0: never).
