@@ -50,12 +50,17 @@ Call bcast(int root, std::size_t count) {
   return c;
 }
 
+// Every rank's slice of @p c on @p g, validated across ranks (a failure names the call).
 std::vector<std::shared_ptr<const dag::Plan>> compile_every_rank(Group g, const Call& c) {
   std::vector<std::shared_ptr<const dag::Plan>> plans;
+  std::vector<const dag::Plan*> raw;
   for (int r = 0; r < g.size(); ++r) {
     g.rank = r;
     plans.push_back(strata::coll::compile(g, c, 1));
+    raw.push_back(plans.back().get());
   }
+  const strata::Status st = dag::validate(raw);
+  EXPECT_TRUE(st.is_ok()) << strata::coll::to_string(c.kind) << " count " << c.count << ": " << st.message();
   return plans;
 }
 
@@ -105,10 +110,8 @@ TEST_P(HostSingleCopy, SameHostChildrenReadTheirParentsBufferOnceAndMatchTheRoot
       const Call c = bcast(root, count);
       std::vector<std::shared_ptr<const dag::Plan>> plans;
       ASSERT_NO_THROW(plans = compile_every_rank(g, c)) << what;
-      std::vector<const dag::Plan*> raw;
-      for (const auto& p : plans) raw.push_back(p.get());
-      const strata::Status st = dag::validate(raw);
-      ASSERT_TRUE(st.is_ok()) << what << ": " << st.message();
+      ASSERT_FALSE(HasFailure()) << what << ": the plans do not validate";
+      ASSERT_FALSE(HasFailure()) << what << ": the plans do not validate";
       // One rank per host other than the root's receives across hosts (its
       // host leader); every other non-root reads its whole buffer once from
       // a same-host parent and copies nothing into it out of a window.
@@ -172,10 +175,7 @@ TEST_P(HostSingleCopyAllreduce, EveryRankFoldsItsChunkAndWritesItToItsHostAndMat
     c.fast_ok = true;
     std::vector<std::shared_ptr<const dag::Plan>> plans;
     ASSERT_NO_THROW(plans = compile_every_rank(g, c)) << what;
-    std::vector<const dag::Plan*> raw;
-    for (const auto& p : plans) raw.push_back(p.get());
-    const strata::Status st = dag::validate(raw);
-    ASSERT_TRUE(st.is_ok()) << what << ": " << st.message();
+    ASSERT_FALSE(HasFailure()) << what << ": the plans do not validate";
     for (int r = 0; r < n; ++r) {
       const dag::Plan& p = *plans[static_cast<std::size_t>(r)];
       EXPECT_EQ(p.algorithm(), "hier-single-copy") << what;
