@@ -28,6 +28,7 @@ using strata::detail::handoff;
 
 Executor::Impl::Impl(transport::Transport& t, ExecutorOptions o) : tp(t), opts(std::move(o)) {
   nranks = tp.size();
+  my_rank = tp.rank();
   dead.reset(new std::atomic<bool>[static_cast<std::size_t>(std::max(nranks, 1))]);
   for (int i = 0; i < nranks; ++i) dead[static_cast<std::size_t>(i)].store(false);
   if (opts.arena != nullptr) {
@@ -161,7 +162,7 @@ void Executor::Impl::spawn(Instance* in, NodeId id) {
 // @p registered: the instance was published (shard, `live`, its drain's
 // `live`); a straight start that finished every node in the starting thread
 // never was (straight()).
-void Executor::Impl::complete(Instance* in, bool registered) {
+void Executor::Impl::complete(Instance* in, bool registered, bool* ended) {
   in->registered = registered;
   // A member announced this call failed: an instance that finished here
   // after its notice (it saw nothing of the failed data yet) fails too.
@@ -178,11 +179,11 @@ void Executor::Impl::complete(Instance* in, bool registered) {
     if (failed) tombstone(sh, in->key);
   }
   if (failed && !settle_failed(in)) return;  // settle() finishes it
-  finish(in);
+  finish(in, failed ? nullptr : ended);
 }
 
 // The rest of complete(): the DoneFn, the drain watermark, the final grants.
-void Executor::Impl::finish(Instance* in) {
+void Executor::Impl::finish(Instance* in, bool* ended) {
   const bool registered = in->registered;
   const bool failed = in->failed.load(std::memory_order_acquire);
   DoneFn done = std::move(in->done);
@@ -217,7 +218,10 @@ void Executor::Impl::finish(Instance* in) {
   if (obs != nullptr) obs->instance_end(*in);
   destroy(in);
   if (registered) live.fetch_sub(1, std::memory_order_acq_rel);
-  if (done) done(st);
+  if (ended != nullptr)
+    *ended = true;  // the starting caller ends it (Executor::start's ended_inline); `done` is dropped
+  else if (done)
+    done(st);
   if (gplan) {
     // The window protocol's part (executor_window.cpp): a call only when
     // the plan grants (a send costs microseconds anyway).
@@ -381,6 +385,7 @@ struct Start {
   std::uint16_t comm;
   std::uint32_t seq;
   BlockLayout L;
+  bool* ended_inline = nullptr;  // Executor::start's: set instead of the DoneFn when it completes here
   // Built only on an error path: formatting it eagerly cost ~0.1 us per start (perf).
   [[nodiscard]] std::string who() const {
     return "Executor::start(plan '" + p.name() + "', rank " + std::to_string(im.tp.rank()) + ", comm " +
@@ -399,10 +404,11 @@ struct Start {
 // The plan fits this executor and its peers are alive.
 Status check_start(const Start& s) {
   if (s.seq > kSeqMask) return {Errc::invalid_argument, s.who() + ": seq exceeds 2^28-1"};
-  if (s.p.rank() != s.im.tp.rank() || s.p.nranks() != s.im.tp.size())
+  if (s.p.rank() != s.im.my_rank || s.p.nranks() != s.im.nranks)
     return {Errc::invalid_argument, s.who() + ": plan is rank " + std::to_string(s.p.rank()) + " of " +
                                         std::to_string(s.p.nranks()) + " but the transport is rank " +
                                         std::to_string(s.im.tp.rank()) + " of " + std::to_string(s.im.tp.size())};
+  if (s.im.ndead.load(std::memory_order_acquire) == 0) return Status::ok();
   for (int peer : s.p.peers())
     if (s.im.dead[static_cast<std::size_t>(peer)].load())
       return {Errc::peer_dead, s.who() + ": peer rank " + std::to_string(peer) + " is dead"};
@@ -531,7 +537,7 @@ std::uint64_t run_straight_first(const Start& s, Instance* in, bool* finished, S
       ran = im.run_straight(in, ran);
     }
   if (ran == all) {
-    im.complete(in, false);
+    im.complete(in, false, s.ended_inline);
     *st = Status::ok();
     *finished = true;
   }
@@ -642,8 +648,9 @@ Status launch(const Start& s, void* block, const BufBind* binds, std::shared_ptr
 }  // namespace
 
 Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std::uint16_t comm, std::uint32_t seq,
-                       DoneFn done) {
-  Status st = start_unchecked(std::move(plan), b, comm, seq, std::move(done));
+                       DoneFn done, bool* ended_inline) {
+  if (ended_inline != nullptr) *ended_inline = false;
+  Status st = start_unchecked(std::move(plan), b, comm, seq, std::move(done), ended_inline);
   // A sequence number that never starts never finishes: the communicator's
   // drain watermark (if any) can no longer pass it.
   if (!st)
@@ -656,11 +663,25 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
 // functions above; the plan's spare block is handled here (Plan befriends
 // the Executor).
 Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Bindings& b, std::uint16_t comm,
-                                 std::uint32_t seq, DoneFn done) {
+                                 std::uint32_t seq, DoneFn done, bool* ended_inline) {
   Impl& im = *impl_;
   if (!plan) return {Errc::invalid_argument, "Executor::start: plan is null"};
   const Plan& p = *plan;
-  const Start s{im, p, b, comm, seq, block_layout(p)};
+  // The layout is the plan's alone: computed once (Plan::layout_*).
+  BlockLayout lay;
+  if (const std::uint64_t total = p.layout_total_.load(std::memory_order_acquire); total != 0) {
+    lay.off_nodes = p.layout_nodes_.load(std::memory_order_relaxed);
+    lay.off_bufs = p.layout_bufs_.load(std::memory_order_relaxed);
+    lay.off_scratch = p.layout_scratch_.load(std::memory_order_relaxed);
+    lay.total = static_cast<std::size_t>(total);
+  } else {
+    lay = block_layout(p);
+    p.layout_nodes_.store(static_cast<std::uint32_t>(lay.off_nodes), std::memory_order_relaxed);
+    p.layout_bufs_.store(static_cast<std::uint32_t>(lay.off_bufs), std::memory_order_relaxed);
+    p.layout_scratch_.store(static_cast<std::uint32_t>(lay.off_scratch), std::memory_order_relaxed);
+    p.layout_total_.store(lay.total, std::memory_order_release);
+  }
+  const Start s{im, p, b, comm, seq, lay, ended_inline};
   if (Status st = check_start(s); !st) return st;
   const std::size_t nb = p.buffers().size();
   // A block goes back to its plan for a later start, else to the executor.

@@ -243,7 +243,7 @@ bool Executor::Impl::settle_failed(Instance* in) {
 void Executor::handle_peer_failure(int peer, const Status& why) {
   Impl& im = *impl_;
   if (peer < 0 || peer >= im.nranks) return;
-  im.dead[static_cast<std::size_t>(peer)].store(true);
+  if (!im.dead[static_cast<std::size_t>(peer)].exchange(true)) im.ndead.fetch_add(1, std::memory_order_acq_rel);
   std::vector<Instance*> hit;
   for (Shard& sh : im.shards) {
     std::lock_guard<strata::detail::SpinLock> g(sh.mu);

@@ -322,7 +322,9 @@ struct Executor::Impl {
   std::atomic<std::int64_t> live{0};
   Shard shards[kShards];
   std::unique_ptr<std::atomic<bool>[]> dead;
+  std::atomic<int> ndead{0};  // entries of `dead` set: the start path skips its loop while 0
   int nranks = 0;
+  int my_rank = 0;  // tp.rank(), read once (a virtual call per start otherwise)
   std::mutex seq_mu;
   std::unordered_map<std::uint16_t, std::uint32_t> seqs;
   // The trace observer (trace.hpp): null when tracing is off, which is all
@@ -730,10 +732,14 @@ struct Executor::Impl {
   // @p registered: the instance was published (shard, `live`, its drain's
   // `live`); a straight start that finished every node in the starting thread
   // never was (straight()).
-  void complete(Instance* in, bool registered = true);
+  // @p ended: not null for a straight start's own completion
+  // (Executor::start's `ended_inline`): set instead of calling the DoneFn
+  // when the instance did not fail.
+  void complete(Instance* in, bool registered = true, bool* ended = nullptr);
 
-  // The rest of complete(): the DoneFn, the drain watermark, the final grants.
-  void finish(Instance* in);
+  // The rest of complete(): the DoneFn (or *@p ended, above), the drain
+  // watermark, the final grants.
+  void finish(Instance* in, bool* ended = nullptr);
 
   // Straight start (Plan::straight_preds): runs every node whose
   // predecessors are done, in id order, in this thread; a flag_wait whose

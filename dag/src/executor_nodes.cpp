@@ -252,7 +252,7 @@ bool Executor::Impl::user_reduce(Instance* in, NodeId id, const void* a, const v
 // later instances of the communicator may already have raised it).
 void Executor::Impl::set_flag(Instance* in, const Node& nd, bool raise) {
   if (in->flags == nullptr) return;  // unbound: no peer can wait on this rank's flags
-  std::atomic<std::uint32_t>* blk = in->flags[tp.rank()];
+  std::atomic<std::uint32_t>* blk = in->flags[my_rank];
   if (blk == nullptr) return;
   const std::uint32_t value = (in->seq + 1) & kSeqMask;
   strata::detail::tsan_release_to_peers();  // what the peers do once they see it (strata/detail/tsan.hpp)
@@ -297,8 +297,8 @@ void Executor::Impl::set_flag(Instance* in, const Node& nd, bool raise) {
 
 // publish: the addresses of the two regions, then the flag (set_flag's release orders them).
 void Executor::Impl::publish(Instance* in, NodeId id, const Node& nd) {
-  if (in->flags == nullptr || in->flags[tp.rank()] == nullptr) return;  // no peer can read them
-  std::atomic<std::uint32_t>* blk = in->flags[tp.rank()];
+  if (in->flags == nullptr || in->flags[my_rank] == nullptr) return;  // no peer can read them
+  std::atomic<std::uint32_t>* blk = in->flags[my_rank];
   const std::uint64_t a = nd.src.len > 0 ? reinterpret_cast<std::uintptr_t>(addr(in, id, 0, nd.src)) : 0;
   const std::uint64_t b = nd.src2.len > 0 ? reinterpret_cast<std::uintptr_t>(addr(in, id, 1, nd.src2)) : 0;
   blk[nd.slot + 2].store(static_cast<std::uint32_t>(a), std::memory_order_relaxed);

@@ -345,6 +345,25 @@ struct LazyEnd {
 thread_local LazyEnd* tls_lazy = nullptr;
 }  // namespace
 
+void CommImpl::ended_inline(std::size_t slot, std::uint32_t seq) {
+  {
+    std::unique_lock<CommLock> lk(mu);
+    Slot& sl = slots[slot];
+    // The common case, a lazy start (start_lazy) that completed inside its
+    // own start on this thread: no promise and no handle to give up (they
+    // are made only after the start returns), so finished() reduces to
+    // recording the end for the submit and freeing the slot.
+    if (sl.lazy && sl.live_seq == seq && !sl.live && !sl.keep && tls_lazy != nullptr && tls_lazy->comm == this &&
+        tls_lazy->seq == seq) {
+      sl.lazy = false;
+      tls_lazy->done = true;
+      release(slot, lk);
+      return;
+    }
+  }
+  finished(slot, seq, Status::ok());
+}
+
 void CommImpl::settle_lazy(Slot& sl, std::uint32_t seq, const Status& st) {
   if (!sl.lazy || sl.live_seq != seq) return;
   sl.lazy = false;
@@ -370,7 +389,7 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const
                       std::shared_ptr<const dag::BoundComputeFn> bound) {
   // Queued starts may run while the engine shuts down (the executor's drain
   // completes the instance ahead of them): fail them, never start.
-  Status st = core->check_alive(plan->name().c_str());
+  Status st = core->alive.load(std::memory_order_acquire) ? Status::ok() : core->check_alive(plan->name().c_str());
   if (st.is_ok()) {
     // Per thread, reused: no allocation per call. Executor::start reads the
     // bindings before it runs any node, so a start nested in it (the slot's
@@ -404,13 +423,16 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const
     // The callback captures 16 trivially copyable bytes: std::function keeps
     // them inline (no allocation); the slot holds the promise and `keep`.
     const auto slot32 = static_cast<std::uint32_t>(slot);
+    bool ended = false;  // completed inside the start: no callback ran, it ends here
     if (bound)
       st = core->exec->start(
           std::move(plan), b, id, seq & dag::kSeqMask,
-          [this, slot32, seq, bound = std::move(bound)](const Status& s) { finished(slot32, seq, s); });
+          [this, slot32, seq, bound = std::move(bound)](const Status& s) { finished(slot32, seq, s); }, &ended);
     else
-      st = core->exec->start(std::move(plan), b, id, seq & dag::kSeqMask,
-                             [this, slot32, seq](const Status& s) { finished(slot32, seq, s); });
+      st = core->exec->start(
+          std::move(plan), b, id, seq & dag::kSeqMask, [this, slot32, seq](const Status& s) { finished(slot32, seq, s); },
+          &ended);
+    if (ended) ended_inline(slot, seq);
   }
   if (st.is_ok()) return true;
   std::shared_ptr<CommImpl> keep;
@@ -479,7 +501,7 @@ std::optional<Future<void>> start_remembered(CommImpl& c, coll::Kind kind, std::
                                              void* recv, const std::vector<dag::PeerKey>* peer_keys,
                                              std::uint64_t keys_stamp, Pick&& pick) {
   if (c.core->opts.check || tls_capture != nullptr || c.held_streams.load(std::memory_order_acquire) != 0 ||
-      !c.core->check_alive(coll::to_string(kind)).is_ok())
+      !c.core->alive.load(std::memory_order_acquire))
     return std::nullopt;
   std::shared_ptr<const dag::Plan> plan;
   std::uint32_t seq = 0;
@@ -540,7 +562,7 @@ Future<void> CommImpl::start_lazy(std::size_t slot, std::uint32_t seq, std::shar
   const bool started = launch(slot, seq, std::move(plan), send, recv, peer_keys, keys_stamp, std::move(bound));
   tls_lazy = outer;
   if (!started) release(slot);
-  if (rec.done) return rec.st.is_ok() ? Future<void>(core->ready_state) : make_error_future<void>(rec.st);
+  if (rec.done) return rec.st.is_ok() ? Future<void>(completed_state()) : make_error_future<void>(rec.st);
   Promise<void> p(core->fctx);
   Future<void> fut = p.get_future();
   Status st, why;

@@ -189,6 +189,10 @@ struct CommImpl : std::enable_shared_from_this<CommImpl> {
   // its submit (the calling thread's record when the end came inside that
   // submit's start, else the stash).
   void settle_lazy(Slot& sl, std::uint32_t seq, const Status& st);
+  // The instance of @p seq in queue slot @p slot completed without failing
+  // inside its Executor::start (no DoneFn ran): finished(slot, seq, OK)
+  // without its general machinery when it was a lazy start on this thread.
+  void ended_inline(std::size_t slot, std::uint32_t seq);
 
   // A member (world rank @p world_rank) died: fails what is unfinished or
   // queued and everything later.

@@ -133,6 +133,21 @@ struct LogSinkHandle {
   }
 };
 
+// A completed state: the future of every plan-path call that completed
+// inside its own submit (CommImpl::start_lazy, "lazy promise") shares it.
+// Process-wide and never freed, so the pointer each such future holds needs
+// no control block (the aliasing constructor over an empty owner): copying
+// and dropping it touches no reference count (two atomic read-modify-writes
+// per call on one cache line that every calling thread shares).
+inline detail::StatePtr<void> completed_state() noexcept {
+  static detail::State<void>* const state = [] {
+    static auto* const owner = new detail::StatePtr<void>(std::make_shared<detail::State<void>>(nullptr));
+    (*owner)->complete(Status(), [] {});
+    return owner->get();
+  }();
+  return detail::StatePtr<void>(std::shared_ptr<void>(), state);
+}
+
 struct EngineCore {
   EngineOptions opts;
   // Bytes of this engine's communicator windows now (WindowMem), against
@@ -152,13 +167,6 @@ struct EngineCore {
   std::atomic<dag::Executor*> polled_exec{nullptr};  // the progress hook's view of exec (null while it goes)
   std::unique_ptr<transport::ProgressServer> progress;
   std::shared_ptr<FutureContext> fctx;
-  // A completed state: the future of every plan-path call that completed
-  // inside its own submit (CommImpl::submit, "lazy promise") shares it.
-  detail::StatePtr<void> ready_state = [] {
-    auto s = std::make_shared<detail::State<void>>(nullptr);
-    s->complete(Status(), [] {});
-    return s;
-  }();
   // fctx's hooks against shutdown (fctx->live is its flag; futures may outlive the engine).
   std::shared_ptr<HookGuard> hooks = std::make_shared<HookGuard>();
   std::atomic<bool> alive{true};

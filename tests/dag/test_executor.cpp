@@ -326,6 +326,47 @@ TEST(Executor, BoundComputeNodesTakeTheCallableOfEachStart) {
   EXPECT_NE(d.status.message().find("Bindings::compute"), std::string::npos) << d.status.message();
 }
 
+// Executor::start's ended_inline: a straight plan that completes inside the
+// start reports it there and never calls its DoneFn (the caller ends the call
+// itself); without the pointer the DoneFn runs as always; a plan that cannot
+// complete inside the start (a compute node goes to the arena) leaves
+// *ended_inline false and calls the DoneFn once.
+TEST(Executor, AStartThatCompletesInsideReportsItInsteadOfCallingDone) {
+  std::array<Done, 3> done;
+  Cluster c(1);
+  PlanBuilder b("copy", 0, 1);
+  b.input(0, 8).output(0, 8);
+  b.copy(in(0, 0, 8), out(0, 0, 8));
+  auto plan = b.build();
+  char src[8] = "abcdefg", dst[8] = {};
+  Bindings bind{{src}, {dst}, {}};
+  bool ended = false;
+  ASSERT_TRUE(c.ex[0]->start(plan, bind, 0, 0, done[0].fn(), &ended).is_ok());
+  EXPECT_TRUE(ended);
+  EXPECT_EQ(done[0].calls.load(), 0);
+  EXPECT_EQ(std::string(dst, 7), "abcdefg");
+
+  char dst2[8] = {};
+  Bindings bind2{{src}, {dst2}, {}};
+  ASSERT_TRUE(c.ex[0]->start(plan, bind2, 0, 1, done[1].fn()).is_ok());
+  ASSERT_TRUE(c.pump([&] { return done[1].done(); }));
+  EXPECT_EQ(done[1].calls.load(), 1);
+  EXPECT_EQ(std::string(dst2, 7), "abcdefg");
+
+  PlanBuilder cb("compute", 0, 1);
+  cb.compute_bound(0, Region{});
+  auto cplan = cb.build();
+  const BoundComputeFn fn = [](std::uint32_t, const ComputeArgs&) {};
+  Bindings cbind;
+  cbind.compute = &fn;
+  ended = true;
+  ASSERT_TRUE(c.ex[0]->start(cplan, cbind, 0, 2, done[2].fn(), &ended).is_ok());
+  ASSERT_TRUE(c.pump([&] { return done[2].done(); }));
+  EXPECT_FALSE(ended);
+  EXPECT_EQ(done[2].calls.load(), 1);
+  EXPECT_TRUE(done[2].status.is_ok()) << done[2].status.message();
+}
+
 // cores_busy (a waiter's cue to sleep instead of polling): true while
 // compute nodes run (or wait to run) on every CPU of the arena, false once the
 // node ended; with two threads, one running node leaves a CPU free.

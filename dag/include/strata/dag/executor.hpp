@@ -292,8 +292,13 @@ class Executor {
   /// @return an error (and @p done is never called) when the bindings do not
   /// fit the plan, the sequence is already in flight or a peer of the plan is
   /// dead; OK otherwise, and @p done runs exactly once (possibly before start returns).
+  /// @param ended_inline when not null: an instance that runs every node and
+  /// completes without failing inside this call does not call @p done;
+  /// `*ended_inline` is set to true instead, and the caller ends the call
+  /// itself (its per-call cost without a callback). Otherwise (false) @p done
+  /// runs exactly once as above.
   Status start(std::shared_ptr<const Plan> plan, const Bindings& bindings, std::uint16_t comm, std::uint32_t seq,
-               DoneFn done);
+               DoneFn done, bool* ended_inline = nullptr);
   /// @brief Bytes of one instance's memory block of @p plan (instance state,
   /// node states, buffer bindings, scratch slots). A plan that has run keeps
   /// one such block for its next start (freed with the plan), so a cache of
@@ -410,7 +415,7 @@ class Executor {
 
  private:
   Status start_unchecked(std::shared_ptr<const Plan> plan, const Bindings& bindings, std::uint16_t comm,
-                         std::uint32_t seq, DoneFn done);
+                         std::uint32_t seq, DoneFn done, bool* ended_inline);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -314,6 +314,11 @@ class Plan {
   // executor: a cached plan starts without an allocation or a lock (per-call
   // cost, docs/architecture.md). Freed with the plan.
   mutable std::atomic<void*> spare_block_{nullptr};
+  // The executor's instance block layout of this plan (offsets of node
+  // states, bindings, scratch; total), computed at its first start: total
+  // 0 until then (stored last, with release).
+  mutable std::atomic<std::uint32_t> layout_nodes_{0}, layout_bufs_{0}, layout_scratch_{0};
+  mutable std::atomic<std::uint64_t> layout_total_{0};
   std::string name_;
   std::string algorithm_;
   int rank_ = 0;
