@@ -430,8 +430,8 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const
           [this, slot32, seq, bound = std::move(bound)](const Status& s) { finished(slot32, seq, s); }, &ended);
     else
       st = core->exec->start(
-          std::move(plan), b, id, seq & dag::kSeqMask, [this, slot32, seq](const Status& s) { finished(slot32, seq, s); },
-          &ended);
+          std::move(plan), b, id, seq & dag::kSeqMask,
+          [this, slot32, seq](const Status& s) { finished(slot32, seq, s); }, &ended);
     if (ended) ended_inline(slot, seq);
   }
   if (st.is_ok()) return true;
