@@ -699,9 +699,9 @@ Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Binding
       const Parked parked = *static_cast<const Parked*>(spare);
       if (parked.stamp == b.stamp && parked.ex == &im) {
         auto* bufs = reinterpret_cast<BufBind*>(static_cast<unsigned char*>(spare) + s.L.off_bufs);
-        for (std::size_t j = 0; j < nb; ++j) {
+        for (const std::uint32_t j : p.user_buffers()) {
           const BufferDecl& d = p.buffers()[j];
-          if ((d.ref.kind == BufferKind::input || d.ref.kind == BufferKind::output) && !bind_user(d, b, bufs[j].base)) {
+          if (!bind_user(d, b, bufs[j].base)) {
             give_back(spare);
             return s.unbound(d);
           }

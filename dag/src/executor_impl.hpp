@@ -566,6 +566,8 @@ struct Executor::Impl {
   // ------------------------------------------------------------ running nodes
   // Executes node @p id; returns true when it finished synchronously.
   bool run(Instance* in, NodeId id);
+  // run()'s transport kinds (put, get, put_with_signal, signal): posts; false = the completion releases it.
+  bool post(Instance* in, NodeId id, const Node& nd);
 
   // The bodies of run()'s longer cases (compute, read_peer, write_peer).
   void run_compute(Instance* in, NodeId id, const Node& nd);

@@ -28,10 +28,8 @@ bool Executor::Impl::run(Instance* in, NodeId id) {
   const Node& nd = p.nodes()[id];
   // Counted while it runs when it takes a while (Executor::cores_busy): a
   // waiter then sleeps instead of spinning on the core this node needs.
-  const bool heavy =
-      nd.kind == NodeKind::compute || ((nd.kind == NodeKind::copy || nd.kind == NodeKind::reduce ||
-                                        nd.kind == NodeKind::read_peer || nd.kind == NodeKind::write_peer) &&
-                                       nd.dst.len >= kBusyBytes);
+  // Only the data kinds below construct one (a flag or a small copy pays a
+  // test, not the counter).
   struct Mark {
     std::atomic<int>* n;
     explicit Mark(std::atomic<int>* c) : n(c) {
@@ -42,21 +40,23 @@ bool Executor::Impl::run(Instance* in, NodeId id) {
     }
     Mark(const Mark&) = delete;
     Mark& operator=(const Mark&) = delete;
-  } const mark(heavy ? &working : nullptr);
-  void* ctx = &in->nodes[id];
-  Status st;
+  };
+  std::atomic<int>* const busy = nd.dst.len >= kBusyBytes ? &working : nullptr;
   switch (nd.kind) {
     case NodeKind::nop:
     case NodeKind::wait:
       return true;
-    case NodeKind::copy:
+    case NodeKind::copy: {
       if (nd.src.len == 0) return true;
+      const Mark mark(busy);
       if (nd.streaming)
         transport::stream_copy(addr(in, id, 2, nd.dst), operand(in, id, 0, nd.src, nd), nd.src.len);
       else
         std::memmove(addr(in, id, 2, nd.dst), operand(in, id, 0, nd.src, nd), nd.src.len);
       return true;
+    }
     case NodeKind::reduce: {
+      const Mark mark(busy);
       unsigned char* d = addr(in, id, 2, nd.dst);
       const unsigned char* a = operand(in, id, 0, nd.src, nd);
       const unsigned char* b = operand(in, id, 1, nd.src2, nd);
@@ -67,9 +67,46 @@ bool Executor::Impl::run(Instance* in, NodeId id) {
       }
       return true;
     }
-    case NodeKind::compute:
+    case NodeKind::compute: {
+      const Mark mark(&working);
       run_compute(in, id, nd);
       return true;
+    }
+    case NodeKind::flag_set:
+      set_flag(in, nd);
+      return true;
+    case NodeKind::publish:
+      publish(in, id, nd);
+      return true;
+    case NodeKind::read_peer: {
+      const Mark mark(busy);
+      if (nd.dst.len > 0 && publication_mapped(in, id, nd)) run_read_peer(in, id, nd);
+      return true;
+    }
+    case NodeKind::write_peer: {
+      const Mark mark(busy);
+      if (nd.src.len > 0 && publication_mapped(in, id, nd)) run_write_peer(in, id, nd);
+      return true;
+    }
+    case NodeKind::flag_wait:
+      if (flag_ready(in, nd)) return true;  // the peer was on time: one load, nothing else
+      wait_flag(in, id, nd);                // the window protocol (executor_window.cpp)
+      return false;                         // poll() releases it
+    case NodeKind::put:
+    case NodeKind::get:
+    case NodeKind::put_with_signal:
+    case NodeKind::signal:
+      break;
+  }
+  return post(in, id, nd);
+}
+
+// The transport kinds of run(): posts the operation; false (its completion
+// releases the node) unless the transport refused it (the instance fails).
+bool Executor::Impl::post(Instance* in, NodeId id, const Node& nd) {
+  void* ctx = &in->nodes[id];
+  Status st;
+  switch (nd.kind) {
     case NodeKind::put:
       st = tp.put(nd.peer, addr(in, id, 0, nd.src), nd.src.len, rkey(in, id, 2), nd.dst.offset, ctx);
       break;
@@ -83,25 +120,12 @@ bool Executor::Impl::run(Instance* in, NodeId id) {
     case NodeKind::signal:
       st = tp.signal(nd.peer, signal_payload(in, nd), ctx);
       break;
-    case NodeKind::flag_set:
-      set_flag(in, nd);
-      return true;
-    case NodeKind::publish:
-      publish(in, id, nd);
-      return true;
-    case NodeKind::read_peer:
-      if (nd.dst.len > 0 && publication_mapped(in, id, nd)) run_read_peer(in, id, nd);
-      return true;
-    case NodeKind::write_peer:
-      if (nd.src.len > 0 && publication_mapped(in, id, nd)) run_write_peer(in, id, nd);
-      return true;
-    case NodeKind::flag_wait:
-      if (flag_ready(in, nd)) return true;  // the peer was on time: one load, nothing else
-      wait_flag(in, id, nd);                // the window protocol (executor_window.cpp)
-      return false;                         // poll() releases it
+    default:
+      st = Status(Errc::internal, "not a transport node");
+      break;
   }
   if (!st) {
-    fail(in, Status(st.code(), p.describe(id) + ": post rejected: " + st.message()));
+    fail(in, Status(st.code(), in->plan->describe(id) + ": post rejected: " + st.message()));
     return true;
   }
   return false;  // completion releases it

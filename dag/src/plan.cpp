@@ -77,7 +77,8 @@ std::size_t Plan::footprint_bytes() const noexcept {
   for (const Node& nd : nodes_)
     n += heap_bytes(nd.grants) + heap_bytes(nd.refresh) + heap_bytes(nd.label) + heap_bytes(nd.deps);
   n += heap_bytes(succ_off_) + heap_bytes(succ_) + heap_bytes(buffers_);
-  n += heap_bytes(slot_node_) + heap_bytes(slot_sparse_) + heap_bytes(waits_) + heap_bytes(mapped_reads_);
+  n += heap_bytes(slot_node_) + heap_bytes(slot_sparse_) + heap_bytes(waits_) + heap_bytes(mapped_reads_) +
+       heap_bytes(user_bufs_);
   n += heap_bytes(flag_peers_) + heap_bytes(initial_) + heap_bytes(roots_) + heap_bytes(straight_preds_);
   n += heap_bytes(nbuf_) + heap_bytes(peers_) + heap_bytes(members_) + heap_bytes(signalled_);
   n += heap_bytes(compute_) + heap_bytes(user_ops_);
@@ -436,6 +437,9 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
           p.mapped_reads_.push_back(j);
       }
   }
+  for (std::uint32_t j = 0; j < p.buffers_.size(); ++j)
+    if (p.buffers_[j].ref.kind == BufferKind::input || p.buffers_[j].ref.kind == BufferKind::output)
+      p.user_bufs_.push_back(j);
   std::sort(p.slot_sparse_.begin(), p.slot_sparse_.end());
   std::sort(p.flag_peers_.begin(), p.flag_peers_.end());
   p.flag_peers_.erase(std::unique(p.flag_peers_.begin(), p.flag_peers_.end()), p.flag_peers_.end());

@@ -282,6 +282,9 @@ class Plan {
   /// Indices into buffers() of the peer buffers that copy / reduce nodes read
   /// through a mapping (each must be bound with PeerKey::mapped).
   [[nodiscard]] const std::vector<std::uint32_t>& mapped_reads() const noexcept { return mapped_reads_; }
+  /// Indices into buffers() of the user inputs and outputs (what every start
+  /// binds again; the rest of a pre-built instance's bindings are kept).
+  [[nodiscard]] const std::vector<std::uint32_t>& user_buffers() const noexcept { return user_bufs_; }
   /// Straight plans (memory-protocol nodes only: nop, copy, reduce, flag_set,
   /// flag_wait, publish, read_peer; no wait, remote or compute node; at most
   /// 64 nodes, each after its predecessors): per node, the bit mask of its
@@ -336,6 +339,7 @@ class Plan {
   std::vector<std::pair<std::uint32_t, NodeId>> slot_sparse_;
   std::vector<NodeId> waits_;
   std::vector<std::uint32_t> mapped_reads_;
+  std::vector<std::uint32_t> user_bufs_;
   std::vector<int> flag_peers_;
   std::vector<Initial> initial_;
   std::vector<NodeId> roots_;
