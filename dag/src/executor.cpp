@@ -209,7 +209,8 @@ void Executor::Impl::finish(Instance* in, bool* ended) {
     const bool last = registered ? gdrain->live.fetch_sub(1, std::memory_order_acq_rel) == 1
                                  : gdrain->live.load(std::memory_order_acquire) == 0;
     drained = last && wm == gvalue && gdrain->credits >= 2 && !failed;
-    batch_due = wm % std::max<std::uint32_t>(1, gdrain->credits / 2) == 0;
+    const std::uint32_t every = std::max<std::uint32_t>(1, gdrain->credits / 2);
+    batch_due = ((every & (every - 1)) == 0 ? wm & (every - 1) : wm % every) == 0;  // a mask when a power of two
   }
   if (gnode != kNoNode) {
     gplan = in->plan;

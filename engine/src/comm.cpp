@@ -395,8 +395,8 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const
     // bindings before it runs any node, so a start nested in it (the slot's
     // next instance, launched by a completion on this thread) may overwrite them.
     thread_local dag::Bindings b;
-    const std::size_t w = seq % slots_per_window();  // the window slot (`slot` is the queue)
-    b.inputs.resize(1);                              // sized once per thread: stores only from then on
+    const std::size_t w = mod_slots(seq, slots_per_window());  // the window slot (`slot` is the queue)
+    b.inputs.resize(1);                                        // sized once per thread: stores only from then on
     b.outputs.resize(3);
     b.inputs[0] = send;
     b.outputs[0] = recv;
@@ -404,7 +404,8 @@ bool CommImpl::launch(std::size_t slot, std::uint32_t seq, std::shared_ptr<const
     // The mapped slot: seq % mapped_slots (Group::mapped_slots); the plan,
     // compiled for the credit slot w, reads its peers' slot and raises its
     // record word at the shift (Bindings::shift: a multiple of credits slots).
-    const std::size_t ms = group.mapped_slots > group.credits ? seq % static_cast<std::size_t>(group.mapped_slots) : w;
+    const std::size_t ms =
+        group.mapped_slots > group.credits ? mod_slots(seq, static_cast<std::size_t>(group.mapped_slots)) : w;
     b.outputs[2] = group.mapped_slot_bytes == 0
                        ? nullptr
                        : static_cast<char*>(window->p) + group.mapped_at + ms * group.mapped_slot_bytes;
@@ -509,9 +510,9 @@ std::optional<Future<void>> start_remembered(CommImpl& c, coll::Kind kind, std::
   {
     std::lock_guard<CommLock> lk(c.mu);
     if (!c.broken.is_ok()) return std::nullopt;
-    const std::shared_ptr<const dag::Plan>* p = pick(c.next_seq % c.slots_per_window());
+    const std::shared_ptr<const dag::Plan>* p = pick(mod_slots(c.next_seq, c.slots_per_window()));
     if (p == nullptr || !*p) return std::nullopt;
-    slot = c.next_seq % c.queues;
+    slot = mod_slots(c.next_seq, c.queues);
     CommImpl::Slot& sl = c.slots[slot];
     if (sl.busy) return std::nullopt;
     seq = c.next_seq++;
@@ -740,8 +741,8 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
         seq = next_seq++;
       }
       recent[seq % recent.size()] = {seq, c.kind, c.count};
-      slot = seq % queues;
-      wslot = seq % slots_per_window();
+      slot = mod_slots(seq, queues);
+      wslot = mod_slots(seq, slots_per_window());
       Slot& sl = slots[slot];
       Memo& m = memos[wslot];
       if (!key.empty() && m.plan && std::string_view(m.key) == key) {
@@ -807,7 +808,7 @@ Future<void> CommImpl::submit(const coll::Call& c, const void* send, void* recv,
   auto queue = [&](Slot& sl) {
     sl.pending.emplace_back(
         [this, plan, send, recv, seq, promise = std::move(*promise), peer_keys, bound]() mutable -> bool {
-          const auto slot_index = static_cast<std::size_t>(seq % queues);
+          const auto slot_index = mod_slots(seq, queues);
           Status st;
           {
             // A member's death (broken), and the promise parked in the slot for
