@@ -89,7 +89,8 @@ void Executor::Impl::finish(Instance* in, NodeId id, Work& w, bool in_arena) {
     // A successor with one dependency (this node, no signals) is ready
     // without touching its counter: nobody else ever decrements it.
     if (init[*s].deps != 1 && in->nodes[*s].deps.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
-    const bool here = cheap(in, *s) || (in_arena && !heavy_here);
+    if (!in_arena && defer_compute(in, *s)) continue;
+    const bool here = cheap(in, *s) || (in_arena && !heavy_here) || (!in_arena && compute_here());
     if (here && w.push(*s)) {
       heavy_here = heavy_here || !cheap(in, *s);
       continue;
@@ -130,7 +131,8 @@ void Executor::Impl::completed(Instance* in, NodeId id, bool in_arena) {
 // A node became ready in a thread that may be outside the arena.
 void Executor::Impl::ready_outside(Instance* in, NodeId id) {
   const bool in_arena = tls_in_task == this;
-  if (in_arena || cheap(in, id))
+  if (!in_arena && defer_compute(in, id)) return;
+  if (in_arena || cheap(in, id) || compute_here())
     drive(in, id, in_arena);
   else
     spawn(in, id);
@@ -324,7 +326,43 @@ void Executor::trace_event(const std::string& cat, const std::string& name, std:
   if (impl_->obs != nullptr) impl_->obs->event(cat, name, start_ns, end_ns, seq, peer);
 }
 std::uint64_t Executor::trace_now_ns() noexcept { return now_ns(); }
-std::size_t Executor::poll() { return impl_->poll_flags(); }
+std::size_t Executor::poll() {
+  const HandlerDepth depth;
+  return impl_->poll_flags();
+}
+
+WaiterScope::WaiterScope(Executor* ex) noexcept : ex_(ex) {
+  if (ex_ == nullptr) return;
+  Executor::Impl* im = ex_->impl_.get();
+  prev_waiter_ = tls_waiter;
+  prev_defer_ = tls_defer;
+  tls_waiter = im;
+  if (im->serial && im->opts.inline_compute) {
+    kept_.im = im;
+    tls_defer = &kept_;
+  }
+}
+
+WaiterScope::~WaiterScope() {
+  if (ex_ == nullptr) return;
+  tls_waiter = static_cast<const Executor::Impl*>(prev_waiter_);
+  tls_defer = prev_defer_;
+  // Left over (the waiter stopped early): the arena's worker runs them.
+  for (const auto& [in, id] : kept_.nodes) ex_->impl_->spawn(in, id);
+}
+
+std::size_t WaiterScope::run() {
+  std::size_t n = 0;
+  while (!kept_.nodes.empty()) {
+    std::vector<std::pair<exec::Instance*, NodeId>> batch;
+    batch.swap(kept_.nodes);
+    for (const auto& [in, id] : batch) {
+      ex_->impl_->drive(in, id, false);  // what it releases is kept again (tls_defer)
+      ++n;
+    }
+  }
+  return n;
+}
 void Executor::park(bool parking) { impl_->park(parking); }
 std::size_t Executor::in_flight() const { return static_cast<std::size_t>(impl_->live.load()); }
 std::uint64_t Executor::tasks_spawned() const noexcept { return impl_->spawned.load(std::memory_order_relaxed); }
@@ -637,7 +675,30 @@ Status launch(const Start& s, void* block, const BufBind* binds, std::shared_ptr
   // keeps the instance alive while we launch them. After a partial straight
   // run: the nodes not done whose predecessors are (its late flag_waits).
   if (ran == 0) {
-    for (const NodeId i : s.p.roots()) im.ready_outside(in, i);
+    // Compute nodes that run in this thread (inline_compute), roots and
+    // those the roots release (an alltoall's own block's on_block), go
+    // last: every transfer is posted before the application's work takes
+    // the core. Other plans launch their roots as they come.
+    if (!im.compute_here() || !s.p.has_compute()) {
+      for (const NodeId i : s.p.roots()) im.ready_outside(in, i);
+    } else {
+      DeferredCompute later{&im, {}};
+      DeferredCompute* const outer = tls_defer;
+      tls_defer = &later;
+      for (const NodeId i : s.p.roots()) im.ready_outside(in, i);
+      tls_defer = outer;
+      if (outer != nullptr && outer->im == &im) {
+        // A start inside a waiter's poll (a queued call released there): its
+        // compute waits for the waiter's run(), outside the poll.
+        outer->nodes.insert(outer->nodes.end(), later.nodes.begin(), later.nodes.end());
+      } else {
+        // This thread acts as a waiter meanwhile: what the compute releases runs here too.
+        const Impl* const prev = tls_waiter;
+        tls_waiter = &im;
+        for (const auto& [x, i] : later.nodes) im.drive(x, i, false);
+        tls_waiter = prev;
+      }
+    }
   } else {
     const std::vector<std::uint64_t>& preds = s.p.straight_preds();
     for (NodeId i = 0; i < s.p.size(); ++i)
@@ -746,6 +807,7 @@ bool Executor::cancel(std::uint16_t comm, std::uint32_t seq) {
 }
 
 void Executor::handle_completion(void* context, const Status& status) {
+  const HandlerDepth depth;
   Impl& im = *impl_;
   if (context == &im.grant_ctx) return;  // a grant (or request) was sent: nothing waits for it
   auto* ns = static_cast<NodeState*>(context);
@@ -762,6 +824,7 @@ void Executor::handle_completion(void* context, const Status& status) {
 }
 
 void Executor::handle_signal(int source, std::uint64_t payload) {
+  const HandlerDepth depth;
   Impl& im = *impl_;
   const SignalKey k = decode_signal(payload);
   if (k.comm == kGrantComm || k.comm == kGrantRequestComm) {

@@ -305,6 +305,20 @@ using exec::Shard;
 
 // The Impl whose task the calling thread runs (null outside the arena's tasks).
 inline thread_local const Executor::Impl* tls_in_task = nullptr;
+// The Impl whose work the calling thread waits for (WaiterScope, a start's deferred compute).
+inline thread_local const Executor::Impl* tls_waiter = nullptr;
+// Depth of transport callbacks into an executor on this thread (completions,
+// signals, flag polls): 0 in a user's thread that calls start().
+inline thread_local int tls_handler_depth = 0;
+// Compute nodes this thread keeps to run itself (DeferredCompute: a start's
+// while it launches its roots, a WaiterScope's while its thread polls).
+inline thread_local DeferredCompute* tls_defer = nullptr;
+struct HandlerDepth {
+  HandlerDepth() noexcept { ++tls_handler_depth; }
+  ~HandlerDepth() { --tls_handler_depth; }
+  HandlerDepth(const HandlerDepth&) = delete;
+  HandlerDepth& operator=(const HandlerDepth&) = delete;
+};
 
 struct Executor::Impl {
   transport::Transport& tp;
@@ -663,6 +677,23 @@ struct Executor::Impl {
   // complete() of a failed instance: false when it waits for the members to
   // settle (settle() finishes it), true when it finishes now.
   bool settle_failed(Instance* in);
+
+  // A compute node that becomes ready in this thread runs here
+  // (ExecutorOptions::inline_compute): a serial arena, and a thread that is
+  // not the arena's, that waits for this executor (mark_waiter) or is a
+  // user's thread starting a call (no transport callback on its stack: not
+  // a progress server).
+  [[nodiscard]] bool compute_here() const noexcept {
+    return serial && opts.inline_compute && tls_in_task != this && (tls_waiter == this || tls_handler_depth == 0);
+  }
+
+  // A compute node @p id released in this thread while a start launches its
+  // roots: queued for the end of the start (true), not run now.
+  bool defer_compute(Instance* in, NodeId id) const {
+    if (tls_defer == nullptr || tls_defer->im != this || in->plan->nodes()[id].kind != NodeKind::compute) return false;
+    tls_defer->nodes.emplace_back(in, id);
+    return true;
+  }
 
   [[nodiscard]] bool cheap(const Instance* in, NodeId id) const {
     const Node& nd = in->plan->nodes()[id];

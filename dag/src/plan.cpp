@@ -437,6 +437,8 @@ Status PlanBuilder::try_build(std::shared_ptr<const Plan>* out) {
           p.mapped_reads_.push_back(j);
       }
   }
+  p.has_compute_ =
+      std::any_of(p.nodes_.begin(), p.nodes_.end(), [](const Node& nd) { return nd.kind == NodeKind::compute; });
   for (std::uint32_t j = 0; j < p.buffers_.size(); ++j)
     if (p.buffers_[j].ref.kind == BufferKind::input || p.buffers_[j].ref.kind == BufferKind::output)
       p.user_bufs_.push_back(j);

@@ -608,6 +608,7 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
   eo.start_spins = static_cast<int>(
       env_long("STRATA_START_SPINS", static_cast<long>(std::min<std::uint64_t>(core_->tuning->start_spins, 1 << 20)), 0,
                1 << 20));
+  eo.inline_compute = env_long("STRATA_INLINE_COMPUTE", 1, 0, 1) != 0;
   // The table's inline_bytes replaces the built-in default, never an explicit value.
   if (opts.inline_bytes == EngineOptions{}.inline_bytes && strata::detail::env::get("STRATA_INLINE_BYTES") == nullptr)
     eo.inline_bytes = static_cast<std::size_t>(core_->tuning->inline_bytes);
@@ -671,11 +672,12 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
       return g->run(
           [&] {
             thread_local unsigned round = 0;
-            if (++round % kFlagRounds != 0) {
-              dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire);
-              return ex != nullptr && ex->poll() > 0;
-            }
-            return t->progress() > 0;
+            dag::Executor* ex = core->polled_exec.load(std::memory_order_acquire);
+            // A waiter's thread: compute nodes that become ready in its poll run
+            // here after it (ExecutorOptions::inline_compute), not on a worker.
+            dag::WaiterScope scope(ex);
+            const bool any = ++round % kFlagRounds != 0 ? ex != nullptr && ex->poll() > 0 : t->progress() > 0;
+            return scope.run() > 0 || any;
           },
           false);
     };
@@ -710,8 +712,23 @@ Engine::Engine(std::unique_ptr<Bootstrap> boot, EngineOptions opts) : core_(std:
                      }
                      return done();
                    };
-                   const bool got = ps->spin_until(lean, ps->options().wait_spin);
-                   return yielded ? done() : got;
+                   // This thread waits: compute nodes that become ready in its
+                   // polls (an on_block whose block landed) are kept and run
+                   // here between two spins, outside the polls (the servers
+                   // may run meanwhile), instead of waking the arena's worker
+                   // for this core (ExecutorOptions::inline_compute).
+                   dag::WaiterScope scope(core->polled_exec.load(std::memory_order_acquire));
+                   for (;;) {
+                     yielded = false;
+                     const bool got =
+                         ps->spin_until([&] { return scope.pending() || lean(); }, ps->options().wait_spin);
+                     if (scope.pending()) {
+                       (void)scope.run();
+                       if (done()) return true;
+                       continue;
+                     }
+                     return yielded ? done() : got;
+                   }
                  },
                  false) ||
              done();

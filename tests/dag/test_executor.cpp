@@ -151,11 +151,12 @@ TEST(Executor, LargeCopiesRunInlineInASerialArenaAndAsTasksOtherwise) {
     EXPECT_TRUE(d.status.is_ok()) << d.status.message();
     EXPECT_EQ(dst, src);
     EXPECT_EQ(computed.load(), 1);
-    // Serial: the copies ran in this thread and only the compute node (released
-    // here, outside the arena) became a task. Parallel: every copy was a task
-    // (the compute node then runs in the last of them or in a task of its own).
+    // Serial: the copies and the compute node (released here, in the start,
+    // ExecutorOptions::inline_compute) ran in this thread: no task. Parallel:
+    // every copy was a task (the compute node then runs in the last of them
+    // or in a task of its own).
     if (threads == 1) {
-      EXPECT_EQ(ex.tasks_spawned(), 1u);
+      EXPECT_EQ(ex.tasks_spawned(), 0u);
     } else {
       EXPECT_GE(ex.tasks_spawned(), kCopies);
     }
@@ -367,6 +368,112 @@ TEST(Executor, AStartThatCompletesInsideReportsItInsteadOfCallingDone) {
   EXPECT_TRUE(done[2].status.is_ok()) << done[2].status.message();
 }
 
+// ExecutorOptions::inline_compute in a serial arena (one thread): a root
+// compute node runs in the starting thread at the end of its start, after
+// the start posted its transfers (the signal is pending in the fake world
+// when the compute runs), instead of on the arena's worker; with the option
+// off it runs on another thread.
+TEST(Executor, SerialArenaRunsRootComputeInTheStartingThreadAfterItsPosts) {
+  for (const bool inline_compute : {true, false}) {
+    tbb::task_arena arena{1, 0};
+    FakeWorld world(2, FakeMode::manual, 1);
+    std::vector<std::unique_ptr<Executor>> ex;
+    for (int r = 0; r < 2; ++r) {
+      ExecutorOptions o;
+      o.arena = &arena;
+      o.inline_compute = inline_compute;
+      ex.push_back(std::make_unique<Executor>(world.endpoint(r), o));
+    }
+    ASSERT_TRUE(ex[0]->serial());
+    PlanBuilder b0("post-then-compute", 0, 2);
+    b0.compute_bound(0, Region{});  // id 0: before the signal in id order
+    b0.signal(1, 0);
+    PlanBuilder b1("wait", 1, 2);
+    b1.wait(0, 1);
+    std::atomic<std::size_t> pending_then{99};
+    std::thread::id ran_on;
+    const BoundComputeFn fn = [&](std::uint32_t, const ComputeArgs&) {
+      ran_on = std::this_thread::get_id();
+      pending_then = world.pending_count();
+    };
+    Bindings bind;
+    bind.compute = &fn;
+    Done d0, d1;
+    ASSERT_TRUE(ex[1]->start(b1.build(), {}, 0, 0, d1.fn()).is_ok());
+    ASSERT_TRUE(ex[0]->start(b0.build(), bind, 0, 0, d0.fn()).is_ok());
+    if (inline_compute) {
+      EXPECT_EQ(ran_on, std::this_thread::get_id());  // before start returned
+      EXPECT_EQ(pending_then.load(), 1u);             // the signal was posted first
+    }
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!(d0.done() && d1.done()) && std::chrono::steady_clock::now() < limit) {
+      world.release_all();
+      if (world.progress_all() == 0) std::this_thread::yield();
+    }
+    ASSERT_TRUE(d0.done() && d1.done());
+    EXPECT_TRUE(d0.status.is_ok()) << d0.status.message();
+    if (!inline_compute) {
+      EXPECT_NE(ran_on, std::this_thread::get_id());
+    }
+  }
+}
+
+// WaiterScope: in a serial arena, a compute node released while the scope's
+// thread drives the transport (its wait node's signal lands in this thread's
+// progress) is kept, not run inside the poll and not handed to the worker;
+// run() executes it in this thread. Without a scope it runs on the worker.
+TEST(Executor, WaiterScopeKeepsComputeReleasedInItsPollsForRun) {
+  for (const bool scoped : {true, false}) {
+    tbb::task_arena arena{1, 0};
+    FakeWorld world(2, FakeMode::manual, 1);
+    std::vector<std::unique_ptr<Executor>> ex;
+    for (int r = 0; r < 2; ++r) {
+      ExecutorOptions o;
+      o.arena = &arena;
+      ex.push_back(std::make_unique<Executor>(world.endpoint(r), o));
+    }
+    PlanBuilder b0("signal", 0, 2);
+    b0.signal(1, 0);
+    PlanBuilder b1("wait-then-compute", 1, 2);
+    const NodeId w = b1.wait(0, 1);
+    b1.compute_bound(0, Region{}, {w});
+    std::atomic<int> runs{0};
+    std::thread::id ran_on;
+    const BoundComputeFn fn = [&](std::uint32_t, const ComputeArgs&) {
+      ran_on = std::this_thread::get_id();
+      runs.fetch_add(1);
+    };
+    Bindings bind;
+    bind.compute = &fn;
+    Done d0, d1;
+    ASSERT_TRUE(ex[1]->start(b1.build(), bind, 0, 0, d1.fn()).is_ok());
+    ASSERT_TRUE(ex[0]->start(b0.build(), {}, 0, 0, d0.fn()).is_ok());
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    if (scoped) {
+      WaiterScope scope(ex[1].get());
+      while (!scope.pending() && std::chrono::steady_clock::now() < limit) {
+        world.release_all();
+        if (world.progress_all() == 0) std::this_thread::yield();
+      }
+      ASSERT_TRUE(scope.pending());
+      EXPECT_EQ(runs.load(), 0);  // kept, not run inside the poll
+      EXPECT_EQ(scope.run(), 1u);
+      EXPECT_EQ(runs.load(), 1);
+      EXPECT_EQ(ran_on, std::this_thread::get_id());
+    }
+    while (!(d0.done() && d1.done()) && std::chrono::steady_clock::now() < limit) {
+      world.release_all();
+      if (world.progress_all() == 0) std::this_thread::yield();
+    }
+    ASSERT_TRUE(d0.done() && d1.done());
+    EXPECT_EQ(runs.load(), 1);
+    EXPECT_TRUE(d1.status.is_ok()) << d1.status.message();
+    if (!scoped) {
+      EXPECT_NE(ran_on, std::this_thread::get_id());
+    }
+  }
+}
+
 // cores_busy (a waiter's cue to sleep instead of polling): true while
 // compute nodes run (or wait to run) on every CPU of the arena, false once the
 // node ended; with two threads, one running node leaves a CPU free.
@@ -376,6 +483,7 @@ TEST(Executor, CoresBusyWhileComputeNodesHoldTheArena) {
     FakeWorld world(1, FakeMode::manual, 1);
     ExecutorOptions o;
     o.arena = &arena;
+    o.inline_compute = false;  // the nodes must hold the arena's thread, not this one
     Executor ex(world.endpoint(0), o);
     EXPECT_FALSE(ex.cores_busy()) << threads;
     std::atomic<bool> release{false};

@@ -51,6 +51,11 @@ const std::vector<Var> kVars = {
    "copies/reductions up to this size run in the thread that made them ready instead of as a oneTBB task (wins over "
    "the tuning table's `inline_bytes`, as does a non-default `EngineOptions::inline_bytes`); a task hand-off costs "
    "tens of us on a busy core"},
+  {"STRATA_INLINE_COMPUTE", "0 or 1", "1", "engine",
+   "with 1, a rank whose executor has one thread's worth of CPU (bound to one core) runs compute nodes "
+   "(CollOptions::compute, on_block) in the thread that has the core: at the end of the call's start, after every "
+   "transfer was posted, or in a thread waiting in Future::get; 0 hands them to the oneTBB worker as tasks "
+   "(docs/dag.md, \"Compute nodes on one core\")"},
   {"STRATA_THREADS", "integer 0..4096", "oneTBB default", "engine",
    "threads of the executor's task arena (0 = oneTBB default)"},
   {"STRATA_SLOT_BYTES", "bytes 4096..2^32", "1048576", "engine",

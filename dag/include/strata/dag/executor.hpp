@@ -234,6 +234,16 @@ struct ExecutorOptions {
   /// waiter's completion path (2-rank 8 B allreduce 0.47 -> 0.40 us); a
   /// stream of loose calls never spins (docs/dag.md, "Waiting").
   int start_spins = 16;
+  /// In a serial arena (Executor::serial: one thread's worth of CPU, a rank
+  /// bound to one core), compute nodes (CollOptions::compute, on_block, a
+  /// plan's own) run in the thread that has the core instead of waking the
+  /// arena's worker, which could only take that same core: a root compute node
+  /// runs at the end of its start, after the start posted every transfer;
+  /// one released in a thread waiting for the executor's work
+  /// (a WaiterScope, inside Future::get) runs there once the thread stops
+  /// polling the transport. Elsewhere, and with false, they are tasks.
+  /// docs/dag.md, "Compute nodes on one core".
+  bool inline_compute = true;
   /// Wake-up for a rank whose flag_wait found its flag unset (its progress
   /// threads may sleep): the executor sends this signal payload with this
   /// completion context to that rank after the flag is set. The owner routes
@@ -316,6 +326,7 @@ class Executor {
   /// as part of the transport's progress hook); never blocks (skips when
   /// another thread is polling).
   std::size_t poll();
+
   /// @brief A thread of this rank that drives progress is about to block
   /// (true) or runs again (false). A flag_wait that finds its flag unset asks
   /// the owner for a nudge (ExecutorOptions::nudge_payload) only while some
@@ -414,9 +425,50 @@ class Executor {
   struct Impl;
 
  private:
+  friend class WaiterScope;
   Status start_unchecked(std::shared_ptr<const Plan> plan, const Bindings& bindings, std::uint16_t comm,
                          std::uint32_t seq, DoneFn done, bool* ended_inline);
   std::unique_ptr<Impl> impl_;
+};
+
+namespace exec {
+struct Instance;
+}  // namespace exec
+
+/// @brief Internal: compute nodes a thread keeps to run itself
+/// (ExecutorOptions::inline_compute): a start's, run after it launched every
+/// root; a WaiterScope's, run once its thread stops polling.
+struct DeferredCompute {
+  const Executor::Impl* im = nullptr;
+  std::vector<std::pair<exec::Instance*, NodeId>> nodes;
+};
+
+/// @brief The calling thread waits for @p ex's work while this lives (the
+/// engine makes one around a Future::get spin). In a serial arena with
+/// ExecutorOptions::inline_compute, compute nodes that become ready in this
+/// thread (an on_block whose block landed during the thread's poll) are kept
+/// here instead of waking the arena's worker, which could only take this
+/// thread's core; run() executes them in this thread, to be called outside
+/// any transport poll so that the progress servers may run meanwhile. The
+/// destructor hands what is left to the arena. Not copyable; nests.
+class WaiterScope {
+ public:
+  /// @param ex the executor (null: a scope that keeps nothing)
+  explicit WaiterScope(Executor* ex) noexcept;
+  ~WaiterScope();
+  WaiterScope(const WaiterScope&) = delete;
+  WaiterScope& operator=(const WaiterScope&) = delete;
+  /// True when compute nodes wait for run().
+  [[nodiscard]] bool pending() const noexcept { return !kept_.nodes.empty(); }
+  /// Runs the kept nodes in this thread (and those they release, kept again
+  /// and run in turn) until none is left; returns how many ran.
+  std::size_t run();
+
+ private:
+  Executor* ex_ = nullptr;
+  const void* prev_waiter_ = nullptr;
+  DeferredCompute* prev_defer_ = nullptr;
+  DeferredCompute kept_;
 };
 
 }  // namespace dag

@@ -285,6 +285,8 @@ class Plan {
   /// Indices into buffers() of the user inputs and outputs (what every start
   /// binds again; the rest of a pre-built instance's bindings are kept).
   [[nodiscard]] const std::vector<std::uint32_t>& user_buffers() const noexcept { return user_bufs_; }
+  /// True when a node of the plan is a compute node (application work).
+  [[nodiscard]] bool has_compute() const noexcept { return has_compute_; }
   /// Straight plans (memory-protocol nodes only: nop, copy, reduce, flag_set,
   /// flag_wait, publish, read_peer; no wait, remote or compute node; at most
   /// 64 nodes, each after its predecessors): per node, the bit mask of its
@@ -340,6 +342,7 @@ class Plan {
   std::vector<NodeId> waits_;
   std::vector<std::uint32_t> mapped_reads_;
   std::vector<std::uint32_t> user_bufs_;
+  bool has_compute_ = false;
   std::vector<int> flag_peers_;
   std::vector<Initial> initial_;
   std::vector<NodeId> roots_;
