@@ -485,5 +485,14 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
 bool host_single_copy_allreduce(const Group& g, const Call& c);
 std::shared_ptr<const dag::Plan> compile_allreduce_host_single(const Group& g, const Call& c, int slot,
                                                                const AlgorithmRow& row);
+// Allgather(v) across hosts with single copy inside each host
+// ("hier-single-copy", compile_symmetric.cpp): automatic for loose calls
+// whose mean @p block is inside sym_single_copy_min_bytes .. max_bytes, when
+// every host holds the same number (>= 2) of members and the group has
+// publication records (in place too; not with shared buffers, persistent
+// direct plans, on_block or compute).
+bool host_single_copy_allgather(const Group& g, const Call& c, std::uint64_t block);
+std::shared_ptr<const dag::Plan> compile_allgather_host_single(const Group& g, const Call& c, int slot,
+                                                               const AlgorithmRow& row);
 
 }  // namespace strata::coll::cc
