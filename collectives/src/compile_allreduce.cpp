@@ -89,24 +89,6 @@ class AllreduceKind : public StepKind {
   std::vector<char> in_acc_;
 };
 
-// Appends the steps of `in` to `out` with peers mapped by `real` (index ->
-// communicator rank); `whole` maps the single block of a BlockSpace::whole
-// schedule to every block [0, out.num_blocks()).
-void append_steps(patterns::Schedule& out, const patterns::Schedule& in, const std::function<int(int)>& real,
-                  bool whole) {
-  for (const patterns::Step& st : in.steps()) {
-    patterns::Step& d = out.add_step();
-    d.send_to = st.send_to >= 0 ? real(st.send_to) : -1;
-    d.recv_from = st.recv_from >= 0 ? real(st.recv_from) : -1;
-    d.action = st.action;
-    d.recv_is_left = st.recv_is_left;
-    for (const patterns::BlockRange& r : in.send_ranges(st))
-      out.add_send(whole ? 0 : r.first, whole ? out.num_blocks() : r.count);
-    for (const patterns::BlockRange& r : in.recv_ranges(st))
-      out.add_recv(whole ? 0 : r.first, whole ? out.num_blocks() : r.count);
-  }
-}
-
 void idle_steps(patterns::Schedule& out, std::size_t k) {
   for (std::size_t i = 0; i < k; ++i) out.add_step();
 }
@@ -257,19 +239,6 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
   return done(x);
 }
 
-namespace {
-
-// Whether @p g's hosts all hold the same number of members, at least two.
-bool even_hosts(const Hosts& h) {
-  const std::size_t l = h.members.front().size();
-  if (l < 2) return false;
-  for (const auto& m : h.members)
-    if (m.size() != l) return false;
-  return true;
-}
-
-}  // namespace
-
 bool host_single_copy_allreduce(const Group& g, const Call& c) {
   if (c.kind != Kind::allreduce || c.in_place || c.shared_buffers || g.publish_word == 0 || !g.spans_hosts() ||
       !c.fast_ok || c.direct || c.on_block || c.compute || (c.user_op && !c.user_op->commutative))
@@ -279,7 +248,7 @@ bool host_single_copy_allreduce(const Group& g, const Call& c) {
   if (t.allreduce_single_copy_max_bytes == 0 || bytes < t.allreduce_single_copy_min_bytes ||
       bytes > t.allreduce_single_copy_max_bytes)
     return false;
-  return even_hosts(hosts_of(g));
+  return hosts_of(g).even();
 }
 
 // Allreduce across hosts with single copy inside each host (docs/algorithms.md,
@@ -306,7 +275,7 @@ std::shared_ptr<const dag::Plan> compile_allreduce_host_single(const Group& g, c
   if (c.user_op && !c.user_op->commutative)
     fail(Errc::unsupported, g, c, "algorithm '" + row.name + "' does not keep rank order (non-commutative op)");
   const Hosts h = hosts_of(g);
-  if (!even_hosts(h))
+  if (!h.even())
     fail(Errc::unsupported, g, c, "algorithm '" + row.name + "' needs the same number (>= 2) of members on every host");
   x.b().require_output_coverage(false);
   x.b().input(0, total);
@@ -326,16 +295,11 @@ std::shared_ptr<const dag::Plan> compile_allreduce_host_single(const Group& g, c
   };
   std::uint64_t at = 0;
   const std::uint64_t len = chunk(li, &at);
-  const std::uint32_t w = g.publish_word + dag::kPublishWords * x.slot();
+  const std::uint32_t w = publication_record(x);
   const std::vector<NodeId> start = entry(x);
   const NodeId pub = x.b().publish(w, total > 0 ? dag::in(0, 0, total) : Region{},
                                    total > 0 ? dag::out(0, 0, total) : Region{}, start);
-  std::vector<NodeId> pubs(static_cast<std::size_t>(n), dag::kNoNode);
-  const auto published = [&](int r) {
-    NodeId& f = pubs[static_cast<std::size_t>(r)];
-    if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
-    return f;
-  };
+  const std::function<NodeId(int)> published = publications(x, w, start);
   std::vector<NodeId> done;
   Tracker t;
   const Region acc = dag::out(0, at, len);
@@ -396,8 +360,7 @@ std::shared_ptr<const dag::Plan> compile_allreduce_host_single(const Group& g, c
   }
   // Reads-done ("done with your send buffer and your output"); end after every other member's.
   x.b().flag_set(w + 1, done.empty() ? std::vector<NodeId>{pub} : done);
-  for (const int r : local)
-    if (r != g.rank) x.b().flag_wait(x.world(r), w + 1, 0, {pub});
+  wait_readers(x, h.others_on_host(g.rank), pub);
   return steps::done(x);
 }
 

@@ -385,6 +385,28 @@ class Ctx {
   std::vector<char> declared_user_;
 };
 
+// ---- single-copy publication records (docs/algorithms.md, "Single copy")
+// Flag word of this instance's publication record (publish / read_peer /
+// write_peer); its reads-done word follows.
+inline std::uint32_t publication_record(const Ctx& x) { return x.g().publish_word + dag::kPublishWords * x.slot(); }
+
+// The flag_wait (lag 0) on rank r's publication at word @p w, made once per rank on first use.
+inline std::function<NodeId(int)> publications(Ctx& x, std::uint32_t w, const std::vector<NodeId>& start) {
+  auto made = std::make_shared<std::vector<NodeId>>(static_cast<std::size_t>(x.g().size()), dag::kNoNode);
+  return [&x, w, start, made](int r) {
+    NodeId& f = (*made)[static_cast<std::size_t>(r)];
+    if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
+    return f;
+  };
+}
+
+// Owner's side: wait until every reader in @p readers raised its reads-done
+// word (after @p after), so the published buffers stay valid while they read.
+inline void wait_readers(Ctx& x, const std::vector<int>& readers, NodeId after) {
+  const std::uint32_t w = publication_record(x);
+  for (int r : readers) x.b().flag_wait(x.world(r), w + 1, 0, {after});
+}
+
 // Strict entry: everything waits for an entry barrier.
 inline std::vector<NodeId> entry(Ctx& x) {
   if (!x.c().entry_all) return {};
@@ -462,6 +484,15 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
 // number (>= 2) of members and the group has publication records.
 bool host_single_copy_allreduce(const Group& g, const Call& c);
 std::shared_ptr<const dag::Plan> compile_allreduce_host_single(const Group& g, const Call& c, int slot,
+                                                               const AlgorithmRow& row);
+// Allgather(v) across hosts with single copy inside each host
+// ("hier-single-copy", compile_symmetric.cpp): automatic for loose calls
+// whose mean @p block is inside sym_single_copy_min_bytes .. max_bytes, when
+// every host holds the same number (>= 2) of members and the group has
+// publication records (in place too; not with shared buffers, persistent
+// direct plans, on_block or compute).
+bool host_single_copy_allgather(const Group& g, const Call& c, std::uint64_t block);
+std::shared_ptr<const dag::Plan> compile_allgather_host_single(const Group& g, const Call& c, int slot,
                                                                const AlgorithmRow& row);
 
 }  // namespace strata::coll::cc

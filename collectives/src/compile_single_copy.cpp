@@ -35,9 +35,6 @@ namespace strata::coll::cc {
 
 namespace {
 
-// Flag word of this instance's publication record; its reads-done word follows.
-std::uint32_t record(const Ctx& x) { return x.g().publish_word + dag::kPublishWords * x.slot(); }
-
 // Every member but this rank.
 std::vector<int> others(const Ctx& x) {
   std::vector<int> v;
@@ -46,19 +43,13 @@ std::vector<int> others(const Ctx& x) {
   return v;
 }
 
-// Owner's side: wait until every reader in `readers` finished reading (after `after`).
-void wait_readers(Ctx& x, const std::vector<int>& readers, NodeId after) {
-  const std::uint32_t w = record(x);
-  for (int r : readers) x.b().flag_wait(x.world(r), w + 1, 0, {after});
-}
-
 // Owner's side when every other member reads it (none when @p any is false).
 void wait_others(Ctx& x, NodeId pub, bool any) { wait_readers(x, any ? others(x) : std::vector<int>{}, pub); }
 
 // Reader's side of one owner: waits for its publication, reads [off, +dst.len)
 // of its first region into @p dst, then says it is done.
 void read_owner(Ctx& x, int owner, std::uint64_t off, const Region& dst, const std::vector<NodeId>& start) {
-  const std::uint32_t w = record(x);
+  const std::uint32_t w = publication_record(x);
   const NodeId fw = x.b().flag_wait(x.world(owner), w, 0, start);
   const NodeId rd = x.b().read_peer(x.world(owner), w, 0, off, dst, {fw});
   x.b().flag_set(w + 1, {rd});
@@ -111,16 +102,6 @@ NodeId fold_in_rank_order(Ctx& x, std::uint32_t w, std::uint64_t peer_off, const
     reads->push_back(prev);
   }
   return prev;
-}
-
-// The flag_wait (lag 0) on rank r's publication at word @p w, made once per rank on first use.
-std::function<NodeId(int)> publications(Ctx& x, std::uint32_t w, const std::vector<NodeId>& start) {
-  auto made = std::make_shared<std::vector<NodeId>>(static_cast<std::size_t>(x.g().size()), dag::kNoNode);
-  return [&x, w, start, made](int r) {
-    NodeId& f = (*made)[static_cast<std::size_t>(r)];
-    if (f == dag::kNoNode) f = x.b().flag_wait(x.world(r), w, 0, start);
-    return f;
-  };
 }
 
 // Pieces of @p len bytes of a single-copy reduction (single_copy_fold_piece, whole elements).
@@ -230,7 +211,7 @@ std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const 
   if (!c.in_place) x.b().input(0, bytes[me]);
   x.b().output(0, recv_total);
   x.b().algorithm("single-copy");
-  const std::uint32_t w = record(x);
+  const std::uint32_t w = publication_record(x);
   const std::vector<NodeId> start = entry(x);
   // What the others read of mine: the send buffer, or (in place) my block of recv.
   const Region mine = c.in_place ? dag::out(0, at[me], bytes[me]) : dag::in(0, 0, bytes[me]);
@@ -265,7 +246,7 @@ std::shared_ptr<const dag::Plan> compile_alltoall_single(const Group& g, const C
   x.b().input(0, bb * static_cast<std::uint64_t>(n));
   x.b().output(0, bb * static_cast<std::uint64_t>(n));
   x.b().algorithm("single-copy");
-  const std::uint32_t w = record(x);
+  const std::uint32_t w = publication_record(x);
   const std::vector<NodeId> start = entry(x);
   const NodeId pub = x.b().publish(w, dag::in(0, 0, bb * static_cast<std::uint64_t>(n)), Region{}, start);
   std::vector<NodeId> reads;
@@ -295,7 +276,7 @@ std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const 
   else
     x.b().output(0, bytes);
   x.b().algorithm("single-copy");
-  const std::uint32_t w = record(x);
+  const std::uint32_t w = publication_record(x);
   const std::vector<NodeId> start = entry(x);
   // Split (from bcast_single_copy_split_min_bytes, ordinary buffers): the
   // root writes the last `share` bytes of each reader's buffer while the
@@ -337,7 +318,7 @@ std::shared_ptr<const dag::Plan> compile_scatter_single(const Group& g, const Ca
   const bool root = g.rank == c.root;
   const auto me = static_cast<std::uint64_t>(g.rank);
   declare_rooted(x, true, bb);
-  const std::uint32_t w = record(x);
+  const std::uint32_t w = publication_record(x);
   const std::vector<NodeId> start = entry(x);
   if (root) {
     const NodeId pub =
@@ -359,7 +340,7 @@ std::shared_ptr<const dag::Plan> compile_gather_single(const Group& g, const Cal
   const bool root = g.rank == c.root;
   const auto me = static_cast<std::uint64_t>(g.rank);
   declare_rooted(x, false, bb);
-  const std::uint32_t w = record(x);
+  const std::uint32_t w = publication_record(x);
   const std::vector<NodeId> start = entry(x);
   if (root) {
     std::vector<NodeId> reads;
@@ -394,7 +375,7 @@ std::shared_ptr<const dag::Plan> compile_reduce_scatter_single(const Group& g, c
   x.b().input(0, bb * un);
   x.b().output(0, bb);
   x.b().algorithm("single-copy");
-  const std::uint32_t w = record(x);
+  const std::uint32_t w = publication_record(x);
   const std::vector<NodeId> start = entry(x);
   if (bb == 0 || n < 2) {
     if (bb > 0) x.b().copy(dag::in(0, 0, bb), dag::out(0, 0, bb), start);
@@ -468,7 +449,7 @@ std::shared_ptr<const dag::Plan> compile_allreduce_single(const Group& g, const 
   x.b().input(0, total);
   x.b().output(0, total);
   x.b().algorithm("single-copy");
-  const std::uint32_t w = record(x);
+  const std::uint32_t w = publication_record(x);
   const std::vector<NodeId> start = entry(x);
   // Chunk r: count / n elements, one more for the first count % n ranks.
   const auto chunk = [&](int r, std::uint64_t* at) {

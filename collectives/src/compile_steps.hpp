@@ -322,6 +322,21 @@ struct Hosts {
     for (const auto& m : members) w = std::max(w, m.size());
     return w;
   }
+  // Every host holds the same number of members, at least two (the host single-copy plans).
+  [[nodiscard]] bool even() const {
+    const std::size_t l = members.front().size();
+    if (l < 2) return false;
+    for (const auto& m : members)
+      if (m.size() != l) return false;
+    return true;
+  }
+  // The members of @p rank's host but @p rank, in rank order.
+  [[nodiscard]] std::vector<int> others_on_host(int rank) const {
+    std::vector<int> o;
+    for (const int r : members[static_cast<std::size_t>(host_of[static_cast<std::size_t>(rank)])])
+      if (r != rank) o.push_back(r);
+    return o;
+  }
   // Every host's members are consecutive ranks (so host-then-leader order is rank order).
   [[nodiscard]] bool contiguous() const {
     for (const auto& m : members)
@@ -349,6 +364,24 @@ inline Hosts hosts_of(const Group& g) {
     m.push_back(r);
   }
   return h;
+}
+
+// Appends the steps of `in` to `out` with peers mapped by `real` (index ->
+// communicator rank); `whole` maps the single block of a BlockSpace::whole
+// schedule to every block [0, out.num_blocks()). Block indices stay as they are.
+inline void append_steps(patterns::Schedule& out, const patterns::Schedule& in, const std::function<int(int)>& real,
+                         bool whole) {
+  for (const patterns::Step& st : in.steps()) {
+    patterns::Step& d = out.add_step();
+    d.send_to = st.send_to >= 0 ? real(st.send_to) : -1;
+    d.recv_from = st.recv_from >= 0 ? real(st.recv_from) : -1;
+    d.action = st.action;
+    d.recv_is_left = st.recv_is_left;
+    for (const patterns::BlockRange& r : in.send_ranges(st))
+      out.add_send(whole ? 0 : r.first, whole ? out.num_blocks() : r.count);
+    for (const patterns::BlockRange& r : in.recv_ranges(st))
+      out.add_recv(whole ? 0 : r.first, whole ? out.num_blocks() : r.count);
+  }
 }
 
 inline int log2_ceil(std::size_t v) {

@@ -308,6 +308,151 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
   return done(x);
 }
 
+bool host_single_copy_allgather(const Group& g, const Call& c, std::uint64_t block) {
+  if ((c.kind != Kind::allgather && c.kind != Kind::allgatherv) || c.shared_buffers || g.publish_word == 0 ||
+      !g.spans_hosts() || !c.fast_ok || c.direct || c.on_block || c.compute)
+    return false;
+  const Tuning& t = tuning(g);
+  if (t.sym_single_copy_max_bytes == 0 || block < t.sym_single_copy_min_bytes || block > t.sym_single_copy_max_bytes)
+    return false;
+  return hosts_of(g).even();
+}
+
+// Allgather(v) across hosts with single copy inside each host
+// ("hier-single-copy"; docs/algorithms.md, "Single copy across hosts"). H
+// hosts of L members each; member i of host j is rank members[j][i]; column i
+// = member i of every host. Every rank publishes its send buffer (region 0;
+// none in place) and its receive buffer (region 1).
+//  1. Column: the H members of column i run a ring allgather of their own
+//     blocks over the window protocol (compile_steps.hpp's emitter, blocks in
+//     host order): each received block is copied out of the window straight
+//     to its final offset in recv, and once all of block j is there the
+//     member signals READY(i, j) to the L - 1 other members of its host.
+//  2. Host: each member reads what it still lacks out of its same-host
+//     members (rotated: the next member first): member i's own block out of
+//     its send buffer (in place: its recv) as soon as it is published, and
+//     each of the H - 1 blocks member i gathered across hosts out of its recv
+//     after READY(i, j) (read_peer, one copy each).
+// After its reads a rank raises its reads-done word; it ends after every
+// same-host member's (its buffers stay valid while they are read).
+// Per rank (blocks of B bytes): (H - 1) B sent and received across hosts, each
+// received block copied once out of the window; (L - 1) H B read_peer'd from
+// the host's members; B own copy (not in place). No same-host window traffic.
+std::shared_ptr<const dag::Plan> compile_allgather_host_single(const Group& g, const Call& c, int slot,
+                                                               const AlgorithmRow& row) {
+  Ctx x(g, c, slot);
+  const int n = g.size();
+  const std::size_t es = x.esize();
+  if (g.publish_word == 0 || !g.spans_hosts())
+    fail(Errc::unsupported, g, c,
+         "algorithm '" + row.name +
+             "' needs a communicator that spans hosts, window flags and a CMA path to every same-host member "
+             "(not under STRATA_SINGLE_COPY=off)");
+  const Hosts h = hosts_of(g);
+  if (!h.even())
+    fail(Errc::unsupported, g, c, "algorithm '" + row.name + "' needs the same number (>= 2) of members on every host");
+  std::vector<std::uint64_t> bytes(static_cast<std::size_t>(n)), at(static_cast<std::size_t>(n));
+  std::uint64_t recv_total = 0, widest = 0;
+  for (int r = 0; r < n; ++r) {
+    const auto ur = static_cast<std::size_t>(r);
+    bytes[ur] = (c.kind == Kind::allgatherv ? c.counts[ur] : c.count) * es;  // checked (check_call() or the engine)
+    at[ur] = (c.kind == Kind::allgatherv ? c.displs[ur] : ur * c.count) * es;
+    recv_total = std::max(recv_total, at[ur] + bytes[ur]);
+    widest = std::max(widest, bytes[ur]);
+  }
+  const auto me = static_cast<std::size_t>(g.rank);
+  x.b().require_output_coverage(false);
+  if (!c.in_place) x.b().input(0, bytes[me]);
+  x.b().output(0, recv_total);
+  x.b().algorithm(row.name);
+  const int hosts = h.leaders();
+  const int hi = h.host_of[me];
+  const int li = h.local_of[me];
+  const std::vector<int>& local = h.members[static_cast<std::size_t>(hi)];
+  const int nl = static_cast<int>(local.size());
+  const auto member = [&h](int j, int i) {
+    return h.members[static_cast<std::size_t>(j)][static_cast<std::size_t>(i)];
+  };
+  // Column schedule of rank r: the ring allgather among the hosts, peers and
+  // blocks indexed by host (block j = the block of r's column member on host j).
+  auto build = [&h, n, hosts](int r, patterns::Schedule& s) {
+    const int col = h.local_of[static_cast<std::size_t>(r)];
+    patterns::Schedule ring;
+    patterns::ring_allgather(h.host_of[static_cast<std::size_t>(r)], hosts, ring);
+    s.reset(r, n, hosts, patterns::BlockSpace::rank_blocks, true);
+    append_steps(
+        s, ring, [&h, col](int q) { return h.members[static_cast<std::size_t>(q)][static_cast<std::size_t>(col)]; },
+        false);
+  };
+  std::vector<std::uint64_t> cb(static_cast<std::size_t>(hosts)), cat(static_cast<std::size_t>(hosts));
+  for (int j = 0; j < hosts; ++j) {
+    const auto q = static_cast<std::size_t>(member(j, li));
+    cb[static_cast<std::size_t>(j)] = bytes[q];
+    cat[static_cast<std::size_t>(j)] = at[q];
+  }
+  // Every message of the ring is one block: one geometry for every column,
+  // so that the READY slots past the emitter's agree between the columns.
+  const Geometry geo = geometry(g, c, es, widest, true);
+  patterns::Schedule s;
+  build(g.rank, s);
+  const std::uint64_t ready_base = 2 * geo.stride * static_cast<std::uint64_t>(s.steps().size());
+  if (ready_base + static_cast<std::uint64_t>(nl) * static_cast<std::uint64_t>(hosts) >= kDataSlotLimit)
+    fail(Errc::unsupported, g, c, "too many fragments for algorithm '" + row.name + "'; raise the fragment size");
+  // READY(i, j) on the reader: block j of column i is in member i's recv.
+  const auto ready_slot = [&](int i, int j) {
+    return static_cast<std::uint32_t>(ready_base + static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(hosts) +
+                                      static_cast<std::uint64_t>(j));
+  };
+  // Hosts in the order their column blocks arrive (the same for every member of this host).
+  std::vector<int> arrivals;
+  for (const patterns::Step& st : s.steps())
+    for (const patterns::BlockRange& r : s.recv_ranges(st))
+      for (int b = r.first; b < r.first + r.count; ++b) arrivals.push_back(b);
+
+  const std::uint32_t w = publication_record(x);
+  const std::vector<NodeId> start = entry(x);
+  const NodeId pub = x.b().publish(w, !c.in_place && bytes[me] > 0 ? dag::in(0, 0, bytes[me]) : Region{},
+                                   recv_total > 0 ? dag::out(0, 0, recv_total) : Region{}, start);
+  Tracker t;
+  if (!c.in_place && bytes[me] > 0) {
+    const Region dst = dag::out(0, at[me], bytes[me]);
+    t.write(dst, x.b().copy(dag::in(0, 0, bytes[me]), dst, start));
+  }
+  // 1. The column's allgather; READY(li, j) to the host's other members once block j landed.
+  AllgatherKind k(t, x.b(), cb, cat, hi, c.in_place);
+  Emitter e(x, t, geo, start);
+  e.run(s, k);
+  const std::vector<int> peers = h.others_on_host(g.rank);
+  for (const int j : arrivals) {
+    const auto uj = static_cast<std::size_t>(j);
+    if (cb[uj] == 0) continue;
+    const std::vector<NodeId> landed = t.write_deps(dag::out(0, cat[uj], cb[uj]));
+    for (const int r : peers) x.b().signal(x.world(r), ready_slot(li, j), landed);
+  }
+  // 2. The other columns' blocks out of their same-host members' buffers.
+  const std::function<NodeId(int)> published = publications(x, w, start);
+  std::vector<NodeId> reads;
+  for (int d = 1; d < nl; ++d) {  // rotated: the next member first, its own block before the gathered ones
+    const int i = (li + d) % nl;
+    const int r = local[static_cast<std::size_t>(i)];
+    const auto ur = static_cast<std::size_t>(r);
+    x.b().expect_signals_from(x.world(r));
+    if (bytes[ur] > 0)
+      reads.push_back(x.b().read_peer(x.world(r), w, c.in_place ? 1 : 0, c.in_place ? at[ur] : 0,
+                                      dag::out(0, at[ur], bytes[ur]), {published(r)}));
+    for (const int j : arrivals) {
+      const auto q = static_cast<std::size_t>(member(j, i));
+      if (bytes[q] == 0) continue;
+      const NodeId ready = x.b().wait(ready_slot(i, j), 1, start);
+      reads.push_back(x.b().read_peer(x.world(r), w, 1, at[q], dag::out(0, at[q], bytes[q]), {published(r), ready}));
+    }
+  }
+  // Reads-done ("done with your buffers"); end after every same-host member's.
+  x.b().flag_set(w + 1, reads.empty() ? std::vector<NodeId>{pub} : reads);
+  wait_readers(x, peers, pub);
+  return done(x);
+}
+
 namespace {
 
 // ---------------------------------------------------------------- alltoall(v)

@@ -53,6 +53,9 @@ std::uint64_t allgather_mean_block(const Group& g, const Call& c) {
   return total / static_cast<std::uint64_t>(std::max(1, g.size()));
 }
 bool allgather_sc_applies(const Group& g, const Call& c) { return cc::single_copy(g, c, allgather_mean_block(g, c)); }
+bool allgather_host_sc_applies(const Group& g, const Call& c) {
+  return cc::host_single_copy_allgather(g, c, allgather_mean_block(g, c));
+}
 
 // allgather(v): Bruck for small results (log2 n messages), the ring for large ones and n <= 2.
 bool allgather_small(const Group& g, const Call& c) {
@@ -258,6 +261,16 @@ void allgather_rows(std::vector<AlgorithmRow>* t, Kind k) {
              "one host, loose, mean block in sym_single_copy_min_bytes .. sym_single_copy_max_bytes (any with shared "
              "buffers)",
              {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, allgather_sc_applies, allgather_sc));
+  t->push_back(row(k, "hier-single-copy",
+                   "the i-th members of all hosts ring-allgather their blocks over the windows (straight to their "
+                   "offsets in recv); each member reads the blocks its host's other members hold out of their send "
+                   "and receive buffers",
+                   "H - 1 steps of m bytes between hosts; (L-1) H m read per rank (H hosts of L); no same-host "
+                   "window copy",
+                   "across hosts, L >= 2 per host on every host, loose, mean block in sym_single_copy_min_bytes .. "
+                   "sym_single_copy_max_bytes",
+                   {"sym_single_copy_min_bytes", "sym_single_copy_max_bytes"}, allgather_host_sc_applies,
+                   cc::compile_allgather_host_single, Variant::single_copy));
   const std::vector<std::string> large = {"sym_large_message", "sym_large_fragment", "sym_stream_min_bytes"};
   t->push_back(row(k, "ring", "ring allgather", "n - 1 steps of m bytes", "above allgather_bruck_max_bytes or n <= 2",
                    {"allgather_bruck_max_bytes"}, allgather_ring_applies, cc::compile_allgather, Variant::ring));

@@ -121,7 +121,8 @@ const std::vector<TuningField>& tuning_fields() {
        "each folded (and written out) before the next"},
       {"sym_single_copy_min_bytes", &Tuning::sym_single_copy_min_bytes, 0, 1024 * kGiB, 1,
        "one host: allgather(v) / alltoall blocks of at least this many bytes are read straight out of their owner's "
-       "buffer (single copy, CMA) ..."},
+       "buffer (single copy, CMA); across hosts (the same L >= 2 members on every host) allgather(v) blocks run "
+       "hier-single-copy ..."},
       {"sym_single_copy_max_bytes", &Tuning::sym_single_copy_max_bytes, 0, 1024 * kGiB, 1,
        "... up to this many bytes (0: never)"},
       {"persistent_direct_min_bytes", &Tuning::persistent_direct_min_bytes, 0, 1024 * kGiB, 1,

@@ -222,6 +222,64 @@ TEST(HostSingleCopy, AllreduceAcrossHostsFoldsAndWritesSameHostHalvesOnce) {
   std::filesystem::remove_all(tmpl);
 }
 
+// The allgather across hosts with single copy inside each host
+// ("hier-single-copy", named: its automatic window ends at 128 KiB blocks),
+// same placement, 1 MiB blocks: ranks 0 and 2 (and 1 and 3) exchange their
+// blocks across hosts (one 1 MiB put each, copied once out of the window
+// straight into recv), and each rank reads the two blocks its same-host
+// partner holds (the partner's own, out of its send buffer, and the one the
+// partner received, out of its recv) once by read_peer: 2 MiB, and no
+// same-host put. With STRATA_SINGLE_COPY=off the automatic ring puts whole
+// blocks into the same-host partner's window and every rank copies its three
+// foreign blocks out of its window. The bench's --check verifies the results.
+TEST(HostSingleCopy, AllgatherAcrossHostsReadsSameHostBlocksOnce) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "strata-hsc.XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  constexpr std::uint64_t kMiB = 1 << 20;
+  for (const bool on : {true, false}) {
+    std::string out;
+    const std::vector<Moved> moved =
+        traced_bytes(tmpl + (on ? "/on" : "/off"), on ? "" : "STRATA_SINGLE_COPY=off",
+                     std::string("--coll allgather --sizes 1M --iters 1 --warmup 0 --no-memcpy --check --quiet") +
+                         (on ? " --algo hier-single-copy" : ""),
+                     &out);
+    const std::string what = std::string(on ? "hier-single-copy" : "STRATA_SINGLE_COPY=off") + "\n" + out;
+    EXPECT_NE(out.find(" ok "), std::string::npos) << what;
+    // Per rank: bytes read_peer, copied, put into the same-host / the other host's windows.
+    std::uint64_t read[4] = {0, 0, 0, 0}, copied[4] = {0, 0, 0, 0}, put_same[4] = {0, 0, 0, 0},
+                  put_other[4] = {0, 0, 0, 0};
+    for (const Moved& e : moved) {
+      const bool same_host = e.peer >= 0 && e.peer / 2 == e.rank / 2;
+      if (e.kind == "read_peer") {
+        EXPECT_EQ(e.peer, e.rank ^ 1) << "read_peer only from the same-host partner: " << e.line;
+        read[e.rank] += e.bytes;
+      }
+      if (e.kind == "copy") copied[e.rank] += e.bytes;
+      if (e.kind == "put_with_signal") (same_host ? put_same : put_other)[e.rank] += e.bytes;
+    }
+    // (The bench's own small collectives add a few bytes of copies and puts.)
+    for (int r = 0; r < 4; ++r) {
+      const std::string who = "rank " + std::to_string(r) + ", " + what;
+      if (on) {
+        EXPECT_EQ(read[r], 2 * kMiB) << who;
+        EXPECT_LT(put_same[r], kMiB / 16) << who;
+        EXPECT_GE(put_other[r], kMiB) << who;
+        EXPECT_LT(put_other[r], kMiB + kMiB / 16) << who;
+        // Its own block and the one from the other host; none of its partner's.
+        EXPECT_GE(copied[r], 2 * kMiB) << who;
+        EXPECT_LT(copied[r], 2 * kMiB + kMiB / 16) << who;
+      } else {
+        EXPECT_EQ(read[r], 0u) << who;
+        EXPECT_GE(copied[r], 4 * kMiB) << who;
+      }
+    }
+    if (!on) {
+      EXPECT_GE(put_same[0] + put_same[2], 2 * kMiB) << "the ring 0 -> 1 -> 2 -> 3 -> 0, " << what;
+    }
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
 }  // namespace
 
 namespace {

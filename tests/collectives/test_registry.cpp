@@ -198,6 +198,7 @@ TEST(Registry, StrataInfoAndStrataSimAgreeWithTheRegistry) {
         Case{Kind::alltoall, 64, "", 2}, Case{Kind::broadcast, 4096, "", 2},
         Case{Kind::reduce_scatter_block, 4096, "", 2}, Case{Kind::gather, 4096, "ring", 2},
         Case{Kind::allgather, 4096, "numa-ring", 2},
+        Case{Kind::allgather, 64 << 10, "", 2},  // hier-single-copy: 4 + 4 members, 64 KiB blocks
         // one host: mapped and single-copy selections, automatic and named
         Case{Kind::allreduce, 64, "", 1}, Case{Kind::allreduce, 64 << 10, "", 1}, Case{Kind::barrier, 0, "", 1},
         Case{Kind::broadcast, 64, "", 1}, Case{Kind::broadcast, 16 << 10, "", 1}, Case{Kind::broadcast, 4 << 20, "", 1},
@@ -235,6 +236,7 @@ TEST(Registry, StrataInfoAndStrataSimAgreeWithTheRegistry) {
   }
   EXPECT_EQ(planned.count("mapped"), 1u) << "no case ran a mapped plan";
   EXPECT_EQ(planned.count("single-copy"), 1u) << "no case ran a single-copy plan";
+  EXPECT_EQ(planned.count("hier-single-copy"), 1u) << "no case ran a single-copy plan across hosts";
 }
 
 // docs/algorithms.md holds the current generated table (strata-info --algorithms --markdown).

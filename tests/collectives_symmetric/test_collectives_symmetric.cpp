@@ -73,21 +73,36 @@ namespace {
 // to the window protocol would pass them too): the engine logs each compiled
 // plan's algorithm. On one host with STRATA_SINGLE_COPY=always the plans of
 // allgather(v) and alltoall above the mapped plans are "single-copy"; with =off
-// none is; across two virtual hosts none is (the agreement needs one host).
-int single_copy_plans(const std::string& env, const std::string& launcher) {
+// none is; across two virtual hosts none is (the one-host plans need one
+// host), but allgather(v) runs "hier-single-copy" there (2 + 2 members).
+std::string plan_log(const std::string& env, const std::string& launcher) {
   std::string out;
   EXPECT_EQ(run(env + " STRATA_LOG_LEVEL=info", launcher, "--quick", &out), 0) << out;
+  return out;
+}
+
+// Lines of @p log that contain @p a and then @p b.
+int lines_with(const std::string& log, const std::string& a, const std::string& b) {
   int n = 0;
-  for (std::size_t at = out.find("algorithm single-copy"); at != std::string::npos;
-       at = out.find("algorithm single-copy", at + 1))
-    ++n;
+  std::size_t at = 0;
+  while (at < log.size()) {
+    std::size_t end = log.find('\n', at);
+    if (end == std::string::npos) end = log.size();
+    const std::string line = log.substr(at, end - at);
+    const std::size_t i = line.find(a);
+    if (i != std::string::npos && line.find(b, i) != std::string::npos) ++n;
+    at = end + 1;
+  }
   return n;
 }
 
 TEST(SingleCopy, PlansAreSingleCopyOnOneHostOnlyWhenEnabled) {
-  EXPECT_GT(single_copy_plans("STRATA_SINGLE_COPY=always", "-n 3"), 0);
-  EXPECT_EQ(single_copy_plans("STRATA_SINGLE_COPY=off", "-n 3"), 0);
-  EXPECT_EQ(single_copy_plans("STRATA_SINGLE_COPY=always", "-n 4 --hosts 2"), 0);
+  EXPECT_GT(lines_with(plan_log("STRATA_SINGLE_COPY=always", "-n 3"), "", "algorithm single-copy"), 0);
+  EXPECT_EQ(lines_with(plan_log("STRATA_SINGLE_COPY=off", "-n 3"), "", "algorithm single-copy"), 0);
+  const std::string hosts2 = plan_log("STRATA_SINGLE_COPY=always", "-n 4 --hosts 2");
+  EXPECT_EQ(lines_with(hosts2, "", "algorithm single-copy"), 0) << hosts2;
+  EXPECT_GT(lines_with(hosts2, "plan: allgather of", "algorithm hier-single-copy"), 0) << hosts2;
+  EXPECT_GT(lines_with(hosts2, "plan: allgatherv of", "algorithm hier-single-copy"), 0) << hosts2;
 }
 
 TEST(SingleCopy, BadSettingIsAnErrorNamingTheVariable) {

@@ -104,7 +104,8 @@ struct Tuning {
   // The single-copy reductions (allreduce, reduce_scatter_block) in pieces of
   // this many bytes, each folded (and, for allreduce, written out) before the next.
   std::uint64_t single_copy_fold_piece = std::uint64_t{256} << 10;
-  std::uint64_t sym_single_copy_min_bytes = std::uint64_t{16} << 10;   ///< allgather(v) / alltoall: block from ...
+  /// allgather(v) / alltoall: block from ... (across hosts: the hier-single-copy allgather's mean block)
+  std::uint64_t sym_single_copy_min_bytes = std::uint64_t{16} << 10;
   std::uint64_t sym_single_copy_max_bytes = std::uint64_t{128} << 10;  ///< ... up to this (0: never)
   // Persistent plans (Communicator::plan_broadcast / plan_allreduce): write
   // straight into the receivers' registered buffers (direct mode: a
