@@ -368,6 +368,18 @@ TEST(Executor, AStartThatCompletesInsideReportsItInsteadOfCallingDone) {
   EXPECT_TRUE(done[2].status.is_ok()) << done[2].status.message();
 }
 
+// One executor per rank of @p world on the one-thread @p arena (Executor::serial).
+std::vector<std::unique_ptr<Executor>> serial_executors(FakeWorld& world, tbb::task_arena& arena, bool inline_compute) {
+  std::vector<std::unique_ptr<Executor>> ex;
+  for (int r = 0; r < world.size(); ++r) {
+    ExecutorOptions o;
+    o.arena = &arena;
+    o.inline_compute = inline_compute;
+    ex.push_back(std::make_unique<Executor>(world.endpoint(r), o));
+  }
+  return ex;
+}
+
 // ExecutorOptions::inline_compute in a serial arena (one thread): a root
 // compute node runs in the starting thread at the end of its start, after
 // the start posted its transfers (the signal is pending in the fake world
@@ -377,13 +389,7 @@ TEST(Executor, SerialArenaRunsRootComputeInTheStartingThreadAfterItsPosts) {
   for (const bool inline_compute : {true, false}) {
     tbb::task_arena arena{1, 0};
     FakeWorld world(2, FakeMode::manual, 1);
-    std::vector<std::unique_ptr<Executor>> ex;
-    for (int r = 0; r < 2; ++r) {
-      ExecutorOptions o;
-      o.arena = &arena;
-      o.inline_compute = inline_compute;
-      ex.push_back(std::make_unique<Executor>(world.endpoint(r), o));
-    }
+    const auto ex = serial_executors(world, arena, inline_compute);
     ASSERT_TRUE(ex[0]->serial());
     PlanBuilder b0("post-then-compute", 0, 2);
     b0.compute_bound(0, Region{});  // id 0: before the signal in id order
@@ -426,12 +432,7 @@ TEST(Executor, WaiterScopeKeepsComputeReleasedInItsPollsForRun) {
   for (const bool scoped : {true, false}) {
     tbb::task_arena arena{1, 0};
     FakeWorld world(2, FakeMode::manual, 1);
-    std::vector<std::unique_ptr<Executor>> ex;
-    for (int r = 0; r < 2; ++r) {
-      ExecutorOptions o;
-      o.arena = &arena;
-      ex.push_back(std::make_unique<Executor>(world.endpoint(r), o));
-    }
+    const auto ex = serial_executors(world, arena, true);
     PlanBuilder b0("signal", 0, 2);
     b0.signal(1, 0);
     PlanBuilder b1("wait-then-compute", 1, 2);
