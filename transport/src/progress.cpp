@@ -186,6 +186,15 @@ ProgressServer::Stats ProgressServer::stats() const noexcept {
 void ProgressServer::leave_polling() {
   if (pollers_.fetch_sub(1, std::memory_order_seq_cst) != 1) return;  // another waiter still polls
   if (arm_ == nullptr || blocked_.load(std::memory_order_seq_cst) == 0) return;
+  // A server that stepped aside while we polled sleeps without having run
+  // on_block (serve()): what is still pending (a flag wait of a call whose
+  // continuation nobody waits for) would then wait for its max_block, as no
+  // owner knows to nudge this rank. Ask for those nudges now, as a blocking
+  // server would (park and unpark: the requests stay until used).
+  if (opts_.on_block) {
+    opts_.on_block(true);
+    opts_.on_block(false);
+  }
   // A server sleeps with its wake-up disarmed by our polls: re-arm it. When
   // work is pending, take it ourselves and retry; hand over if it persists.
   for (int i = 0; i < 4; ++i) {
