@@ -146,6 +146,36 @@ std::vector<Moved> traced_bytes(const std::string& prefix, const std::string& en
   return v;
 }
 
+// Per rank of the 4 (2 per host): bytes read_peer, copied, put into a
+// same-host and into the other host's windows. A read_peer from anyone but
+// the same-host partner fails the calling test.
+struct Tally {
+  std::uint64_t read[4] = {0, 0, 0, 0}, copied[4] = {0, 0, 0, 0}, put_same[4] = {0, 0, 0, 0},
+                put_other[4] = {0, 0, 0, 0};
+};
+Tally tally(const std::vector<Moved>& moved) {
+  Tally t;
+  for (const Moved& e : moved) {
+    const bool same_host = e.peer >= 0 && e.peer / 2 == e.rank / 2;
+    if (e.kind == "read_peer") {
+      EXPECT_EQ(e.peer, e.rank ^ 1) << "read_peer only from the same-host partner: " << e.line;
+      t.read[e.rank] += e.bytes;
+    }
+    if (e.kind == "copy") t.copied[e.rank] += e.bytes;
+    if (e.kind == "put_with_signal") (same_host ? t.put_same : t.put_other)[e.rank] += e.bytes;
+  }
+  return t;
+}
+
+// A fresh directory under the system's temp directory, removed with its files at scope exit.
+struct TempDir {
+  std::string path = (std::filesystem::temp_directory_path() / "strata-hsc.XXXXXX").string();
+  TempDir() { EXPECT_NE(mkdtemp(path.data()), nullptr) << path; }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
 // Single copy inside a multi-host communicator (docs/algorithms.md, "Single
 // copy across hosts"): 4 ranks on 2 virtual hosts (ranks 0, 1 and 2, 3), a
 // 1 MiB broadcast from rank 0 traced (STRATA_TRACE) and the bytes each rank's
@@ -154,25 +184,15 @@ std::vector<Moved> traced_bytes(const std::string& prefix, const std::string& en
 // and copy nothing out of a window; with STRATA_SINGLE_COPY=off the parent
 // puts it into the child's window and the child copies it out (two copies).
 TEST(HostSingleCopy, SameHostRanksOfAMultiHostBroadcastCopyItOnce) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "strata-hsc.XXXXXX").string();
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const TempDir tmp;
   constexpr std::uint64_t kMiB = 1 << 20;
   for (const bool on : {true, false}) {
     std::string out;
-    const std::vector<Moved> moved =
-        traced_bytes(tmpl + (on ? "/on" : "/off"), on ? "" : "STRATA_SINGLE_COPY=off",
-                     "--coll bcast --sizes 1M --iters 1 --warmup 0 --no-memcpy --quiet", &out);
-    // Per rank: bytes read_peer from the host parent, bytes copied, bytes put into a same-host window.
-    std::uint64_t read[4] = {0, 0, 0, 0}, copied[4] = {0, 0, 0, 0}, put_same_host[4] = {0, 0, 0, 0};
-    for (const Moved& e : moved) {
-      const bool peer_same_host = e.peer >= 0 && e.peer / 2 == e.rank / 2;
-      if (e.kind == "read_peer") {
-        EXPECT_TRUE(peer_same_host) << e.line;
-        read[e.rank] += e.bytes;
-      }
-      if (e.kind == "copy") copied[e.rank] += e.bytes;
-      if (e.kind == "put_with_signal" && peer_same_host) put_same_host[e.rank] += e.bytes;
-    }
+    const Tally t = tally(traced_bytes(tmp.path + (on ? "/on" : "/off"), on ? "" : "STRATA_SINGLE_COPY=off",
+                                       "--coll bcast --sizes 1M --iters 1 --warmup 0 --no-memcpy --quiet", &out));
+    const auto& read = t.read;
+    const auto& copied = t.copied;
+    const auto& put_same_host = t.put_same;
     const std::string what = std::string(on ? "single copy" : "STRATA_SINGLE_COPY=off") + "\n" + out;
     for (int r : {1, 3}) {
       if (on) {
@@ -192,7 +212,6 @@ TEST(HostSingleCopy, SameHostRanksOfAMultiHostBroadcastCopyItOnce) {
         EXPECT_GE(put_same_host[r], kMiB) << "rank " << r << ", " << what;
     }
   }
-  std::filesystem::remove_all(tmpl);
 }
 
 // The allreduce across hosts with single copy inside each host
@@ -202,12 +221,11 @@ TEST(HostSingleCopy, SameHostRanksOfAMultiHostBroadcastCopyItOnce) {
 // (write_peer), and moves nothing by CMA to or from the other host; the
 // bench's --check verifies the sums.
 TEST(HostSingleCopy, AllreduceAcrossHostsFoldsAndWritesSameHostHalvesOnce) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "strata-hsc.XXXXXX").string();
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const TempDir tmp;
   constexpr std::uint64_t kHalf = 1 << 19;
   std::string out;
   const std::vector<Moved> moved = traced_bytes(
-      tmpl + "/ar", "", "--coll allreduce --sizes 1M --iters 1 --warmup 0 --no-memcpy --check --quiet", &out);
+      tmp.path + "/ar", "", "--coll allreduce --sizes 1M --iters 1 --warmup 0 --no-memcpy --check --quiet", &out);
   EXPECT_NE(out.find(" ok "), std::string::npos) << out;
   std::uint64_t read[4] = {0, 0, 0, 0}, written[4] = {0, 0, 0, 0};
   for (const Moved& e : moved) {
@@ -219,7 +237,6 @@ TEST(HostSingleCopy, AllreduceAcrossHostsFoldsAndWritesSameHostHalvesOnce) {
     EXPECT_EQ(read[r], kHalf) << "rank " << r << "\n" << out;
     EXPECT_EQ(written[r], kHalf) << "rank " << r << "\n" << out;
   }
-  std::filesystem::remove_all(tmpl);
 }
 
 // The allgather across hosts with single copy inside each host
@@ -233,30 +250,21 @@ TEST(HostSingleCopy, AllreduceAcrossHostsFoldsAndWritesSameHostHalvesOnce) {
 // blocks into the same-host partner's window and every rank copies its three
 // foreign blocks out of its window. The bench's --check verifies the results.
 TEST(HostSingleCopy, AllgatherAcrossHostsReadsSameHostBlocksOnce) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "strata-hsc.XXXXXX").string();
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const TempDir tmp;
   constexpr std::uint64_t kMiB = 1 << 20;
   for (const bool on : {true, false}) {
     std::string out;
-    const std::vector<Moved> moved =
-        traced_bytes(tmpl + (on ? "/on" : "/off"), on ? "" : "STRATA_SINGLE_COPY=off",
-                     std::string("--coll allgather --sizes 1M --iters 1 --warmup 0 --no-memcpy --check --quiet") +
-                         (on ? " --algo hier-single-copy" : ""),
-                     &out);
+    const Tally t =
+        tally(traced_bytes(tmp.path + (on ? "/on" : "/off"), on ? "" : "STRATA_SINGLE_COPY=off",
+                           std::string("--coll allgather --sizes 1M --iters 1 --warmup 0 --no-memcpy --check --quiet") +
+                               (on ? " --algo hier-single-copy" : ""),
+                           &out));
     const std::string what = std::string(on ? "hier-single-copy" : "STRATA_SINGLE_COPY=off") + "\n" + out;
     EXPECT_NE(out.find(" ok "), std::string::npos) << what;
-    // Per rank: bytes read_peer, copied, put into the same-host / the other host's windows.
-    std::uint64_t read[4] = {0, 0, 0, 0}, copied[4] = {0, 0, 0, 0}, put_same[4] = {0, 0, 0, 0},
-                  put_other[4] = {0, 0, 0, 0};
-    for (const Moved& e : moved) {
-      const bool same_host = e.peer >= 0 && e.peer / 2 == e.rank / 2;
-      if (e.kind == "read_peer") {
-        EXPECT_EQ(e.peer, e.rank ^ 1) << "read_peer only from the same-host partner: " << e.line;
-        read[e.rank] += e.bytes;
-      }
-      if (e.kind == "copy") copied[e.rank] += e.bytes;
-      if (e.kind == "put_with_signal") (same_host ? put_same : put_other)[e.rank] += e.bytes;
-    }
+    const auto& read = t.read;
+    const auto& copied = t.copied;
+    const auto& put_same = t.put_same;
+    const auto& put_other = t.put_other;
     // (The bench's own small collectives add a few bytes of copies and puts.)
     for (int r = 0; r < 4; ++r) {
       const std::string who = "rank " + std::to_string(r) + ", " + what;
@@ -277,7 +285,6 @@ TEST(HostSingleCopy, AllgatherAcrossHostsReadsSameHostBlocksOnce) {
       EXPECT_GE(put_same[0] + put_same[2], 2 * kMiB) << "the ring 0 -> 1 -> 2 -> 3 -> 0, " << what;
     }
   }
-  std::filesystem::remove_all(tmpl);
 }
 
 }  // namespace
