@@ -188,7 +188,9 @@ void Executor::Impl::complete(Instance* in, bool registered, bool* ended) {
 void Executor::Impl::finish(Instance* in, bool* ended) {
   const bool registered = in->registered;
   const bool failed = in->failed.load(std::memory_order_acquire);
-  DoneFn done = std::move(in->done);
+  // A start that ends the instance itself (@p ended) drops the callback with the instance.
+  DoneFn done;
+  if (ended == nullptr) done = std::move(in->done);
   Status st = failed ? in->error : Status::ok();
   // Grants of the final flag_set (set_flag), sent after done: keep the plan.
   std::shared_ptr<const Plan> gplan;
@@ -243,15 +245,31 @@ std::uint64_t Executor::Impl::run_straight(Instance* in, std::uint64_t done) {
   const std::uint64_t* preds = p.straight_preds().data();
   const Node* nodes = p.nodes().data();
   const std::size_t n = p.size();
+  if (obs == nullptr) {
+    // Untraced (the common case): only the nodes not done yet are visited.
+    std::uint64_t todo = (n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1) & ~done;
+    while (todo != 0) {
+      const auto i = static_cast<NodeId>(__builtin_ctzll(todo));
+      todo &= todo - 1;
+      if ((preds[i] & ~done) != 0) continue;
+      if (nodes[i].kind == NodeKind::flag_wait) {
+        if (!in->failed.load(std::memory_order_acquire) && !flag_ready(in, nodes[i])) continue;
+      } else {
+        (void)run(in, i);  // memory nodes finish synchronously
+      }
+      done |= std::uint64_t{1} << i;
+    }
+    return done;
+  }
   for (NodeId i = 0; i < n; ++i) {
     if (((done >> i) & 1) != 0 || (preds[i] & ~done) != 0) continue;
-    const std::uint64_t t0 = obs != nullptr ? now_ns() : 0;
+    const std::uint64_t t0 = now_ns();
     if (nodes[i].kind == NodeKind::flag_wait) {
       if (!in->failed.load(std::memory_order_acquire) && !flag_ready(in, nodes[i])) continue;
     } else {
       (void)run(in, i);  // memory nodes finish synchronously
     }
-    if (obs != nullptr) obs->node(*in, i, t0);
+    obs->node(*in, i, t0);
     done |= std::uint64_t{1} << i;
   }
   return done;
@@ -512,8 +530,8 @@ Status resolve_bindings(const Start& s, BufBind* binds, bool construct) {
 
 // Constructs the instance in @p block (bindings: @p binds, or already in the
 // block when null) from the start's arguments.
-Instance* make_instance(const Start& s, void* block, const BufBind* binds, std::shared_ptr<const Plan> plan,
-                        DoneFn done) {
+Instance* make_instance(const Start& s, void* block, const BufBind* binds, std::shared_ptr<const Plan>&& plan,
+                        DoneFn&& done) {
   auto* in = new (block) Instance;  // member initializers only (no zeroing of the whole)
   in->ex = &s.im;
   in->block_size = s.L.total;
@@ -646,7 +664,7 @@ void apply_early(const Start& s, Instance* in, const std::vector<std::uint32_t>&
 }
 
 // Publishes the instance in @p block (bindings: @p binds, or already in the block when null) and launches its roots.
-Status launch(const Start& s, void* block, const BufBind* binds, std::shared_ptr<const Plan> plan, DoneFn done) {
+Status launch(const Start& s, void* block, const BufBind* binds, std::shared_ptr<const Plan>&& plan, DoneFn&& done) {
   Impl& im = s.im;
   Instance* in = make_instance(s, block, binds, std::move(plan), std::move(done));
   // Watermarks earlier instances owe the peers this one does not signal.
@@ -724,8 +742,8 @@ Status Executor::start(std::shared_ptr<const Plan> plan, const Bindings& b, std:
 // one, pre-built or not, else a new one) and launch(). The steps are the
 // functions above; the plan's spare block is handled here (Plan befriends
 // the Executor).
-Status Executor::start_unchecked(std::shared_ptr<const Plan> plan, const Bindings& b, std::uint16_t comm,
-                                 std::uint32_t seq, DoneFn done, bool* ended_inline) {
+Status Executor::start_unchecked(std::shared_ptr<const Plan>&& plan, const Bindings& b, std::uint16_t comm,
+                                 std::uint32_t seq, DoneFn&& done, bool* ended_inline) {
   Impl& im = *impl_;
   if (!plan) return {Errc::invalid_argument, "Executor::start: plan is null"};
   const Plan& p = *plan;

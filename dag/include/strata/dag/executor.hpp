@@ -426,8 +426,8 @@ class Executor {
 
  private:
   friend class WaiterScope;
-  Status start_unchecked(std::shared_ptr<const Plan> plan, const Bindings& bindings, std::uint16_t comm,
-                         std::uint32_t seq, DoneFn done, bool* ended_inline);
+  Status start_unchecked(std::shared_ptr<const Plan>&& plan, const Bindings& bindings, std::uint16_t comm,
+                         std::uint32_t seq, DoneFn&& done, bool* ended_inline);
   std::unique_ptr<Impl> impl_;
 };
 
