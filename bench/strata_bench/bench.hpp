@@ -64,6 +64,11 @@ struct OverlapFloor {
   int reps = 0;
   [[nodiscard]] double cpu_us() const { return core_us; }
 };
+/// Busy time of CPU @p cpu so far (/proc/stat: user, nice, system, irq,
+/// softirq, steal), seconds: everything that ran on that core.
+double core_busy_seconds(int cpu);
+/// This process's user (@p user) or system time so far, all threads, seconds.
+double process_seconds(bool user);
 /// Collective over @p world (2 ranks; allreduce, alltoall, bcast; else
 /// measured = false with the reason). @p t_pure_us sizes the repetitions.
 OverlapFloor overlap_floor(Communicator& world, const std::string& coll, std::size_t bytes, double t_pure_us);

@@ -16,6 +16,8 @@
 // Size convention (as strata-mpi-bench, bench/README.md): bcast, reduce,
 // allreduce and reduce_scatter take the whole vector's bytes; gather, scatter,
 // allgather and alltoall take the bytes of one rank's block. float32 sums.
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -327,9 +329,12 @@ int run_coll(const Options& o, std::vector<Record>& out) {
           // OSU: t_pure = collective alone, t_cpu = compute alone (as long as
           // t_pure, a fixed amount of work), t_ovl = start, compute, wait.
           std::vector<double> in_call;  // time spent inside the call itself (start without wait)
+          std::vector<double> in_compute, in_wait;  // t_ovl's compute phase and its wait after it
           auto measure = [&](std::uint64_t loops, bool with_coll) {
             std::vector<double> ts;
             in_call.clear();
+            in_compute.clear();
+            in_wait.clear();
             for (int it = -warm; it < iters; ++it) {
               const int idx = it < 0 ? it + warm : it;
               ranks.barrier();
@@ -339,9 +344,15 @@ int run_coll(const Options& o, std::vector<Record>& out) {
                 f = bench.start(idx);
                 if (it >= 0) in_call.push_back(us_since(t0));
               }
+              const auto c0 = Clock::now();
               if (loops > 0) busy_loops(loops);
+              const auto w0 = Clock::now();
               if (with_coll) f.get();
-              if (it >= 0) ts.push_back(us_since(t0));
+              if (it >= 0) {
+                ts.push_back(us_since(t0));
+                in_compute.push_back(std::chrono::duration<double, std::micro>(w0 - c0).count());
+                in_wait.push_back(us_since(w0));
+              }
             }
             return median(ts);
           };
@@ -349,6 +360,12 @@ int run_coll(const Options& o, std::vector<Record>& out) {
           const auto loops = static_cast<std::uint64_t>(t_pure * o.compute_factor * loops_per_us);
           const double t_cpu = measure(loops, false);
           const double t_ovl = measure(loops, true);
+          // Where t_ovl - t_compute goes: the call itself, the compute
+          // stretched (its core ran other work: the progress server, the
+          // kernel's network work), and the wait after the compute (the
+          // transfer not done yet: link, peer or progress).
+          const double ovl_call = median(in_call), ovl_stretch = median(in_compute) - t_cpu,
+                       ovl_wait = median(in_wait);
           const double overlap =
               std::min(100.0, t_cpu > 0 ? 100.0 * std::max(0.0, 1.0 - (t_ovl - t_cpu) / t_pure) : 0.0);
           const double worst = ranks.max(-overlap);  // the smallest overlap over ranks, negated
@@ -359,7 +376,49 @@ int run_coll(const Options& o, std::vector<Record>& out) {
                          "# overlap %s %zu B: pure %.2f us, compute %.2f us, overlapped %.2f us -> %.1f%% "
                          "(rank 0; min over ranks %.1f%%); inside the call %.2f us\n",
                          coll.c_str(), bytes, t_pure, t_cpu, t_ovl, overlap, -worst, median(in_call));
+          if (root)
+            std::fprintf(stdout,
+                         "# overlap parts %s %zu B (rank 0, medians): in the call %.2f us, compute stretched by "
+                         "%.2f us, wait after the compute %.2f us\n",
+                         coll.c_str(), bytes, ovl_call, ovl_stretch, ovl_wait);
           out.push_back(r);
+          // The floor from strata's own transfers: the busy time of the rank's
+          // core (its threads, the kernel's system and softirq work) per pure
+          // call while the caller sleeps (a timed wait skips the waiter's
+          // spin), calls back to back. That CPU lands on the core the compute
+          // needs: overlap <= 1 - busy / t_pure, with the transfers strata
+          // actually makes (not a raw socket's, whose kernel work lands
+          // elsewhere in this emulation: docs/performance.md).
+          {
+            cpu_set_t mask;
+            CPU_ZERO(&mask);
+            const bool bound = ::sched_getaffinity(0, sizeof(mask), &mask) == 0 && CPU_COUNT(&mask) == 1;
+            const int cpu = ::sched_getcpu();
+            const int reps = std::clamp(static_cast<int>(500000.0 / std::max(t_pure, 1.0)), 8, 4000);
+            ranks.barrier();
+            const double u0 = process_seconds(true), s0 = process_seconds(false), q0 = core_busy_seconds(cpu);
+            for (int i = 0; i < reps; ++i) {
+              Future<void> f = bench.start(0);
+              while (!f.wait_for(std::chrono::seconds(30))) {
+              }
+              f.get();
+            }
+            const double core_us = (core_busy_seconds(cpu) - q0) * 1e6 / reps;
+            const double user_us = (process_seconds(true) - u0) * 1e6 / reps;
+            const double sys_us = (process_seconds(false) - s0) * 1e6 / reps;
+            const double busy_max = ranks.max(core_us);
+            const bool all_bound = ranks.all(bound);
+            if (root && all_bound)
+              std::fprintf(stdout,
+                           "# own floor %s %zu B: core busy per pure call with the caller asleep %.2f us (max over "
+                           "ranks; rank 0: core %.2f, process user %.2f sys %.2f, %d reps) -> reachable overlap "
+                           "%.1f%% of t_pure %.2f us\n",
+                           coll.c_str(), bytes, busy_max, core_us, user_us, sys_us, reps,
+                           100.0 * std::max(0.0, 1.0 - busy_max / t_pure), t_pure);
+            else if (root)
+              std::fprintf(stdout, "# own floor %s %zu B: not measured (a rank is not bound to one core)\n",
+                           coll.c_str(), bytes);
+          }
           // The reachable overlap of this machine for these bytes (overlap_floor.cpp).
           const OverlapFloor fl = overlap_floor(world, coll, bytes, t_pure);
           const double cpu_max = ranks.max(fl.cpu_us());

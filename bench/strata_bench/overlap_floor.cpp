@@ -63,34 +63,6 @@ std::uint32_t own_ipv4() {
   return ip;
 }
 
-// Busy time of CPU @p cpu (/proc/stat: user, nice, system, irq, softirq,
-// steal; not idle or iowait), in seconds. Everything that ran on the rank's
-// core, the kernel's network work in or outside our system calls included
-// (ticks in softirq are charged to the running task's system time too, so
-// adding the process's times to the core's softirq would count them twice).
-double core_busy_seconds(int cpu) {
-  std::ifstream f("/proc/stat");
-  const std::string want = "cpu" + std::to_string(cpu);
-  std::string line;
-  while (std::getline(f, line)) {
-    std::istringstream in(line);
-    std::string name;
-    in >> name;
-    if (name != want) continue;
-    unsigned long long user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-    in >> user >> nice >> sys >> idle >> iowait >> irq >> softirq >> steal;
-    return static_cast<double>(user + nice + sys + irq + softirq + steal) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-  }
-  return 0.0;
-}
-
-double process_seconds(bool user) {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  const timeval& tv = user ? ru.ru_utime : ru.ru_stime;
-  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
-}
-
 bool send_all(int fd, const char* p, std::size_t n) {
   while (n > 0) {
     const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
@@ -160,6 +132,34 @@ int connect_pair(Communicator& world) {
 }
 
 }  // namespace
+
+// Busy time of CPU @p cpu (/proc/stat: user, nice, system, irq, softirq,
+// steal; not idle or iowait), in seconds. Everything that ran on the rank's
+// core, the kernel's network work in or outside our system calls included
+// (ticks in softirq are charged to the running task's system time too, so
+// adding the process's times to the core's softirq would count them twice).
+double core_busy_seconds(int cpu) {
+  std::ifstream f("/proc/stat");
+  const std::string want = "cpu" + std::to_string(cpu);
+  std::string line;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string name;
+    in >> name;
+    if (name != want) continue;
+    unsigned long long user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    in >> user >> nice >> sys >> idle >> iowait >> irq >> softirq >> steal;
+    return static_cast<double>(user + nice + sys + irq + softirq + steal) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
+  return 0.0;
+}
+
+double process_seconds(bool user) {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  const timeval& tv = user ? ru.ru_utime : ru.ru_stime;
+  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+}
 
 OverlapFloor overlap_floor(Communicator& world, const std::string& coll, std::size_t bytes, double t_pure_us) {
   OverlapFloor f;
