@@ -328,7 +328,7 @@ int run_coll(const Options& o, std::vector<Record>& out) {
           bench.prepare(coll, bytes, 1, false);
           // OSU: t_pure = collective alone, t_cpu = compute alone (as long as
           // t_pure, a fixed amount of work), t_ovl = start, compute, wait.
-          std::vector<double> in_call;  // time spent inside the call itself (start without wait)
+          std::vector<double> in_call;              // time spent inside the call itself (start without wait)
           std::vector<double> in_compute, in_wait;  // t_ovl's compute phase and its wait after it
           auto measure = [&](std::uint64_t loops, bool with_coll) {
             std::vector<double> ts;
@@ -364,8 +364,7 @@ int run_coll(const Options& o, std::vector<Record>& out) {
           // stretched (its core ran other work: the progress server, the
           // kernel's network work), and the wait after the compute (the
           // transfer not done yet: link, peer or progress).
-          const double ovl_call = median(in_call), ovl_stretch = median(in_compute) - t_cpu,
-                       ovl_wait = median(in_wait);
+          const double ovl_call = median(in_call), ovl_stretch = median(in_compute) - t_cpu, ovl_wait = median(in_wait);
           const double overlap =
               std::min(100.0, t_cpu > 0 ? 100.0 * std::max(0.0, 1.0 - (t_ovl - t_cpu) / t_pure) : 0.0);
           const double worst = ranks.max(-overlap);  // the smallest overlap over ranks, negated
