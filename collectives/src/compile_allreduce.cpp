@@ -240,8 +240,8 @@ std::shared_ptr<const dag::Plan> compile_allreduce(const Group& g, const Call& c
 }
 
 bool host_single_copy_allreduce(const Group& g, const Call& c) {
-  if (c.kind != Kind::allreduce || c.in_place || c.shared_buffers || g.publish_word == 0 || !g.spans_hosts() ||
-      !c.fast_ok || c.direct || c.on_block || c.compute || (c.user_op && !c.user_op->commutative))
+  if (c.kind != Kind::allreduce || c.in_place || c.shared_buffers || !host_single_copy_eligible(g, c) ||
+      (c.user_op && !c.user_op->commutative))
     return false;
   const Tuning& t = tuning(g);
   const std::uint64_t bytes = c.count * (c.user_op ? c.user_op->elem_size : dag::datatype_size(c.dtype));
@@ -267,11 +267,7 @@ std::shared_ptr<const dag::Plan> compile_allreduce_host_single(const Group& g, c
   const std::size_t es = x.esize();
   const std::uint64_t total = c.count * es;
   if (c.in_place) fail(Errc::unsupported, g, c, "algorithm '" + row.name + "' needs separate send and receive buffers");
-  if (g.publish_word == 0 || !g.spans_hosts())
-    fail(Errc::unsupported, g, c,
-         "algorithm '" + row.name +
-             "' needs a communicator that spans hosts, window flags and a CMA path to every same-host member "
-             "(not under STRATA_SINGLE_COPY=off)");
+  require_host_single_copy(g, c, row);
   if (c.user_op && !c.user_op->commutative)
     fail(Errc::unsupported, g, c, "algorithm '" + row.name + "' does not keep rank order (non-commutative op)");
   const Hosts h = hosts_of(g);

@@ -457,6 +457,12 @@ bool single_copy(const Group& g, const Call& c, std::uint64_t block);
 // (Group::publish_word there: every same-host member readable; automatic
 // calls from bcast_host_single_copy_min_bytes to bcast_single_copy_max_bytes).
 bool host_single_copy(const Group& g, const Call& c, std::uint64_t bytes);
+// What every automatic single-copy plan across hosts needs: publication
+// records on a communicator that spans hosts, and a call that left every
+// choice to strata with no on_block, compute or persistent direct plan.
+bool host_single_copy_eligible(const Group& g, const Call& c);
+// Fails @p c (naming @p row's algorithm) unless @p g spans hosts and has publication records.
+void require_host_single_copy(const Group& g, const Call& c, const AlgorithmRow& row);
 std::shared_ptr<const dag::Plan> compile_allgather_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_alltoall_single(const Group& g, const Call& c, int slot);
 std::shared_ptr<const dag::Plan> compile_broadcast_single(const Group& g, const Call& c, int slot);

@@ -145,11 +145,23 @@ bool single_copy_possible(const Group& g, const Call& c) {
   return g.publish_word != 0 && g.size() >= 2 && !g.spans_hosts() && !c.direct && !c.on_block && !c.compute;
 }
 
+bool host_single_copy_eligible(const Group& g, const Call& c) {
+  return g.publish_word != 0 && g.spans_hosts() && !c.direct && !c.on_block && !c.compute && c.fast_ok;
+}
+
+void require_host_single_copy(const Group& g, const Call& c, const AlgorithmRow& row) {
+  if (g.publish_word == 0 || !g.spans_hosts())
+    fail(Errc::unsupported, g, c,
+         "algorithm '" + row.name +
+             "' needs a communicator that spans hosts, window flags and a CMA path to every same-host member "
+             "(not under STRATA_SINGLE_COPY=off)");
+}
+
 bool host_single_copy(const Group& g, const Call& c, std::uint64_t bytes) {
   // Multi-host communicators: the tree's edges between two ranks of one host
   // read out of the parent's user buffer (compile.cpp, emit_broadcast), for
   // automatic calls from bcast_host_single_copy_min_bytes to bcast_single_copy_max_bytes.
-  if (g.publish_word == 0 || !g.spans_hosts() || c.direct || c.on_block || c.compute || !c.fast_ok) return false;
+  if (!host_single_copy_eligible(g, c)) return false;
   const Tuning& t = tuning(g);
   return t.bcast_single_copy_max_bytes > 0 && bytes >= t.bcast_host_single_copy_min_bytes &&
          bytes <= t.bcast_single_copy_max_bytes;

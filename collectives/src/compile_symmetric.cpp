@@ -309,8 +309,7 @@ std::shared_ptr<const dag::Plan> compile_allgather(const Group& g, const Call& c
 }
 
 bool host_single_copy_allgather(const Group& g, const Call& c, std::uint64_t block) {
-  if ((c.kind != Kind::allgather && c.kind != Kind::allgatherv) || c.shared_buffers || g.publish_word == 0 ||
-      !g.spans_hosts() || !c.fast_ok || c.direct || c.on_block || c.compute)
+  if ((c.kind != Kind::allgather && c.kind != Kind::allgatherv) || c.shared_buffers || !host_single_copy_eligible(g, c))
     return false;
   const Tuning& t = tuning(g);
   if (t.sym_single_copy_max_bytes == 0 || block < t.sym_single_copy_min_bytes || block > t.sym_single_copy_max_bytes)
@@ -343,11 +342,7 @@ std::shared_ptr<const dag::Plan> compile_allgather_host_single(const Group& g, c
   Ctx x(g, c, slot);
   const int n = g.size();
   const std::size_t es = x.esize();
-  if (g.publish_word == 0 || !g.spans_hosts())
-    fail(Errc::unsupported, g, c,
-         "algorithm '" + row.name +
-             "' needs a communicator that spans hosts, window flags and a CMA path to every same-host member "
-             "(not under STRATA_SINGLE_COPY=off)");
+  require_host_single_copy(g, c, row);
   const Hosts h = hosts_of(g);
   if (!h.even())
     fail(Errc::unsupported, g, c, "algorithm '" + row.name + "' needs the same number (>= 2) of members on every host");
