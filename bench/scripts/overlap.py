@@ -50,7 +50,8 @@ OVL = re.compile(r"# overlap (\w+) (\d+) B: pure ([\d.]+) us, compute ([\d.]+) u
                  r"(?: \(rank 0; min over ranks ([\d.]+)%\))?")
 FLOOR = re.compile(r"# floor (\w+) (\d+) B: raw TCP transfer ([\d.]+) us, CPU on the rank's core per transfer ([\d.]+) us")
 PARTS = re.compile(r"# overlap parts (\w+) (\d+) B \(rank 0, medians\): in the call ([-\d.]+) us, compute stretched by "
-                   r"([-\d.]+) us, wait after the compute ([-\d.]+) us")
+                   r"([-\d.]+) us, wait after the compute ([-\d.]+) us(?:; progress server during the compute: "
+                   r"(\d+) polls, (\d+) blocks)?")
 OWN = re.compile(r"# own floor (\w+) (\d+) B: core busy per pure call with the caller asleep ([\d.]+) us")
 
 
@@ -72,6 +73,8 @@ def parse(log):
     for m in PARTS.finditer(text):
         key = (m.group(1), int(m.group(2)))
         out.setdefault(key, {}).update(call=float(m.group(3)), stretch=float(m.group(4)), wait=float(m.group(5)))
+        if m.group(6) is not None:
+            out[key].update(polls=float(m.group(6)), blocks=float(m.group(7)))
     for m in OWN.finditer(text):
         out.setdefault((m.group(1), int(m.group(2))), {})["own"] = float(m.group(3))
     return out
@@ -158,15 +161,15 @@ def main():
         # its own transfers (core busy per pure call, the caller asleep).
         report.append("\nstrata's t_ovl - t_compute, rank 0, us (median [min-max] over rounds): the call itself, the "
                       "compute stretched by other work on its core (progress server, kernel), and the wait after "
-                      "the compute (transfer not done). Own floor: 1 - (busy time of the rank's core per pure call "
+                      "the compute (transfer not done); the progress server's polls during the compute (0: it never ran). Own floor: 1 - (busy time of the rank's core per pure call "
                       "with the caller asleep, max over ranks) / t_pure.\n")
-        report.append("| collective | size | in the call | compute stretched | wait after compute | own floor % |")
-        report.append("|---|---|---|---|---|---|")
+        report.append("| collective | size | in the call | compute stretched | wait after compute | server polls in compute | own floor % |")
+        report.append("|---|---|---|---|---|---|---|")
         for k in keys:
             rs = [r[k] for r in runs["strata"] if k in r]
-            part = {f: [x[f] for x in rs if f in x] for f in ("call", "stretch", "wait")}
+            part = {f: [x[f] for x in rs if f in x] for f in ("call", "stretch", "wait", "polls")}
             own = [100.0 * max(0.0, 1.0 - x["own"] / x["pure"]) for x in rs if "own" in x and x.get("pure")]
-            report.append("| " + " | ".join([k[0], human(k[1])] + [spread(part[f]) for f in ("call", "stretch", "wait")] +
+            report.append("| " + " | ".join([k[0], human(k[1])] + [spread(part[f]) for f in ("call", "stretch", "wait", "polls")] +
                                              [spread(own)]) + " |")
         if R.failed:
             report.append("\nFailed runs: " + "; ".join(R.failed))

@@ -328,13 +328,16 @@ int run_coll(const Options& o, std::vector<Record>& out) {
           bench.prepare(coll, bytes, 1, false);
           // OSU: t_pure = collective alone, t_cpu = compute alone (as long as
           // t_pure, a fixed amount of work), t_ovl = start, compute, wait.
-          std::vector<double> in_call;              // time spent inside the call itself (start without wait)
-          std::vector<double> in_compute, in_wait;  // t_ovl's compute phase and its wait after it
+          std::vector<double> in_call;                // time spent inside the call itself (start without wait)
+          std::vector<double> in_compute, in_wait;    // t_ovl's compute phase and its wait after it
+          std::vector<double> srv_polls, srv_blocks;  // the progress server's activity during the compute
           auto measure = [&](std::uint64_t loops, bool with_coll) {
             std::vector<double> ts;
             in_call.clear();
             in_compute.clear();
             in_wait.clear();
+            srv_polls.clear();
+            srv_blocks.clear();
             for (int it = -warm; it < iters; ++it) {
               const int idx = it < 0 ? it + warm : it;
               ranks.barrier();
@@ -345,13 +348,17 @@ int run_coll(const Options& o, std::vector<Record>& out) {
                 if (it >= 0) in_call.push_back(us_since(t0));
               }
               const auto c0 = Clock::now();
+              const Engine::ProgressStats p0 = engine.progress_stats();
               if (loops > 0) busy_loops(loops);
+              const Engine::ProgressStats p1 = engine.progress_stats();
               const auto w0 = Clock::now();
               if (with_coll) f.get();
               if (it >= 0) {
                 ts.push_back(us_since(t0));
                 in_compute.push_back(std::chrono::duration<double, std::micro>(w0 - c0).count());
                 in_wait.push_back(us_since(w0));
+                srv_polls.push_back(static_cast<double>(p1.loops - p0.loops));
+                srv_blocks.push_back(static_cast<double>(p1.sleeps - p0.sleeps));
               }
             }
             return median(ts);
@@ -378,8 +385,9 @@ int run_coll(const Options& o, std::vector<Record>& out) {
           if (root)
             std::fprintf(stdout,
                          "# overlap parts %s %zu B (rank 0, medians): in the call %.2f us, compute stretched by "
-                         "%.2f us, wait after the compute %.2f us\n",
-                         coll.c_str(), bytes, ovl_call, ovl_stretch, ovl_wait);
+                         "%.2f us, wait after the compute %.2f us; progress server during the compute: %.0f polls, "
+                         "%.0f blocks\n",
+                         coll.c_str(), bytes, ovl_call, ovl_stretch, ovl_wait, median(srv_polls), median(srv_blocks));
           out.push_back(r);
           // The floor from strata's own transfers: the busy time of the rank's
           // core (its threads, the kernel's system and softirq work) per pure
