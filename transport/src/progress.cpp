@@ -133,6 +133,14 @@ void ProgressServer::serve(int /*index*/) {
       // core (with --bind core both share one). Block; the last waiter to
       // stop polling re-arms the wake-up (leave_polling()).
       blocked_.fetch_add(1, std::memory_order_seq_cst);
+      if (pollers_.load(std::memory_order_seq_cst) == 0) {
+        // The last waiter left between our check and our increment: it saw
+        // blocked_ == 0 and did not re-arm us (leave_polling()), so a sleep
+        // here would miss the nudges a blocking server asks for (a then()
+        // continuation waited for max_block). Look again instead.
+        blocked_.fetch_sub(1, std::memory_order_seq_cst);
+        continue;
+      }
       blocks_.fetch_add(1, std::memory_order_relaxed);
       t_.wait_for_event(opts_.max_block);
       blocked_.fetch_sub(1, std::memory_order_seq_cst);
