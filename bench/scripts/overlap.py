@@ -161,16 +161,18 @@ def main():
         # its own transfers (core busy per pure call, the caller asleep).
         report.append("\nstrata's t_ovl - t_compute, rank 0, us (median [min-max] over rounds): the call itself, the "
                       "compute stretched by other work on its core (progress server, kernel), and the wait after "
-                      "the compute (transfer not done); the progress server's polls during the compute (0: it never ran). Own floor: 1 - (busy time of the rank's core per pure call "
-                      "with the caller asleep, max over ranks) / t_pure.\n")
-        report.append("| collective | size | in the call | compute stretched | wait after compute | server polls in compute | own floor % |")
+                      "the compute (transfer not done); the progress server's polls during the compute (0: it "
+                      "never ran). Own floor: 1 - (busy time of the rank's core per pure call with the caller "
+                      "asleep, max over ranks) / t_pure.\n")
+        report.append("| collective | size | in the call | compute stretched | wait after compute | "
+                      "server polls in compute | own floor % |")
         report.append("|---|---|---|---|---|---|---|")
         for k in keys:
             rs = [r[k] for r in runs["strata"] if k in r]
             part = {f: [x[f] for x in rs if f in x] for f in ("call", "stretch", "wait", "polls")}
             own = [100.0 * max(0.0, 1.0 - x["own"] / x["pure"]) for x in rs if "own" in x and x.get("pure")]
-            report.append("| " + " | ".join([k[0], human(k[1])] + [spread(part[f]) for f in ("call", "stretch", "wait", "polls")] +
-                                             [spread(own)]) + " |")
+            cells = [spread(part[f]) for f in ("call", "stretch", "wait", "polls")] + [spread(own)]
+            report.append("| " + " | ".join([k[0], human(k[1])] + cells) + " |")
         if R.failed:
             report.append("\nFailed runs: " + "; ".join(R.failed))
         report.append("\nCommands:\n```\n" + "\n".join(R.commands) + "\n```")
