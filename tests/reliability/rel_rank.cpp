@@ -191,7 +191,18 @@ int then_mode(strata::Engine& engine) {
     b.barrier().get();  // rank 1 posts its allreduce after this
     const auto t0 = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);  // rank 1's idle period
     if (ran_f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
-      std::printf("rank 0: FAILED: the then() continuation did not run within 5 s\n");
+      // Tell a lost wake-up (the server runs it at its 30 s max_block) from a
+      // continuation that never runs (the arena): wait past max_block.
+      const strata::Engine::ProgressStats s0 = engine.progress_stats();
+      std::printf("rank 0: FAILED: the then() continuation did not run within 5 s (servers: %llu loops, %llu sleeps)\n",
+                  static_cast<unsigned long long>(s0.loops), static_cast<unsigned long long>(s0.sleeps));
+      std::fflush(stdout);
+      const bool late = ran_f.wait_for(std::chrono::seconds(40)) == std::future_status::ready;
+      const strata::Engine::ProgressStats s1 = engine.progress_stats();
+      std::printf("rank 0: %s (servers since: %llu loops, %llu sleeps)\n",
+                  late ? "the continuation ran later (a lost wake-up)" : "the continuation never ran",
+                  static_cast<unsigned long long>(s1.loops - s0.loops),
+                  static_cast<unsigned long long>(s1.sleeps - s0.sleeps));
       std::fflush(stdout);
       _exit(1);
     }
