@@ -194,8 +194,11 @@ int then_mode(strata::Engine& engine) {
       // Tell a lost wake-up (the server runs it at its 30 s max_block) from a
       // continuation that never runs (the arena): wait past max_block.
       const strata::Engine::ProgressStats s0 = engine.progress_stats();
-      std::printf("rank 0: FAILED: the then() continuation did not run within 5 s (servers: %llu loops, %llu sleeps)\n",
-                  static_cast<unsigned long long>(s0.loops), static_cast<unsigned long long>(s0.sleeps));
+      std::printf(
+          "rank 0: FAILED: the then() continuation did not run within 5 s (servers: %llu loops, %llu sleeps)\n"
+          "rank 0: in flight: %s\n",
+          static_cast<unsigned long long>(s0.loops), static_cast<unsigned long long>(s0.sleeps),
+          engine.pending_report().c_str());
       std::fflush(stdout);
       const bool late = ran_f.wait_for(std::chrono::seconds(40)) == std::future_status::ready;
       const strata::Engine::ProgressStats s1 = engine.progress_stats();
@@ -213,7 +216,17 @@ int then_mode(strata::Engine& engine) {
     b.barrier().get();
     // An idle period (not synchronization): rank 0's progress server blocks meanwhile.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // get() as before (its spin, then sleep); a watchdog prints what is in flight if it takes 5 s.
+    std::promise<void> done;
+    std::future<void> done_f = done.get_future();
+    std::thread watch([&] {
+      if (done_f.wait_for(std::chrono::seconds(5)) == std::future_status::ready) return;
+      std::printf("rank %d: the allreduce is not done after 5 s; in flight: %s\n", me, engine.pending_report().c_str());
+      std::fflush(stdout);
+    });
     a.allreduce(&x, &sum, 1, strata::Datatype::int32, strata::Op::sum).get();
+    done.set_value();
+    watch.join();
   }
   EXPECT(sum == n * (n + 1) / 2, "sum %d, want %d", sum, n * (n + 1) / 2);
   engine.world().barrier().get();
