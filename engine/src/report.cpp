@@ -370,7 +370,13 @@ class ReportWatchdog {
       for (int r = 0; r < n; ++r)
         if (r != me && !core_.hier.same_host(me, r) && declared_.count(r) == 0)
           (void)tp->signal(r, std::uint64_t{dag::kHeartbeatComm} << 48, nudge_context());
-      (void)tp->progress();
+      // As a poller: a bare progress() would disarm a sleeping server's
+      // wake-ups (the shared-memory backend's flag, the provider's fd) and
+      // leave it asleep through the next arrivals, up to its max_block.
+      if (core_.progress)
+        (void)core_.progress->poll_once();
+      else
+        (void)tp->progress();
     }
     if (!core_.exec || core_.exec->in_flight() == 0) return;
     for (int r = 0; r < n; ++r) {

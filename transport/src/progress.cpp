@@ -257,6 +257,15 @@ long ProgressServer::block_waiter(int fd, std::chrono::microseconds timeout) {
   return static_cast<long>(n);
 }
 
+std::size_t ProgressServer::poll_once() {
+  if (inline_mode()) return t_.progress();
+  pollers_.fetch_add(1, std::memory_order_seq_cst);
+  const std::size_t n = t_.progress();
+  leave_polling();
+  if (n > 0) notify_waiters();
+  return n;
+}
+
 bool ProgressServer::spin_until(const std::function<bool()>& done, std::chrono::microseconds budget) {
   if (done()) return true;
   if (budget.count() <= 0 || stop_.load(std::memory_order_relaxed)) return false;

@@ -130,6 +130,13 @@ class ProgressServer {
   long block_waiter(int fd, std::chrono::microseconds timeout);
   [[nodiscard]] const ProgressOptions& options() const noexcept { return opts_; }
 
+  /// One Transport::progress() call on the calling thread, as a waiter's
+  /// poll: a server that sleeps meanwhile is re-armed afterwards (a bare
+  /// progress() call disarms the backends' wake-ups, so later arrivals would
+  /// not wake it). For threads that are neither servers nor waiters (the
+  /// engine's heartbeat thread). Returns the events handled.
+  std::size_t poll_once();
+
  private:
   void serve(int index);
   bool notify_waiters();  ///< true if waiters were told
