@@ -57,9 +57,18 @@ std::vector<PendingCall> Executor::Impl::pending(std::int64_t older_than_ms) {
       const std::uint32_t word = flag_word(in, nd);
       const std::uint32_t have =
           in->flags != nullptr && in->flags[nd.peer] != nullptr ? in->flags[nd.peer][word].load() : 0;
+      // Whether this rank's request for a nudge (want_nudge) still sits in
+      // the owner's wake words: it is cleared when the owner answers it.
+      std::string nudge;
+      if (!nd.granted && in->flags != nullptr && in->flags[nd.peer] != nullptr && in->flag_wake != 0) {
+        const std::atomic<std::uint32_t>* blk = in->flags[nd.peer];
+        const bool asked = blk[in->flag_wake + 1 + static_cast<std::uint32_t>(my_rank)].load() != 0;
+        nudge = std::string("; nudge ") + (asked ? "requested, not yet sent" : "not requested or already sent") +
+                ", threads parked here: " + std::to_string(parked.load());
+      }
       c.waiting.push_back("node " + std::to_string(id) + " flag_wait(rank " + std::to_string(nd.peer) + ", word " +
                           std::to_string(word) + "): needs " + std::to_string(need) + ", has " + std::to_string(have) +
-                          (nd.granted ? " (a grant from another host)" : ""));
+                          (nd.granted ? " (a grant from another host)" : "") + nudge);
       c.peers.push_back(nd.peer);
     }
     if (c.waiting.empty())
