@@ -32,6 +32,10 @@ std::vector<PendingCall> Executor::Impl::pending(std::int64_t older_than_ms) {
     std::lock_guard<strata::detail::SpinLock> g(flag_mu);
     flags = flag_pending;
   }
+  // A poll that found the lock held by this copy left its scan to the
+  // holder (poll_pending_flags): hand it to a progress server, which polls
+  // the flag waits when woken, rather than completing calls on this thread.
+  if (flag_repoll.load(std::memory_order_seq_cst) && nflag_pending.load(std::memory_order_acquire) > 0) tp.wake();
   for (Instance* in : ins) {
     const Plan& p = *in->plan;
     PendingCall c;

@@ -120,9 +120,14 @@ void Executor::Impl::handle_grant(int source, std::uint64_t payload) {
   answer_requests();  // already met, or a flag_set raced with the push
 }
 
-// Never blocks: a caller that finds another thread scanning leaves a
-// re-poll request that the scanning thread honours before it returns (so a
-// flag or grant published while a scan runs is never missed).
+// Never blocks: a caller that finds flag_mu held leaves a re-poll request
+// that the holder honours once it lets go (so a flag or grant published while
+// a scan runs is never missed). Every holder does: a scan looks again, and
+// the sections that do not scan (wait_flag's push, park's nudge requests, the
+// pending report's copy) poll or wake a server afterwards when they find the
+// request (the report's copy once dropped one: a nudge consumed while the
+// watchdog held the lock left the call waiting for the server's next wake-up,
+// Then.ContinuationRunsWithoutAWaiter).
 std::size_t Executor::Impl::poll_pending_flags() {
   std::size_t total = 0;
   for (;;) {
@@ -193,7 +198,9 @@ void Executor::Impl::wait_flag(Instance* in, NodeId id, const Node& nd) {
       want_nudge(in, nd);
       std::atomic_thread_fence(std::memory_order_seq_cst);
     }
-    if (flag_ready(in, nd)) poll_flags();  // set meanwhile: release it now
+    // Set meanwhile: release it now; or a poll found the lock held by our
+    // push and left its scan to us (poll_pending_flags).
+    if (flag_ready(in, nd) || flag_repoll.load(std::memory_order_seq_cst)) poll_flags();
   }
 }
 

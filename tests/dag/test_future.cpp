@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <thread>
 
 #include "strata/dag/executor.hpp"
@@ -142,6 +143,49 @@ TEST(Future, WaitInsideATaskOfAOneThreadArenaDoesNotDeadlock) {
   });
   EXPECT_TRUE(result.wait_for(std::chrono::seconds(30)));
   EXPECT_EQ(result.get(), 42);
+}
+
+// The park hook (Executor::park: flag waits ask for nudges while a thread of
+// the rank sleeps) stays balanced for waits inside tasks, also when the state
+// becomes ready while the task suspends: an unpark without its park left the
+// count at -1 for good. A second thread completes each promise at a varying
+// moment around the wait; the count never goes below 0 and ends at 0.
+TEST(Future, ParkStaysBalancedForWaitsInsideTasks) {
+  tbb::task_arena arena(1, 0);
+  auto ctx = std::make_shared<strata::FutureContext>();
+  ctx->arena = &arena;
+  std::atomic<int> parked{0};
+  std::atomic<int> lowest{0};
+  std::atomic<int> parks{0};
+  ctx->park = [&](bool on) {
+    const int v = parked.fetch_add(on ? 1 : -1) + (on ? 1 : -1);
+    if (on) parks.fetch_add(1);
+    int lo = lowest.load();
+    while (v < lo && !lowest.compare_exchange_weak(lo, v)) {
+    }
+  };
+  constexpr int kRounds = 3000;
+  for (int i = 0; i < kRounds; ++i) {
+    Promise<int> p(ctx);
+    Future<int> f = p.get_future();
+    Promise<int> outer;
+    Future<int> result = outer.get_future();
+    std::thread setter([&p, i] {
+      for (int k = 0; k < (i * 7) % 64; ++k) std::this_thread::yield();
+      p.set_value(i);
+    });
+    tsan_release(&arena);
+    arena.enqueue([&] {
+      tsan_acquire(&arena);
+      outer.set_value(f.get());
+    });
+    ASSERT_TRUE(result.wait_for(std::chrono::seconds(30)));
+    EXPECT_EQ(result.get(), i);
+    setter.join();
+  }
+  EXPECT_EQ(parked.load(), 0);
+  EXPECT_GE(lowest.load(), 0);
+  std::printf("waits that parked: %d of %d\n", parks.load(), kRounds);
 }
 
 TEST(Future, WaitForInsideATaskTimesOutWithoutParkingTheWorker) {

@@ -200,6 +200,13 @@ int then_mode(strata::Engine& engine) {
           static_cast<unsigned long long>(s0.loops), static_cast<unsigned long long>(s0.sleeps),
           engine.pending_report().c_str());
       std::fflush(stdout);
+      if (std::getenv("STRATA_TEST_GDB") != nullptr) {
+        const std::string cmd =
+            "gdb -p " + std::to_string(::getpid()) +
+            " -batch -ex 'thread apply all bt 12' 2>/dev/null | grep -E '^#|^Thread' > /tmp/then_gdb." +
+            std::to_string(::getpid());
+        (void)std::system(cmd.c_str());
+      }
       const bool late = ran_f.wait_for(std::chrono::seconds(40)) == std::future_status::ready;
       const strata::Engine::ProgressStats s1 = engine.progress_stats();
       std::printf("rank 0: %s (servers since: %llu loops, %llu sleeps)\n",

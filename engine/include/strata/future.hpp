@@ -171,7 +171,15 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
       while (!ready()) {
         if (deadline && std::chrono::steady_clock::now() >= *deadline) return false;
         std::shared_ptr<StateBase> self = shared_from_this();
+        // Parked (Executor::park: flag waits ask for nudges) before the
+        // suspend point is published, so that the resumed side, possibly on
+        // another thread, unparks after it; a state found ready unparks at
+        // once (an unmatched unpark left the count at -1: later flag waits
+        // then asked for no nudge while a thread slept).
+        bool did_park = false;
         tbb::task::suspend([&](tbb::task::suspend_point sp) {
+          did_park = c && c->park;
+          if (did_park) c->park(true);
           bool parked = false;
           {
             std::lock_guard<std::mutex> g(mu_);
@@ -181,15 +189,16 @@ class StateBase : public std::enable_shared_from_this<StateBase> {
             }
           }
           if (!parked) {
+            if (did_park) c->park(false);
+            did_park = false;
             tbb::task::resume(sp);  // became ready meanwhile
             return;
           }
           tsan_release(this);
-          if (c && c->park) c->park(true);
           if (hook || deadline) poll(self, sp, deadline);
         });
         tsan_acquire(this);
-        if (c && c->park) c->park(false);
+        if (did_park) c->park(false);
       }
       return true;
     }
