@@ -125,9 +125,9 @@ void Executor::Impl::handle_grant(int source, std::uint64_t payload) {
 // a scan runs is never missed). Every holder does: a scan looks again, and
 // the sections that do not scan (wait_flag's push, park's nudge requests, the
 // pending report's copy) poll or wake a server afterwards when they find the
-// request (the report's copy once dropped one: a nudge consumed while the
-// watchdog held the lock left the call waiting for the server's next wake-up,
-// Then.ContinuationRunsWithoutAWaiter).
+// request (before, a nudge consumed while such a section held the lock left
+// its call waiting for the server's next wake-up unless something else
+// scanned).
 std::size_t Executor::Impl::poll_pending_flags() {
   std::size_t total = 0;
   for (;;) {
