@@ -250,11 +250,7 @@ long ProgressServer::block_waiter(int fd, std::chrono::microseconds timeout) {
   if (!ok) return -1;
   // One look ourselves: the message that woke us is handled here, in parallel
   // with a server that woke too (it steps aside while we poll).
-  pollers_.fetch_add(1, std::memory_order_seq_cst);
-  const std::size_t n = t_.progress();
-  leave_polling();
-  if (n > 0) notify_waiters();
-  return static_cast<long>(n);
+  return static_cast<long>(poll_once());
 }
 
 std::size_t ProgressServer::poll_once() {
@@ -328,10 +324,7 @@ bool ProgressServer::wait_until(const std::function<bool()>& done, std::chrono::
         return true;
       }
     } else {
-      pollers_.fetch_add(1, std::memory_order_seq_cst);
-      const bool got = t_.progress() > 0;
-      leave_polling();
-      if (got) notify_waiters();
+      (void)poll_once();
       if (done()) return true;
     }
     // Sleep until a server (or another waiter) reports events, or max_block.
